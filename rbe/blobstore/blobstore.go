@@ -1,0 +1,66 @@
+// Package blobstore provides Store, the one storage interface behind both the
+// content-addressable storage (CAS) and the action cache (AC), and its
+// backends and decorators:
+//
+//   - NewDisk: the default backend, content-addressed files written to a
+//     temporary file and renamed into place, bounded in size with
+//     least-recently-used eviction, and re-indexed from disk on restart.
+//   - NewMemory: an in-memory backend for tests.
+//   - Verify: a decorator that rejects writes whose bytes do not match their
+//     digest, before they become visible.
+//
+// Errors use gRPC status codes as their vocabulary: a missing blob is
+// codes.NotFound, a corrupt write codes.InvalidArgument.
+package blobstore
+
+import (
+	"bytes"
+	"context"
+	"io"
+
+	"github.com/rbs-build/rbs/rbe/digest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Store holds blobs keyed by digest. In the CAS the key is the digest of the
+// content; in the action cache it is an action's digest and the content is
+// the serialized ActionResult.
+type Store interface {
+	// Get opens the blob named by d for reading, starting offset bytes in.
+	// It returns a codes.NotFound error when the blob is absent.
+	Get(ctx context.Context, d digest.Digest, offset int64) (io.ReadCloser, error)
+	// Put stores the bytes read from r until EOF under d. If reading r fails
+	// the blob is not stored, and nothing of it becomes visible.
+	Put(ctx context.Context, d digest.Digest, r io.Reader) error
+	// FindMissing returns those of ds that are not stored. Blobs found count
+	// as used for eviction purposes.
+	FindMissing(ctx context.Context, ds []digest.Digest) ([]digest.Digest, error)
+}
+
+// GetBytes reads a whole blob into memory.
+func GetBytes(ctx context.Context, s Store, d digest.Digest) ([]byte, error) {
+	rc, err := s.Get(ctx, d, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// PutBytes stores b under d.
+func PutBytes(ctx context.Context, s Store, d digest.Digest, b []byte) error {
+	return s.Put(ctx, d, bytes.NewReader(b))
+}
+
+// NotFound returns the error a Store reports for an absent blob.
+func NotFound(d digest.Digest) error {
+	return status.Errorf(codes.NotFound, "blob %s not found", d)
+}
+
+// IsNotFound reports whether err says a blob is absent.
+func IsNotFound(err error) bool { return status.Code(err) == codes.NotFound }
+
+func badOffset(d digest.Digest, offset, size int64) error {
+	return status.Errorf(codes.OutOfRange, "offset %d is outside blob %s of %d bytes", offset, d, size)
+}

@@ -1,0 +1,228 @@
+package blobstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rbs-build/rbs/rbe/digest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+func (c *fakeClock) advance()       { c.t = c.t.Add(2 * touchInterval) }
+
+func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func blob(s string) (digest.Digest, []byte) { return digest.FromBytes([]byte(s)), []byte(s) }
+
+func stores(t *testing.T) map[string]Store {
+	disk, err := NewDisk(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]Store{"memory": NewMemory(), "disk": disk}
+}
+
+func TestStoreContract(t *testing.T) {
+	ctx := context.Background()
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			d, b := blob("0123456789")
+			absent, _ := blob("absent")
+			if _, err := s.Get(ctx, d, 0); status.Code(err) != codes.NotFound {
+				t.Fatalf("Get before Put: %v, want NotFound", err)
+			}
+			if err := PutBytes(ctx, s, d, b); err != nil {
+				t.Fatal(err)
+			}
+			got, err := GetBytes(ctx, s, d)
+			if err != nil || string(got) != string(b) {
+				t.Fatalf("GetBytes = %q, %v", got, err)
+			}
+			for _, tc := range []struct {
+				offset int64
+				want   string
+				code   codes.Code
+			}{{0, "0123456789", codes.OK}, {4, "456789", codes.OK}, {10, "", codes.OK}, {11, "", codes.OutOfRange}, {-1, "", codes.OutOfRange}} {
+				rc, err := s.Get(ctx, d, tc.offset)
+				if status.Code(err) != tc.code {
+					t.Fatalf("Get offset %d: %v, want %v", tc.offset, err, tc.code)
+				}
+				if err == nil {
+					got, _ := io.ReadAll(rc)
+					rc.Close()
+					if string(got) != tc.want {
+						t.Fatalf("Get offset %d = %q, want %q", tc.offset, got, tc.want)
+					}
+				}
+			}
+			missing, err := s.FindMissing(ctx, []digest.Digest{d, absent})
+			if err != nil || len(missing) != 1 || missing[0] != absent {
+				t.Fatalf("FindMissing = %v, %v; want [%v]", missing, err, absent)
+			}
+		})
+	}
+}
+
+func TestVerifyRejectsCorruptBlobs(t *testing.T) {
+	ctx := context.Background()
+	for name, backend := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := Verify(backend)
+			d, _ := blob("hello")
+			for _, bad := range []string{"jello", "hell", "hello!"} {
+				err := s.Put(ctx, d, strings.NewReader(bad))
+				if status.Code(err) != codes.InvalidArgument {
+					t.Fatalf("Put(%q) = %v, want InvalidArgument", bad, err)
+				}
+				if missing, _ := s.FindMissing(ctx, []digest.Digest{d}); len(missing) != 1 {
+					t.Fatalf("corrupt blob %q became visible", bad)
+				}
+			}
+			if err := s.Put(ctx, d, strings.NewReader("hello")); err != nil {
+				t.Fatalf("Put of matching bytes: %v", err)
+			}
+		})
+	}
+}
+
+func TestDiskLeavesNoTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	disk, err := NewDisk(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := blob("hello")
+	if err := Verify(disk).Put(context.Background(), d, strings.NewReader("jello")); err == nil {
+		t.Fatal("corrupt Put succeeded")
+	}
+	left, _ := os.ReadDir(filepath.Join(dir, "tmp"))
+	if len(left) != 0 {
+		t.Fatalf("temporary files left behind: %v", left)
+	}
+	if _, err := os.Stat(disk.path(d)); !os.IsNotExist(err) {
+		t.Fatalf("corrupt blob on disk: %v", err)
+	}
+}
+
+// fill stores n blobs of 10 bytes each, named by prefix, advancing the
+// clock between them.
+func fill(t *testing.T, s Store, clock *fakeClock, prefix string, n int) []digest.Digest {
+	var ds []digest.Digest
+	for i := 0; i < n; i++ {
+		d, b := blob(fmt.Sprintf("%s-%08d", prefix, i))
+		if err := PutBytes(context.Background(), s, d, b); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+		clock.advance()
+	}
+	return ds
+}
+
+func present(t *testing.T, s Store, ds []digest.Digest) []bool {
+	t.Helper()
+	out := make([]bool, len(ds))
+	for i, d := range ds {
+		// Checked through the index without counting as a use.
+		_, err := os.Stat(s.(*Disk).path(d))
+		out[i] = err == nil
+	}
+	return out
+}
+
+func TestDiskEvictsLeastRecentlyUsed(t *testing.T) {
+	clock := newClock()
+	disk, err := NewDisk(t.TempDir(), 30, WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := fill(t, disk, clock, "a", 3) // 30 bytes: full
+	// Use the oldest blob; the second becomes least recently used.
+	if _, err := GetBytes(context.Background(), disk, ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance()
+	ds = append(ds, fill(t, disk, clock, "b", 1)...)
+	want := []bool{true, false, true, true}
+	if got := present(t, disk, ds); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("present after eviction = %v, want %v", got, want)
+	}
+	if disk.Size() != 30 {
+		t.Fatalf("Size = %d, want 30", disk.Size())
+	}
+	// FindMissing counts as a use too.
+	if _, err := disk.FindMissing(context.Background(), ds[2:3]); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance()
+	d, b := blob("newest-bl!")
+	if err := PutBytes(context.Background(), disk, d, b); err != nil {
+		t.Fatal(err)
+	}
+	want = []bool{false, false, true, true}
+	if got := present(t, disk, ds); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("present after second eviction = %v, want %v", got, want)
+	}
+}
+
+func TestDiskRejectsBlobLargerThanBound(t *testing.T) {
+	disk, err := NewDisk(t.TempDir(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, b := blob("too large")
+	if err := PutBytes(context.Background(), disk, d, b); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("Put = %v, want ResourceExhausted", err)
+	}
+}
+
+func TestDiskRestartKeepsBlobsAndOrder(t *testing.T) {
+	dir := t.TempDir()
+	clock := newClock()
+	disk, err := NewDisk(dir, 40, WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := fill(t, disk, clock, "a", 3)
+	if _, err := GetBytes(context.Background(), disk, ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance()
+	// A stray temporary file, as a crash mid-write would leave.
+	if err := os.WriteFile(filepath.Join(dir, "tmp", "put-123"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	reopened, err := NewDisk(dir, 30, WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reopened.Size() != 30 {
+		t.Fatalf("Size after restart = %d, want 30", reopened.Size())
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) != 0 {
+		t.Fatalf("temporary files survived restart: %v", left)
+	}
+	got, err := GetBytes(context.Background(), reopened, ds[2])
+	if err != nil || digest.FromBytes(got) != ds[2] {
+		t.Fatalf("blob after restart: %q, %v", got, err)
+	}
+	clock.advance()
+	// Two more blobs force two evictions: ds[1] (least recently used
+	// before the restart), then ds[0].
+	more := fill(t, reopened, clock, "b", 2)
+	want := []bool{false, false, true, true, true}
+	if got := present(t, reopened, append(ds, more...)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("present = %v, want %v", got, want)
+	}
+}

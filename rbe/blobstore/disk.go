@@ -1,0 +1,301 @@
+package blobstore
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rbs-build/rbs/rbe/digest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// touchInterval bounds how often a blob's modification time is refreshed on
+// use: the on-disk LRU order only needs to be roughly right after a restart,
+// and refreshing on every hit would cost a syscall per blob.
+const touchInterval = time.Minute
+
+// Disk is a Store of one file per blob under a directory, named
+// "ab/abcd…-SIZE" by the key's hash and size. Writes go to a temporary file
+// that is renamed into place only once it is complete (and, behind Verify,
+// verified). Total size is bounded: the least recently used blobs are
+// deleted to make room. The LRU order is kept in memory and mirrored in the
+// files' modification times, so a restart rebuilds the same order from disk.
+type Disk struct {
+	dir     string
+	tmpDir  string
+	maxSize int64 // 0: unbounded
+	now     func() time.Time
+
+	// mu guards everything below. File system calls that can be slow
+	// (writes, removals, time updates) happen outside it.
+	mu    sync.Mutex
+	lru   *list.List // of *diskEntry; front is most recently used
+	index map[digest.Digest]*list.Element
+	size  int64
+}
+
+type diskEntry struct {
+	key     digest.Digest
+	size    int64 // bytes on disk
+	touched time.Time
+}
+
+var _ Store = (*Disk)(nil)
+
+// DiskOption configures NewDisk.
+type DiskOption func(*Disk)
+
+// WithClock replaces time.Now, for tests.
+func WithClock(now func() time.Time) DiskOption { return func(d *Disk) { d.now = now } }
+
+// NewDisk opens (creating if needed) a disk store in dir holding at most
+// maxSize bytes (0 for no bound). Existing blobs are indexed in the order of
+// their modification times; leftover temporary files are removed.
+func NewDisk(dir string, maxSize int64, opts ...DiskOption) (*Disk, error) {
+	if maxSize < 0 {
+		return nil, fmt.Errorf("disk store %s: negative size bound %d", dir, maxSize)
+	}
+	d := &Disk{
+		dir:     dir,
+		tmpDir:  filepath.Join(dir, "tmp"),
+		maxSize: maxSize,
+		now:     time.Now,
+		lru:     list.New(),
+		index:   map[digest.Digest]*list.Element{},
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	if err := os.RemoveAll(d.tmpDir); err != nil {
+		return nil, fmt.Errorf("disk store %s: clearing temporary files: %w", dir, err)
+	}
+	if err := os.MkdirAll(d.tmpDir, 0o755); err != nil {
+		return nil, fmt.Errorf("disk store: %w", err)
+	}
+	if err := d.load(); err != nil {
+		return nil, fmt.Errorf("disk store %s: %w", dir, err)
+	}
+	d.mu.Lock()
+	victims := d.evictLocked()
+	d.mu.Unlock()
+	d.remove(victims)
+	return d, nil
+}
+
+// load indexes the blobs already on disk, oldest first.
+func (d *Disk) load() error {
+	var entries []*diskEntry
+	shards, err := os.ReadDir(d.dir)
+	if err != nil {
+		return err
+	}
+	for _, shard := range shards {
+		if !shard.IsDir() || len(shard.Name()) != 2 {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(d.dir, shard.Name()))
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			key, ok := parseBlobName(f.Name())
+			if !ok {
+				continue
+			}
+			info, err := f.Info()
+			if err != nil {
+				if os.IsNotExist(err) {
+					continue
+				}
+				return err
+			}
+			entries = append(entries, &diskEntry{key: key, size: info.Size(), touched: info.ModTime()})
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].touched.Before(entries[j].touched) })
+	for _, e := range entries {
+		d.index[e.key] = d.lru.PushFront(e)
+		d.size += e.size
+	}
+	return nil
+}
+
+func blobName(key digest.Digest) string {
+	return key.Hash() + "-" + strconv.FormatInt(key.Size(), 10)
+}
+
+func parseBlobName(name string) (digest.Digest, bool) {
+	h, s, ok := strings.Cut(name, "-")
+	if !ok {
+		return digest.Digest{}, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return digest.Digest{}, false
+	}
+	key, err := digest.New(h, n)
+	return key, err == nil
+}
+
+func (d *Disk) path(key digest.Digest) string {
+	return filepath.Join(d.dir, key.Hash()[:2], blobName(key))
+}
+
+// Get implements Store.
+func (d *Disk) Get(_ context.Context, key digest.Digest, offset int64) (io.ReadCloser, error) {
+	if !d.use(key) {
+		return nil, NotFound(key)
+	}
+	f, err := os.Open(d.path(key))
+	if os.IsNotExist(err) {
+		// Evicted between the index lookup and the open.
+		return nil, NotFound(key)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "reading blob %s: %v", key, err)
+	}
+	if offset != 0 {
+		info, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, status.Errorf(codes.Internal, "reading blob %s: %v", key, err)
+		}
+		if offset < 0 || offset > info.Size() {
+			f.Close()
+			return nil, badOffset(key, offset, info.Size())
+		}
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			f.Close()
+			return nil, status.Errorf(codes.Internal, "reading blob %s: %v", key, err)
+		}
+	}
+	return f, nil
+}
+
+// use marks key as just used and reports whether it is stored.
+func (d *Disk) use(key digest.Digest) bool {
+	d.mu.Lock()
+	el, ok := d.index[key]
+	var touch bool
+	if ok {
+		d.lru.MoveToFront(el)
+		e := el.Value.(*diskEntry)
+		now := d.now()
+		if now.Sub(e.touched) >= touchInterval {
+			e.touched, touch = now, true
+		}
+	}
+	d.mu.Unlock()
+	if touch {
+		now := d.now()
+		// Best effort: a failed time update only makes the LRU order after
+		// a restart less precise.
+		_ = os.Chtimes(d.path(key), now, now)
+	}
+	return ok
+}
+
+// Put implements Store.
+func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
+	if d.maxSize > 0 && key.Size() > d.maxSize {
+		return status.Errorf(codes.ResourceExhausted, "blob %s is larger than the store's bound of %d bytes", key, d.maxSize)
+	}
+	tmp, err := os.CreateTemp(d.tmpDir, "put-")
+	if err != nil {
+		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+	}
+	n, err := io.Copy(tmp, r)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	final := d.path(key)
+	now := d.now()
+	if err := os.Chtimes(tmp.Name(), now, now); err != nil {
+		os.Remove(tmp.Name())
+		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		os.Remove(tmp.Name())
+		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+	}
+
+	// The rename and the index update happen under the lock so that an
+	// eviction of the same key cannot interleave with them.
+	d.mu.Lock()
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		d.mu.Unlock()
+		os.Remove(tmp.Name())
+		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+	}
+	if el, ok := d.index[key]; ok {
+		e := el.Value.(*diskEntry)
+		d.size += n - e.size
+		e.size, e.touched = n, now
+		d.lru.MoveToFront(el)
+	} else {
+		d.index[key] = d.lru.PushFront(&diskEntry{key: key, size: n, touched: now})
+		d.size += n
+	}
+	victims := d.evictLocked()
+	d.mu.Unlock()
+	d.remove(victims)
+	return nil
+}
+
+// evictLocked drops least recently used entries from the index until the
+// store fits its bound, keeping at least the most recent one, and returns the
+// files to delete.
+func (d *Disk) evictLocked() []string {
+	var victims []string
+	for d.maxSize > 0 && d.size > d.maxSize && d.lru.Len() > 1 {
+		el := d.lru.Back()
+		e := el.Value.(*diskEntry)
+		d.lru.Remove(el)
+		delete(d.index, e.key)
+		d.size -= e.size
+		// Rename out of the way under the lock so a concurrent Put of the
+		// same key cannot be deleted by this eviction.
+		victim := filepath.Join(d.tmpDir, "evict-"+blobName(e.key))
+		if err := os.Rename(d.path(e.key), victim); err == nil {
+			victims = append(victims, victim)
+		}
+	}
+	return victims
+}
+
+func (d *Disk) remove(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}
+
+// FindMissing implements Store.
+func (d *Disk) FindMissing(_ context.Context, ds []digest.Digest) ([]digest.Digest, error) {
+	var missing []digest.Digest
+	for _, key := range ds {
+		if !d.use(key) {
+			missing = append(missing, key)
+		}
+	}
+	return missing, nil
+}
+
+// Size returns the bytes currently stored.
+func (d *Disk) Size() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.size
+}

@@ -1,0 +1,55 @@
+package blobstore
+
+import (
+	"context"
+	"io"
+
+	"github.com/rbs-build/rbs/rbe/digest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Verify wraps a content-addressed store so that Put accepts only bytes that
+// hash to their digest and have its size. A mismatch fails the read the
+// backend is consuming, so the backend discards the blob before it becomes
+// visible, and Put returns codes.InvalidArgument.
+func Verify(s Store) Store { return verifying{s} }
+
+type verifying struct{ Store }
+
+func (v verifying) Put(ctx context.Context, d digest.Digest, r io.Reader) error {
+	vr := &verifyingReader{r: r, v: digest.NewVerifier(d)}
+	err := v.Store.Put(ctx, d, vr)
+	if vr.err != nil {
+		return status.Error(codes.InvalidArgument, vr.err.Error())
+	}
+	return err
+}
+
+// verifyingReader hashes what passes through it and turns the final EOF into
+// an error when the bytes do not match the digest.
+type verifyingReader struct {
+	r   io.Reader
+	v   *digest.Verifier
+	err error
+}
+
+func (vr *verifyingReader) Read(p []byte) (int, error) {
+	if vr.err != nil {
+		return 0, vr.err
+	}
+	n, err := vr.r.Read(p)
+	if n > 0 {
+		if _, werr := vr.v.Write(p[:n]); werr != nil {
+			vr.err = werr
+			return 0, werr
+		}
+	}
+	if err == io.EOF {
+		if cerr := vr.v.Check(); cerr != nil {
+			vr.err = cerr
+			return n, cerr
+		}
+	}
+	return n, err
+}

@@ -1,0 +1,135 @@
+// Package digest provides Digest, the validated content address used across
+// rbs: a lowercase hex SHA-256 hash plus the size of the bytes it names.
+//
+// A Digest is parsed once at the edge (a gRPC request, a resource name, a
+// manifest) and passed by value inside; it is comparable and usable as a map
+// key.
+package digest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"strconv"
+	"strings"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+)
+
+// HashLen is the length of a SHA-256 hash in hex characters.
+const HashLen = sha256.Size * 2
+
+// Digest names a blob by its SHA-256 hash and size in bytes.
+type Digest struct {
+	hash string
+	size int64
+}
+
+// Empty is the digest of zero bytes.
+var Empty = FromBytes(nil)
+
+// New validates hash and size and returns the Digest they form.
+func New(hash string, size int64) (Digest, error) {
+	if len(hash) != HashLen {
+		return Digest{}, fmt.Errorf("invalid digest hash %q: want %d lowercase hex characters, got %d", hash, HashLen, len(hash))
+	}
+	for i := 0; i < len(hash); i++ {
+		c := hash[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return Digest{}, fmt.Errorf("invalid digest hash %q: character %q is not lowercase hex", hash, c)
+		}
+	}
+	if size < 0 {
+		return Digest{}, fmt.Errorf("invalid digest size %d for hash %s: size must not be negative", size, hash)
+	}
+	return Digest{hash: hash, size: size}, nil
+}
+
+// FromProto validates a REAPI Digest message.
+func FromProto(p *repb.Digest) (Digest, error) {
+	if p == nil {
+		return Digest{}, fmt.Errorf("missing digest")
+	}
+	return New(p.GetHash(), p.GetSizeBytes())
+}
+
+// Parse reads the "hash/size" form produced by String.
+func Parse(s string) (Digest, error) {
+	h, sz, ok := strings.Cut(s, "/")
+	if !ok {
+		return Digest{}, fmt.Errorf("invalid digest %q: want HASH/SIZE", s)
+	}
+	n, err := strconv.ParseInt(sz, 10, 64)
+	if err != nil {
+		return Digest{}, fmt.Errorf("invalid digest %q: size %q is not an integer", s, sz)
+	}
+	return New(h, n)
+}
+
+// FromBytes returns the digest of b.
+func FromBytes(b []byte) Digest {
+	sum := sha256.Sum256(b)
+	return Digest{hash: hex.EncodeToString(sum[:]), size: int64(len(b))}
+}
+
+// FromReader reads r to EOF and returns the digest of what it read.
+func FromReader(r io.Reader) (Digest, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return Digest{}, err
+	}
+	return Digest{hash: hex.EncodeToString(h.Sum(nil)), size: n}, nil
+}
+
+// NewHasher returns a hash.Hash that computes digests of this package's function.
+func NewHasher() hash.Hash { return sha256.New() }
+
+// Hash returns the lowercase hex hash.
+func (d Digest) Hash() string { return d.hash }
+
+// Size returns the size in bytes.
+func (d Digest) Size() int64 { return d.size }
+
+// IsZero reports whether d is the zero Digest (not the digest of empty content).
+func (d Digest) IsZero() bool { return d.hash == "" }
+
+// String returns "hash/size".
+func (d Digest) String() string { return d.hash + "/" + strconv.FormatInt(d.size, 10) }
+
+// Proto returns d as a REAPI Digest message.
+func (d Digest) Proto() *repb.Digest {
+	return &repb.Digest{Hash: d.hash, SizeBytes: d.size}
+}
+
+// Verifier checks that bytes written to it match a digest.
+type Verifier struct {
+	want Digest
+	h    hash.Hash
+	n    int64
+}
+
+// NewVerifier returns a Verifier expecting want.
+func NewVerifier(want Digest) *Verifier { return &Verifier{want: want, h: sha256.New()} }
+
+// Write hashes p and fails as soon as more bytes arrive than the digest's size.
+func (v *Verifier) Write(p []byte) (int, error) {
+	v.n += int64(len(p))
+	if v.n > v.want.size {
+		return 0, fmt.Errorf("blob %s: received at least %d bytes, more than its size", v.want, v.n)
+	}
+	return v.h.Write(p)
+}
+
+// Check reports whether everything written matches the expected digest.
+func (v *Verifier) Check() error {
+	if v.n != v.want.size {
+		return fmt.Errorf("blob %s: received %d bytes, want %d", v.want, v.n, v.want.size)
+	}
+	if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want.hash {
+		return fmt.Errorf("blob %s: content hashes to %s", v.want, got)
+	}
+	return nil
+}
