@@ -6,8 +6,8 @@
 //     temporary file and renamed into place, bounded in size with
 //     least-recently-used eviction, and re-indexed from disk on restart.
 //   - NewMemory: an in-memory backend for tests.
-//   - Verify: a decorator that rejects writes whose bytes do not match their
-//     digest, before they become visible.
+//   - ContentAddressed: the CAS decorator, which rejects writes whose bytes
+//     do not match their digest before they become visible.
 //
 // Errors use gRPC status codes as their vocabulary: a missing blob is
 // codes.NotFound, a corrupt write codes.InvalidArgument.

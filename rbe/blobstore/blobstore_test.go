@@ -73,11 +73,11 @@ func TestStoreContract(t *testing.T) {
 	}
 }
 
-func TestVerifyRejectsCorruptBlobs(t *testing.T) {
+func TestContentAddressedRejectsCorruptBlobs(t *testing.T) {
 	ctx := context.Background()
 	for name, backend := range stores(t) {
 		t.Run(name, func(t *testing.T) {
-			s := Verify(backend)
+			s := ContentAddressed(backend)
 			d, _ := blob("hello")
 			for _, bad := range []string{"jello", "hell", "hello!"} {
 				err := s.Put(ctx, d, strings.NewReader(bad))
@@ -91,6 +91,12 @@ func TestVerifyRejectsCorruptBlobs(t *testing.T) {
 			if err := s.Put(ctx, d, strings.NewReader("hello")); err != nil {
 				t.Fatalf("Put of matching bytes: %v", err)
 			}
+			if missing, _ := s.FindMissing(ctx, []digest.Digest{digest.Empty}); len(missing) != 0 {
+				t.Fatal("the empty blob is reported missing")
+			}
+			if b, err := GetBytes(ctx, s, digest.Empty); err != nil || len(b) != 0 {
+				t.Fatalf("GetBytes(empty) = %q, %v", b, err)
+			}
 		})
 	}
 }
@@ -102,7 +108,7 @@ func TestDiskLeavesNoTemporaryFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := blob("hello")
-	if err := Verify(disk).Put(context.Background(), d, strings.NewReader("jello")); err == nil {
+	if err := ContentAddressed(disk).Put(context.Background(), d, strings.NewReader("jello")); err == nil {
 		t.Fatal("corrupt Put succeeded")
 	}
 	left, _ := os.ReadDir(filepath.Join(dir, "tmp"))

@@ -25,7 +25,7 @@ const touchInterval = time.Minute
 
 // Disk is a Store of one file per blob under a directory, named
 // "ab/abcd…-SIZE" by the key's hash and size. Writes go to a temporary file
-// that is renamed into place only once it is complete (and, behind Verify,
+// that is renamed into place only once it is complete (and, behind ContentAddressed,
 // verified). Total size is bounded: the least recently used blobs are
 // deleted to make room. The LRU order is kept in memory and mirrored in the
 // files' modification times, so a restart rebuilds the same order from disk.

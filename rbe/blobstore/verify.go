@@ -3,19 +3,40 @@ package blobstore
 import (
 	"context"
 	"io"
+	"strings"
 
 	"github.com/rbs-build/rbs/rbe/digest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// Verify wraps a content-addressed store so that Put accepts only bytes that
-// hash to their digest and have its size. A mismatch fails the read the
-// backend is consuming, so the backend discards the blob before it becomes
-// visible, and Put returns codes.InvalidArgument.
-func Verify(s Store) Store { return verifying{s} }
+// ContentAddressed wraps a backend as a CAS. Put accepts only bytes that hash
+// to their digest and have its size: a mismatch fails the read the backend is
+// consuming, so the backend discards the blob before it becomes visible, and
+// Put returns codes.InvalidArgument. The empty blob is always present.
+func ContentAddressed(s Store) Store { return verifying{s} }
 
 type verifying struct{ Store }
+
+func (v verifying) Get(ctx context.Context, d digest.Digest, offset int64) (io.ReadCloser, error) {
+	if d == digest.Empty {
+		if offset != 0 {
+			return nil, badOffset(d, offset, 0)
+		}
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	return v.Store.Get(ctx, d, offset)
+}
+
+func (v verifying) FindMissing(ctx context.Context, ds []digest.Digest) ([]digest.Digest, error) {
+	nonEmpty := make([]digest.Digest, 0, len(ds))
+	for _, d := range ds {
+		if d != digest.Empty {
+			nonEmpty = append(nonEmpty, d)
+		}
+	}
+	return v.Store.FindMissing(ctx, nonEmpty)
+}
 
 func (v verifying) Put(ctx context.Context, d digest.Digest, r io.Reader) error {
 	vr := &verifyingReader{r: r, v: digest.NewVerifier(d)}

@@ -1,0 +1,222 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/google/uuid"
+	"github.com/rbs-build/rbs/rbe/digest"
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+)
+
+const (
+	// batchLimit keeps batch calls under the server's advertised limit with
+	// room for message overhead.
+	batchLimit = 3 << 20
+	chunkSize  = 1 << 20
+)
+
+// CAS is a client of a content-addressable storage.
+type CAS struct {
+	Instance string
+	cas      repb.ContentAddressableStorageClient
+	bs       bspb.ByteStreamClient
+}
+
+// NewCAS returns a CAS client over conn.
+func NewCAS(conn *grpc.ClientConn, instance string) *CAS {
+	return &CAS{Instance: instance, cas: repb.NewContentAddressableStorageClient(conn), bs: bspb.NewByteStreamClient(conn)}
+}
+
+func capabilities(ctx context.Context, conn *grpc.ClientConn) (*repb.ServerCapabilities, error) {
+	return repb.NewCapabilitiesClient(conn).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{})
+}
+
+func (c *CAS) prefix() string {
+	if c.Instance == "" {
+		return ""
+	}
+	return c.Instance + "/"
+}
+
+// FindMissing returns those of ds the server does not have.
+func (c *CAS) FindMissing(ctx context.Context, ds []digest.Digest) ([]digest.Digest, error) {
+	req := &repb.FindMissingBlobsRequest{InstanceName: c.Instance, BlobDigests: make([]*repb.Digest, len(ds))}
+	for i, d := range ds {
+		req.BlobDigests[i] = d.Proto()
+	}
+	resp, err := c.cas.FindMissingBlobs(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]digest.Digest, 0, len(resp.MissingBlobDigests))
+	for _, p := range resp.MissingBlobDigests {
+		d, err := digest.FromProto(p)
+		if err != nil {
+			return nil, fmt.Errorf("server returned a bad digest: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Blob is content to upload: in memory, or opened on demand.
+type Blob struct {
+	Digest digest.Digest
+	Data   []byte                        // set for in-memory blobs
+	Open   func() (io.ReadCloser, error) // set otherwise
+}
+
+func (b Blob) bytes() ([]byte, error) {
+	if b.Data != nil || b.Open == nil {
+		return b.Data, nil
+	}
+	rc, err := b.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+func (b Blob) reader() (io.ReadCloser, error) {
+	if b.Open != nil {
+		return b.Open()
+	}
+	return io.NopCloser(bytes.NewReader(b.Data)), nil
+}
+
+// Upload sends the blobs the server is missing: small ones in batches, large
+// ones over ByteStream. It returns how many blobs and bytes it sent.
+func (c *CAS) Upload(ctx context.Context, blobs []Blob) (sent int, size int64, err error) {
+	byDigest := map[digest.Digest]Blob{}
+	ds := make([]digest.Digest, 0, len(blobs))
+	for _, b := range blobs {
+		if _, dup := byDigest[b.Digest]; !dup {
+			byDigest[b.Digest] = b
+			ds = append(ds, b.Digest)
+		}
+	}
+	missing, err := c.FindMissing(ctx, ds)
+	if err != nil {
+		return 0, 0, err
+	}
+	sort.Slice(missing, func(i, j int) bool { return missing[i].Size() < missing[j].Size() })
+	var batch []*repb.BatchUpdateBlobsRequest_Request
+	var batchBytes int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		resp, err := c.cas.BatchUpdateBlobs(ctx, &repb.BatchUpdateBlobsRequest{InstanceName: c.Instance, Requests: batch})
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.Responses {
+			if r.Status.GetCode() != 0 {
+				return fmt.Errorf("uploading %s/%d: %s", r.Digest.GetHash(), r.Digest.GetSizeBytes(), r.Status.GetMessage())
+			}
+		}
+		batch, batchBytes = nil, 0
+		return nil
+	}
+	for _, d := range missing {
+		b := byDigest[d]
+		if d.Size() > batchLimit/4 {
+			if err := c.write(ctx, b); err != nil {
+				return sent, size, err
+			}
+		} else {
+			if batchBytes+d.Size() > batchLimit {
+				if err := flush(); err != nil {
+					return sent, size, err
+				}
+			}
+			data, err := b.bytes()
+			if err != nil {
+				return sent, size, err
+			}
+			batch = append(batch, &repb.BatchUpdateBlobsRequest_Request{Digest: d.Proto(), Data: data})
+			batchBytes += d.Size()
+		}
+		sent++
+		size += d.Size()
+	}
+	return sent, size, flush()
+}
+
+// Write uploads one blob over ByteStream, whether or not the server has it.
+func (c *CAS) Write(ctx context.Context, b Blob) error { return c.write(ctx, b) }
+
+func (c *CAS) write(ctx context.Context, b Blob) error {
+	rc, err := b.reader()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	stream, err := c.bs.Write(ctx)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("%suploads/%s/blobs/%s/%d", c.prefix(), uuid.NewString(), b.Digest.Hash(), b.Digest.Size())
+	buf := make([]byte, chunkSize)
+	var off int64
+	for {
+		n, rerr := io.ReadFull(rc, buf)
+		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+			stream.CloseSend()
+			return rerr
+		}
+		last := rerr != nil
+		req := &bspb.WriteRequest{WriteOffset: off, Data: buf[:n], FinishWrite: last}
+		if off == 0 {
+			req.ResourceName = name
+		}
+		if err := stream.Send(req); err != nil {
+			if err == io.EOF {
+				break // the server ended early; CloseAndRecv says why
+			}
+			return err
+		}
+		off += int64(n)
+		if last {
+			break
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return fmt.Errorf("uploading %s: %w", b.Digest, err)
+	}
+	if resp.CommittedSize != b.Digest.Size() {
+		return fmt.Errorf("uploading %s: server committed %d bytes", b.Digest, resp.CommittedSize)
+	}
+	return nil
+}
+
+// Read streams the blob d into w, verifying its digest.
+func (c *CAS) Read(ctx context.Context, d digest.Digest, w io.Writer) error {
+	stream, err := c.bs.Read(ctx, &bspb.ReadRequest{ResourceName: fmt.Sprintf("%sblobs/%s/%d", c.prefix(), d.Hash(), d.Size())})
+	if err != nil {
+		return err
+	}
+	v := digest.NewVerifier(d)
+	mw := io.MultiWriter(w, v)
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", d, err)
+		}
+		if _, err := mw.Write(resp.Data); err != nil {
+			return fmt.Errorf("reading %s: %w", d, err)
+		}
+	}
+	return v.Check()
+}
