@@ -1,0 +1,66 @@
+// Package cli holds the kong command structs of the rbs command line, one
+// file per command group. Each command's Run only parses, calls a package
+// and prints.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at link time with -ldflags "-X github.com/rbs-build/rbs/cli.version=...".
+var version = ""
+
+// CLI is the root of the command tree.
+type CLI struct {
+	Version kong.VersionFlag `help:"Print the version and exit."`
+
+	Build BuildCmd `cmd:"" help:"Build targets."`
+	Test  TestCmd  `cmd:"" help:"Build and run test targets."`
+	Run   RunCmd   `cmd:"" help:"Build and run one executable target."`
+	Query QueryCmd `cmd:"" help:"Query the target graph."`
+	Clean CleanCmd `cmd:"" help:"Remove build outputs."`
+
+	Remote RemoteCmd `cmd:"" help:"Run or inspect an rbs cluster (scheduler, CAS, workers)."`
+	Job    JobCmd    `cmd:"" help:"Submit and manage batch jobs."`
+}
+
+// Options returns the kong options of the rbs command line.
+func Options() []kong.Option {
+	return []kong.Option{
+		kong.Name("rbs"),
+		kong.Description("rbs: a Starlark build tool, a remote execution cluster, and a batch scheduler."),
+		kong.UsageOnError(),
+		kong.Vars{"version": Version()},
+	}
+}
+
+// Version is the rbs version: the link-time version, else the module
+// version, else "devel".
+func Version() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// errNotImplemented is returned by commands whose capability rbs does not
+// have yet, so that they fail instead of pretending.
+var errNotImplemented = errors.New("not implemented yet")
+
+func notImplemented(cmd string) error {
+	return fmt.Errorf("%s: %w", cmd, errNotImplemented)
+}
+
+// RemoteFlags are how client commands reach a server.
+type RemoteFlags struct {
+	Server string `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT." env:"RBS_REMOTE"`
+	Token  string `help:"Bearer token for the server." env:"RBS_REMOTE_TOKEN"`
+	TLSCA  string `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
+}

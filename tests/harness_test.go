@@ -1,0 +1,141 @@
+// Package tests holds rbs's end-to-end tests: they build the real rbs binary,
+// start real servers (and later workers) on 127.0.0.1, and drive them with the
+// real CLI and real external clients such as Bazel.
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rbsBin is the rbs binary built once for all tests.
+var rbsBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rbs-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	rbsBin = filepath.Join(dir, "rbs")
+	build := exec.Command("go", "build", "-o", rbsBin, "../cmd/rbs")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building rbs:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireTool returns the path of an external program, skipping the test
+// when it is missing — unless RBS_TEST_REQUIRE_ALL=1 (as in CI), where a
+// missing program fails the test.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
+		t.Fatalf("%s is required (RBS_TEST_REQUIRE_ALL=1) but not installed: %v", name, err)
+	}
+	t.Skipf("%s not installed; set RBS_TEST_REQUIRE_ALL=1 to make this a failure", name)
+	return ""
+}
+
+// server is a running `rbs remote serve` process.
+type server struct {
+	Addr    string
+	DataDir string
+	cmd     *exec.Cmd
+	log     *strings.Builder
+}
+
+var listening = regexp.MustCompile(`listening on (\S+)`)
+
+// startServer runs `rbs remote serve` on 127.0.0.1 with a fresh data
+// directory (unless args give one) and waits until it listens.
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	s := &server{DataDir: t.TempDir(), log: &strings.Builder{}}
+	full := append([]string{"remote", "serve", "--listen", "127.0.0.1:0", "--data-dir", s.DataDir}, args...)
+	s.cmd = exec.Command(rbsBin, full...)
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", s.log.String())
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			s.log.WriteString(line + "\n")
+			if m := listening.FindStringSubmatch(line); m != nil {
+				found <- m[1]
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case s.Addr = <-found:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server did not start listening; log:\n%s", s.log.String())
+	}
+	return s
+}
+
+// run runs a command with a deadline and returns its combined output.
+func run(t *testing.T, dir string, env []string, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// copyTree copies the directory src to dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if info.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
