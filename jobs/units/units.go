@@ -76,3 +76,6 @@ func (z Size) String() string {
 	}
 	return strconv.FormatInt(int64(z), 10) + "B"
 }
+
+// MarshalText formats the size as String does.
+func (z Size) MarshalText() ([]byte, error) { return []byte(z.String()), nil }

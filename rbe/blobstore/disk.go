@@ -23,6 +23,12 @@ import (
 // and refreshing on every hit would cost a syscall per blob.
 const touchInterval = time.Minute
 
+// copyBuffers holds the buffers Put copies through.
+var copyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 1<<20)
+	return &b
+}}
+
 // Disk is a Store of one file per blob under a directory, named
 // "ab/abcd…-SIZE" by the key's hash and size. Writes go to a temporary file
 // that is renamed into place only once it is complete (and, behind ContentAddressed,
@@ -213,7 +219,11 @@ func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
 	}
-	n, err := io.Copy(tmp, r)
+	buf := copyBuffers.Get().(*[]byte)
+	// Hide the file's ReadFrom so the large buffer is used: ReadFrom would
+	// copy through a 32 KiB one, a write syscall each.
+	n, err := io.CopyBuffer(struct{ io.Writer }{tmp}, r, *buf)
+	copyBuffers.Put(buf)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -30,8 +30,12 @@ type Options struct {
 	CACert string
 }
 
-// maxMessageSize matches the server's limit.
-const maxMessageSize = 16 << 20
+const (
+	// maxMessageSize matches the server's limit.
+	maxMessageSize = 16 << 20
+	// windowSize is the HTTP/2 flow-control window per stream and connection.
+	windowSize = 16 << 20
+)
 
 // Dial connects to the server described by o.
 func Dial(o Options) (*grpc.ClientConn, error) {
@@ -39,7 +43,11 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize))}
+	opts := []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
+		grpc.WithInitialWindowSize(windowSize),
+		grpc.WithInitialConnWindowSize(windowSize),
+	}
 	if secure {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if o.CACert != "" {

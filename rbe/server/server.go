@@ -31,6 +31,8 @@ const (
 	maxMessageSize = 16 << 20
 	// chunkSize is the size of ByteStream read chunks.
 	chunkSize = 1 << 20
+	// windowSize is the HTTP/2 flow-control window per stream and connection.
+	windowSize = 16 << 20
 )
 
 // Config is what a Server is built from.
@@ -73,6 +75,10 @@ func New(cfg Config) *Server {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMessageSize),
 		grpc.MaxSendMsgSize(maxMessageSize),
+		// Large flow-control windows keep big transfers from stalling on
+		// window updates.
+		grpc.InitialWindowSize(windowSize),
+		grpc.InitialConnWindowSize(windowSize),
 	}
 	opts = append(opts, auth.NewChecker(cfg.Token).ServerOptions()...)
 	if cfg.TLS != nil {
