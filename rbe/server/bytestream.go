@@ -138,7 +138,7 @@ func (b *byteStream) Write(stream bspb.ByteStream_WriteServer) error {
 			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: committed})
 		}
 	}
-	up, err := b.uploads.begin(req.ResourceName, name, req.WriteOffset)
+	up, err := b.uploads.begin(stream.Context(), req.ResourceName, name, req.WriteOffset)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ type uploads struct {
 type upload struct {
 	key      string
 	owner    *uploads
-	inUse    sync.Mutex // held by the Write call feeding the upload
+	inUse    chan struct{} // holds a token while a Write call feeds the upload
 	pw       *io.PipeWriter
 	done     chan struct{} // closed when Put has returned
 	putErr   error
@@ -215,8 +215,10 @@ func newUploads(ctx context.Context, cas blobstore.Store) *uploads {
 }
 
 // begin returns the upload for key, starting one when offset is 0, and
-// holds it for the caller until release.
-func (u *uploads) begin(key string, name resource.Name, offset int64) (*upload, error) {
+// holds it for the caller until release. A client resuming after a broken
+// stream may arrive before the server has seen the old call end, so begin
+// waits for the previous holder to let go.
+func (u *uploads) begin(ctx context.Context, key string, name resource.Name, offset int64) (*upload, error) {
 	u.mu.Lock()
 	up, ok := u.active[key]
 	if ok && offset == 0 && up.committed != 0 {
@@ -232,8 +234,14 @@ func (u *uploads) begin(key string, name resource.Name, offset int64) (*upload, 
 		up = u.startLocked(key, name)
 	}
 	u.mu.Unlock()
-	if !up.inUse.TryLock() {
-		return nil, status.Errorf(codes.Aborted, "another call is writing %s", key)
+	select {
+	case up.inUse <- struct{}{}:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if up.finished {
+		<-up.inUse
+		return nil, status.Errorf(codes.Aborted, "upload %s ended while this call waited for it", key)
 	}
 	up.idle.Stop()
 	return up, nil
@@ -241,7 +249,7 @@ func (u *uploads) begin(key string, name resource.Name, offset int64) (*upload, 
 
 func (u *uploads) startLocked(key string, name resource.Name) *upload {
 	pr, pw := io.Pipe()
-	up := &upload{key: key, owner: u, pw: pw, done: make(chan struct{})}
+	up := &upload{key: key, owner: u, pw: pw, done: make(chan struct{}), inUse: make(chan struct{}, 1)}
 	up.idle = time.AfterFunc(uploadIdleTimeout, func() {
 		u.mu.Lock()
 		defer u.mu.Unlock()
@@ -344,5 +352,5 @@ func (up *upload) release() {
 		up.idle.Reset(uploadIdleTimeout)
 	}
 	u.mu.Unlock()
-	up.inUse.Unlock()
+	<-up.inUse
 }
