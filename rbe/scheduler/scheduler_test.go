@@ -1,0 +1,318 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// harness drives a Scheduler with a fake clock and sequential ids.
+type harness struct {
+	t      *testing.T
+	s      *Scheduler
+	now    time.Time
+	nextID int
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h.s = New(Config{
+		Now:              func() time.Time { return h.now },
+		NewID:            func() string { h.nextID++; return fmt.Sprint("id", h.nextID) },
+		HeartbeatTimeout: 10 * time.Second,
+		TimeoutGrace:     5 * time.Second,
+		MaxAttempts:      2,
+	})
+	return h
+}
+
+func (h *harness) advance(d time.Duration) {
+	h.now = h.now.Add(d)
+	h.s.Tick()
+}
+
+func (h *harness) worker(name string, slots int, props ...Property) *Worker {
+	h.t.Helper()
+	w, err := h.s.RegisterWorker(WorkerInfo{Name: name, Session: name, ActionSlots: slots, Properties: props})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return w
+}
+
+func action(name string, props ...Property) Action {
+	return Action{Digest: digest.FromBytes([]byte(name)), Platform: props}
+}
+
+func (h *harness) submit(a Action) *Operation {
+	h.t.Helper()
+	op, err := h.s.Submit(a)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return op
+}
+
+// assigned returns the task ids pushed to w so far (draining its outbox),
+// and the ids of cancellations.
+func assigned(w *Worker) (tasks, cancels []string) {
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		w.outMu.Lock()
+		n := len(w.out)
+		w.outMu.Unlock()
+		if n == 0 {
+			return
+		}
+		m, err := w.Next(ctx)
+		if err != nil {
+			return
+		}
+		switch k := m.Kind.(type) {
+		case *workerpb.ServerMessage_AssignAction:
+			tasks = append(tasks, k.AssignAction.TaskId)
+		case *workerpb.ServerMessage_Cancel:
+			cancels = append(cancels, k.Cancel.TaskId)
+		}
+	}
+}
+
+func (h *harness) stage(op *Operation) Stage {
+	snap, err := h.s.Watch(op.Name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return snap.Stage
+}
+
+func ok(exit int32) *repb.ExecuteResponse {
+	return &repb.ExecuteResponse{Result: &repb.ActionResult{ExitCode: exit}}
+}
+
+func TestIdenticalActionsShareOneExecution(t *testing.T) {
+	h := newHarness(t)
+	op1 := h.submit(action("a"))
+	op2 := h.submit(action("a"))
+	w := h.worker("w1", 4)
+	tasks, _ := assigned(w)
+	if len(tasks) != 1 {
+		t.Fatalf("assigned %v, want one task for two identical actions", tasks)
+	}
+	snap1, _ := h.s.Watch(op1.Name)
+	h.s.Complete(w.ID(), tasks[0], ok(0))
+	select {
+	case <-snap1.Changed:
+	default:
+		t.Fatal("watchers were not woken by completion")
+	}
+	for _, op := range []*Operation{op1, op2} {
+		snap, _ := h.s.Watch(op.Name)
+		if snap.Stage != Completed || snap.Response.Result.ExitCode != 0 {
+			t.Fatalf("operation %s: %v", op.Name, snap.Stage)
+		}
+	}
+	// Once completed, the same action executes anew.
+	h.submit(action("a"))
+	if tasks, _ := assigned(w); len(tasks) != 1 {
+		t.Fatalf("resubmission assigned %v", tasks)
+	}
+}
+
+func TestDoNotCacheIsNotDeduplicated(t *testing.T) {
+	h := newHarness(t)
+	w := h.worker("w1", 4)
+	a := action("a")
+	a.DoNotCache = true
+	h.submit(a)
+	h.submit(a)
+	if tasks, _ := assigned(w); len(tasks) != 2 {
+		t.Fatalf("assigned %v, want two executions", tasks)
+	}
+}
+
+func TestSlotsAndPriority(t *testing.T) {
+	h := newHarness(t)
+	w := h.worker("w1", 1)
+	first := h.submit(action("first"))
+	low := action("low")
+	low.Priority = 5
+	h.submit(low)
+	high := action("high")
+	high.Priority = -5
+	highOp := h.submit(high)
+	tasks, _ := assigned(w)
+	if len(tasks) != 1 || h.stage(first) != Executing {
+		t.Fatalf("one slot: assigned %v", tasks)
+	}
+	h.s.Complete(w.ID(), tasks[0], ok(0))
+	if h.stage(highOp) != Executing {
+		t.Fatal("the higher-priority action did not run next")
+	}
+}
+
+func TestLostWorkerTasksAreRedispatched(t *testing.T) {
+	tests := []struct {
+		name string
+		lose func(h *harness, w *Worker)
+	}{
+		{"missed heartbeats", func(h *harness, w *Worker) { h.advance(6 * time.Second) }},
+		{"stream ended", func(h *harness, w *Worker) { h.s.Disconnect(w, "stream ended") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			w1 := h.worker("w1", 1)
+			op := h.submit(action("a"))
+			if tasks, _ := assigned(w1); len(tasks) != 1 {
+				t.Fatal("not assigned to w1")
+			}
+			h.advance(5 * time.Second)
+			w2 := h.worker("w2", 1)
+			h.s.Heartbeat(w2)
+			tt.lose(h, w1)
+			tasks, _ := assigned(w2)
+			if len(tasks) != 1 || h.stage(op) != Executing {
+				t.Fatalf("task not re-dispatched to w2: %v", tasks)
+			}
+			// A late result from the lost worker is ignored.
+			h.s.Complete(w1.ID(), tasks[0], ok(1))
+			if h.stage(op) != Executing {
+				t.Fatal("a lost worker's report completed the task")
+			}
+			h.s.Complete(w2.ID(), tasks[0], ok(0))
+			if snap, _ := h.s.Watch(op.Name); snap.Stage != Completed || snap.Response.Result.ExitCode != 0 {
+				t.Fatal("w2's result was not taken")
+			}
+		})
+	}
+}
+
+func TestTaskFailsAfterMaxAttempts(t *testing.T) {
+	h := newHarness(t)
+	op := h.submit(action("a"))
+	for i := 1; i <= 2; i++ {
+		w := h.worker(fmt.Sprint("w", i), 1)
+		h.s.Disconnect(w, "crashed")
+	}
+	snap, _ := h.s.Watch(op.Name)
+	if snap.Stage != Completed || codes.Code(snap.Response.Status.Code) != codes.Unavailable {
+		t.Fatalf("after two lost workers: %v %v", snap.Stage, snap.Response)
+	}
+}
+
+func TestPlatformMismatchFailsFast(t *testing.T) {
+	linux := Property{"OSFamily", "linux"}
+	gpu := Property{"gpu", "a100"}
+	h := newHarness(t)
+
+	// With no worker registered yet, actions wait for one.
+	waiting := h.submit(action("waits", gpu))
+	if h.stage(waiting) != Queued {
+		t.Fatal("action without workers did not queue")
+	}
+	h.worker("w1", 1, linux)
+	snap, _ := h.s.Watch(waiting.Name)
+	if snap.Stage != Completed || !strings.Contains(snap.Response.Status.Message, "gpu=a100") {
+		t.Fatalf("queued action after an unsuitable worker registered: %v %v", snap.Stage, snap.Response)
+	}
+
+	_, err := h.s.Submit(action("x", linux, gpu))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "gpu=a100") {
+		t.Fatalf("Submit = %v, want FailedPrecondition naming gpu=a100", err)
+	}
+	h.worker("w2", 1, gpu)
+	_, err = h.s.Submit(action("y", linux, gpu))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no single worker") {
+		t.Fatalf("Submit = %v, want FailedPrecondition about no single worker", err)
+	}
+	if _, err := h.s.Submit(action("z", linux)); err != nil {
+		t.Fatalf("satisfiable action refused: %v", err)
+	}
+}
+
+func TestTimeoutFailsTaskAndCancelsIt(t *testing.T) {
+	h := newHarness(t)
+	w := h.worker("w1", 1)
+	a := action("slow")
+	a.Timeout = 10 * time.Second
+	op := h.submit(a)
+	tasks, _ := assigned(w)
+	for i := 0; i < 3; i++ {
+		h.s.Heartbeat(w)
+		h.advance(5 * time.Second)
+	}
+	if h.stage(op) != Executing {
+		t.Fatal("failed before timeout + grace")
+	}
+	h.s.Heartbeat(w)
+	h.advance(1 * time.Second)
+	snap, _ := h.s.Watch(op.Name)
+	if snap.Stage != Completed || codes.Code(snap.Response.Status.Code) != codes.DeadlineExceeded {
+		t.Fatalf("after timeout: %v %v", snap.Stage, snap.Response)
+	}
+	if _, cancels := assigned(w); len(cancels) != 1 || cancels[0] != tasks[0] {
+		t.Fatalf("cancellations %v, want %v", cancels, tasks)
+	}
+}
+
+func TestReconnect(t *testing.T) {
+	h := newHarness(t)
+	w := h.worker("w1", 2)
+	op := h.submit(action("a"))
+	h.submit(action("b"))
+	tasks, _ := assigned(w)
+	if len(tasks) != 2 {
+		t.Fatalf("assigned %v", tasks)
+	}
+	// Another process under the same name is refused.
+	if _, err := h.s.RegisterWorker(WorkerInfo{Name: "w1", Session: "other", ActionSlots: 1}); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("duplicate name: %v", err)
+	}
+	// The same process reconnects, still running only the first task.
+	w2, err := h.s.RegisterWorker(WorkerInfo{Name: "w1", Session: "w1", ActionSlots: 2, Running: tasks[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := assigned(w2)
+	if len(again) != 1 || again[0] != tasks[1] {
+		t.Fatalf("after reconnect, re-assigned %v; want only %s", again, tasks[1])
+	}
+	h.s.Complete(w2.ID(), tasks[0], ok(0))
+	if h.stage(op) != Completed {
+		t.Fatal("the task kept across the reconnect did not complete")
+	}
+	if _, err := w.Next(context.Background()); status.Code(err) != codes.Unavailable {
+		t.Fatalf("old registration's stream: %v", err)
+	}
+}
+
+func TestStatusAndRetention(t *testing.T) {
+	h := newHarness(t)
+	w := h.worker("w1", 1, Property{"OSFamily", "linux"})
+	op := h.submit(action("a"))
+	h.submit(action("b"))
+	st := h.s.Status()
+	if len(st.Workers) != 1 || st.Workers[0].ActionSlots.Used != 1 || st.Queue.QueuedActions != 1 || st.Queue.ExecutingActions != 1 {
+		t.Fatalf("status = %v", st)
+	}
+	tasks, _ := assigned(w)
+	h.now = h.now.Add(250 * time.Millisecond)
+	h.s.Complete(w.ID(), tasks[0], ok(0))
+	if st := h.s.Status(); st.Actions.Completed != 1 || st.Actions.OverheadP50Ms != 250 {
+		t.Fatalf("action stats = %v", st.Actions)
+	}
+	h.s.Heartbeat(w)
+	h.advance(DefaultRetention + time.Second)
+	if _, err := h.s.Watch(op.Name); status.Code(err) != codes.NotFound {
+		t.Fatalf("finished operation kept past retention: %v", err)
+	}
+}
