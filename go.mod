@@ -15,7 +15,9 @@ require (
 
 require (
 	cloud.google.com/go/longrunning v1.5.0 // indirect
+	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
 	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261012220534-4341edf3f941 // indirect

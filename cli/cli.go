@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/alecthomas/kong"
+	"github.com/rbs-build/rbs/rbe/client"
 )
 
 // version is set at link time with -ldflags "-X github.com/rbs-build/rbs/cli.version=...".
@@ -63,4 +64,8 @@ type RemoteFlags struct {
 	Server string `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT." env:"RBS_REMOTE"`
 	Token  string `help:"Bearer token for the server." env:"RBS_REMOTE_TOKEN"`
 	TLSCA  string `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
+}
+
+func (f RemoteFlags) options() client.Options {
+	return client.Options{Target: f.Server, Token: f.Token, CACert: f.TLSCA}
 }

@@ -7,10 +7,17 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/rbs-build/rbs/jobs/units"
+	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/cluster"
+	"github.com/rbs-build/rbs/rbe/gpu"
+	"github.com/rbs-build/rbs/rbe/worker"
 )
 
 // RemoteCmd is `rbs remote`.
@@ -54,16 +61,110 @@ func (c *RemoteServeCmd) Run() error {
 // RemoteWorkerCmd is `rbs remote worker`.
 type RemoteWorkerCmd struct {
 	RemoteFlags
+	WorkDir      string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path"`
+	Name         string     `help:"Worker name, unique in the cluster (default: the host name)."`
+	ActionSlots  int        `help:"Build actions run at once (default: one per CPU)." default:"-1"`
+	JobSlots     int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1"`
+	CPUs         int        `name:"cpus" help:"CPUs offered (default: all)."`
+	MemoryGB     float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
+	GPUs         string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
+	Property     []string   `help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
+	CacheMaxSize units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"10GiB"`
 }
 
 // Run implements the command.
-func (c *RemoteWorkerCmd) Run() error { return notImplemented("remote worker") }
+func (c *RemoteWorkerCmd) Run() error {
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return worker.Run(ctx, cfg)
+}
+
+func (c *RemoteWorkerCmd) config() (worker.Config, error) {
+	cfg := worker.Config{
+		Server:       c.options(),
+		Name:         c.Name,
+		CPUs:         c.CPUs,
+		MemoryBytes:  int64(c.MemoryGB * (1 << 30)),
+		CacheMaxSize: int64(c.CacheMaxSize),
+		Version:      Version(),
+		Log:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}
+	if cfg.Name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return cfg, fmt.Errorf("no --name given and the host name is unknown: %w", err)
+		}
+		cfg.Name = host
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = runtime.NumCPU()
+	}
+	if cfg.CPUs < 0 || c.MemoryGB < 0 {
+		return cfg, fmt.Errorf("--cpus and --memory-gb must not be negative")
+	}
+	if cfg.MemoryBytes == 0 {
+		cfg.MemoryBytes = worker.MemoryBytes()
+	}
+	cfg.ActionSlots, cfg.JobSlots = c.ActionSlots, c.JobSlots
+	if cfg.ActionSlots < 0 {
+		cfg.ActionSlots = cfg.CPUs
+	}
+	if cfg.JobSlots < 0 {
+		cfg.JobSlots = cfg.CPUs
+	}
+	found, reason := gpu.Discover()
+	gpus, err := worker.SelectGPUs(c.GPUs, found)
+	if err != nil {
+		return cfg, err
+	}
+	if len(found) == 0 && c.GPUs == "auto" {
+		cfg.Log.Info("no GPUs offered", "reason", reason)
+	}
+	cfg.GPUs = gpus
+	for _, p := range c.Property {
+		prop, err := worker.ParseProperty(p)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Properties = append(cfg.Properties, prop)
+	}
+	cfg.WorkDir = c.WorkDir
+	if cfg.WorkDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return cfg, fmt.Errorf("no --work-dir given: %w", err)
+		}
+		cfg.WorkDir = filepath.Join(dir, "rbs", "worker-"+cfg.Name)
+	}
+	return cfg, nil
+}
 
 // RemoteStatusCmd is `rbs remote status`.
 type RemoteStatusCmd struct {
 	RemoteFlags
-	JSON bool `help:"Print JSON."`
+	JSON bool `name:"json" help:"Print JSON: an object with workers, queue, jobs and actions."`
 }
 
 // Run implements the command.
-func (c *RemoteStatusCmd) Run() error { return notImplemented("remote status") }
+func (c *RemoteStatusCmd) Run() error {
+	conn, err := client.Dial(c.options())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := workerpb.NewClusterClient(conn).Status(ctx, &workerpb.StatusRequest{})
+	if err != nil {
+		return fmt.Errorf("asking %s for its status: %w", c.Server, err)
+	}
+	if c.JSON {
+		return printStatusJSON(os.Stdout, st)
+	}
+	printStatus(os.Stdout, st)
+	return nil
+}

@@ -232,3 +232,27 @@ func TestDiskRestartKeepsBlobsAndOrder(t *testing.T) {
 		t.Fatalf("present = %v, want %v", got, want)
 	}
 }
+
+func TestDiskLinkAndFileMode(t *testing.T) {
+	dir := t.TempDir()
+	disk, err := NewDisk(filepath.Join(dir, "cache"), 0, WithFileMode(0o555))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, b := blob("#!/bin/sh\n")
+	if err := PutBytes(context.Background(), disk, d, b); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "linked")
+	if err := disk.Link(d, dst); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(dst)
+	if err != nil || info.Mode().Perm() != 0o555 {
+		t.Fatalf("linked file: %v, %v; want mode 0555", info, err)
+	}
+	absent, _ := blob("absent")
+	if err := disk.Link(absent, filepath.Join(dir, "x")); status.Code(err) != codes.NotFound {
+		t.Fatalf("Link of absent blob: %v", err)
+	}
+}

@@ -40,6 +40,7 @@ type Disk struct {
 	tmpDir  string
 	maxSize int64 // 0: unbounded
 	now     func() time.Time
+	mode    os.FileMode // of stored files; 0 keeps the temporary file's 0600
 
 	// mu guards everything below. File system calls that can be slow
 	// (writes, removals, time updates) happen outside it.
@@ -62,6 +63,10 @@ type DiskOption func(*Disk)
 
 // WithClock replaces time.Now, for tests.
 func WithClock(now func() time.Time) DiskOption { return func(d *Disk) { d.now = now } }
+
+// WithFileMode stores blobs with the given permissions, so that they can be
+// hard-linked into place as read-only or executable files.
+func WithFileMode(mode os.FileMode) DiskOption { return func(d *Disk) { d.mode = mode } }
 
 // NewDisk opens (creating if needed) a disk store in dir holding at most
 // maxSize bytes (0 for no bound). Existing blobs are indexed in the order of
@@ -233,6 +238,12 @@ func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
 	}
 	final := d.path(key)
 	now := d.now()
+	if d.mode != 0 {
+		if err := os.Chmod(tmp.Name(), d.mode); err != nil {
+			os.Remove(tmp.Name())
+			return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+		}
+	}
 	if err := os.Chtimes(tmp.Name(), now, now); err != nil {
 		os.Remove(tmp.Name())
 		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
@@ -290,6 +301,48 @@ func (d *Disk) remove(paths []string) {
 	for _, p := range paths {
 		os.Remove(p)
 	}
+}
+
+// Link makes dst a hard link to the stored blob key, falling back to a copy
+// where a link is impossible (another file system, too many links). It
+// returns a NotFound error when the blob is absent.
+func (d *Disk) Link(key digest.Digest, dst string) error {
+	if !d.use(key) {
+		return NotFound(key)
+	}
+	// Under the lock, an eviction cannot remove the file between the
+	// lookup and the link.
+	d.mu.Lock()
+	_, ok := d.index[key]
+	var err error
+	if ok {
+		err = os.Link(d.path(key), dst)
+	}
+	d.mu.Unlock()
+	if !ok {
+		return NotFound(key)
+	}
+	if err == nil {
+		return nil
+	}
+	rc, gerr := d.Get(context.Background(), key, 0)
+	if gerr != nil {
+		return gerr
+	}
+	defer rc.Close()
+	mode := d.mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	f, ferr := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if ferr != nil {
+		return ferr
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // FindMissing implements Store.

@@ -12,6 +12,8 @@ import (
 	"github.com/rbs-build/rbs/rbe/digest"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 const (
@@ -127,7 +129,7 @@ func (c *CAS) Upload(ctx context.Context, blobs []Blob) (sent int, size int64, e
 	}
 	for _, d := range missing {
 		b := byDigest[d]
-		if d.Size() > batchLimit/4 {
+		if d.Size() > BatchLimit {
 			if err := c.write(ctx, b); err != nil {
 				return sent, size, err
 			}
@@ -219,4 +221,58 @@ func (c *CAS) Read(ctx context.Context, d digest.Digest, w io.Writer) error {
 		}
 	}
 	return v.Check()
+}
+
+// BatchLimit is the largest blob ReadBatch fetches; larger ones must be read
+// with Read.
+const BatchLimit = batchLimit / 4
+
+// ReadBatch fetches small blobs (each at most BatchLimit bytes) with as few
+// BatchReadBlobs calls as the size limit allows, verifying each.
+func (c *CAS) ReadBatch(ctx context.Context, ds []digest.Digest) (map[digest.Digest][]byte, error) {
+	out := make(map[digest.Digest][]byte, len(ds))
+	var batch []*repb.Digest
+	var batchBytes int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		resp, err := c.cas.BatchReadBlobs(ctx, &repb.BatchReadBlobsRequest{InstanceName: c.Instance, Digests: batch})
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.Responses {
+			d, err := digest.FromProto(r.Digest)
+			if err != nil {
+				return fmt.Errorf("server returned a bad digest: %w", err)
+			}
+			if code := codes.Code(r.Status.GetCode()); code != codes.OK {
+				return status.Errorf(code, "reading %s: %s", d, r.Status.GetMessage())
+			}
+			if digest.FromBytes(r.Data) != d {
+				return fmt.Errorf("reading %s: server sent bytes of another digest", d)
+			}
+			out[d] = r.Data
+		}
+		batch, batchBytes = nil, 0
+		return nil
+	}
+	seen := map[digest.Digest]bool{}
+	for _, d := range ds {
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		if d.Size() > BatchLimit {
+			return nil, fmt.Errorf("blob %s is too large for a batch read", d)
+		}
+		if batchBytes+d.Size() > batchLimit || len(batch) >= 10000 {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		batch = append(batch, d.Proto())
+		batchBytes += d.Size()
+	}
+	return out, flush()
 }

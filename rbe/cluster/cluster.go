@@ -1,6 +1,6 @@
 // Package cluster composes an rbs server from its parts: the disk-backed CAS
-// and action cache under a data directory, TLS material, and the gRPC
-// services. It is the one place where `rbs remote serve` is wired together.
+// and action cache under a data directory, TLS material, the execution
+// scheduler, and the gRPC services. It is the one place where `rbs remote serve` is wired together.
 package cluster
 
 import (
@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/google/uuid"
 	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/scheduler"
 	"github.com/rbs-build/rbs/rbe/server"
 )
 
@@ -72,12 +74,14 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	sched := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }})
 	srv := server.New(server.Config{
-		CAS:   blobstore.ContentAddressed(casDisk),
-		AC:    ac,
-		Token: cfg.Token,
-		TLS:   tlsCfg,
-		Log:   cfg.Log,
+		CAS:       blobstore.ContentAddressed(casDisk),
+		AC:        ac,
+		Token:     cfg.Token,
+		TLS:       tlsCfg,
+		Log:       cfg.Log,
+		Scheduler: sched,
 	})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()

@@ -409,3 +409,14 @@ func (s *Scheduler) Tick() {
 	}
 	s.dispatchLocked()
 }
+
+// Owned returns the action of a task that worker w is executing.
+func (s *Scheduler) Owned(w *Worker, taskID string) (Action, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[taskID]
+	if !ok || t.worker != w {
+		return Action{}, false
+	}
+	return t.action, true
+}

@@ -9,6 +9,7 @@ import (
 
 type capabilities struct {
 	repb.UnimplementedCapabilitiesServer
+	exec bool
 }
 
 // GetCapabilities advertises REAPI 2.0 as the lowest version, so that older
@@ -26,7 +27,7 @@ func (c *capabilities) GetCapabilities(context.Context, *repb.GetCapabilitiesReq
 		ExecutionCapabilities: &repb.ExecutionCapabilities{
 			DigestFunction:  repb.DigestFunction_SHA256,
 			DigestFunctions: []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
-			ExecEnabled:     false,
+			ExecEnabled:     c.exec,
 		},
 		LowApiVersion:  &smpb.SemVer{Major: 2, Minor: 0},
 		HighApiVersion: &smpb.SemVer{Major: 2, Minor: 2},

@@ -1,7 +1,8 @@
 // Package server provides Server, the gRPC front of an rbs cluster: the
-// Remote Execution API's Capabilities, ContentAddressableStorage, ByteStream
-// and ActionCache services, plus gRPC health, all on one listener and all
-// behind the same bearer-token check.
+// Remote Execution API's Capabilities, ContentAddressableStorage, ByteStream,
+// ActionCache and Execution services, the rbs worker protocol and cluster
+// status, plus gRPC health, all on one listener and all behind the same
+// bearer-token check.
 //
 // The server takes a net.Listener, so tests run it on 127.0.0.1:0.
 package server
@@ -12,10 +13,13 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/scheduler"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -33,6 +37,9 @@ const (
 	chunkSize = 1 << 20
 	// windowSize is the HTTP/2 flow-control window per stream and connection.
 	windowSize = 16 << 20
+	// DefaultHeartbeatInterval is how often workers send heartbeats and the
+	// scheduler checks for lost workers and overdue actions.
+	DefaultHeartbeatInterval = 2 * time.Second
 )
 
 // Config is what a Server is built from.
@@ -47,6 +54,11 @@ type Config struct {
 	TLS *tls.Config
 	// Log receives the server's log; nil discards it.
 	Log *slog.Logger
+	// Scheduler, when set, enables remote execution: the Execution
+	// service, the worker protocol and cluster status.
+	Scheduler *scheduler.Scheduler
+	// HeartbeatInterval is how often workers are asked to send heartbeats.
+	HeartbeatInterval time.Duration
 }
 
 // Server serves the rbs gRPC services.
@@ -85,15 +97,39 @@ func New(cfg Config) *Server {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	repb.RegisterCapabilitiesServer(s.grpc, &capabilities{})
+	repb.RegisterCapabilitiesServer(s.grpc, &capabilities{exec: cfg.Scheduler != nil})
 	repb.RegisterContentAddressableStorageServer(s.grpc, &cas{store: cfg.CAS})
 	repb.RegisterActionCacheServer(s.grpc, &actionCache{ac: cfg.AC, cas: cfg.CAS})
 	bspb.RegisterByteStreamServer(s.grpc, &byteStream{cas: cfg.CAS, uploads: s.uploads})
+	if cfg.Scheduler != nil {
+		hb := cfg.HeartbeatInterval
+		if hb <= 0 {
+			hb = DefaultHeartbeatInterval
+		}
+		repb.RegisterExecutionServer(s.grpc, &execution{sched: cfg.Scheduler, cas: cfg.CAS, ac: cfg.AC})
+		workerpb.RegisterWorkersServer(s.grpc, &workers{sched: cfg.Scheduler, ac: cfg.AC, heartbeat: hb.Milliseconds(), log: log})
+		workerpb.RegisterClusterServer(s.grpc, &cluster{sched: cfg.Scheduler})
+		go s.tick(hb)
+	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	for name := range s.grpc.GetServiceInfo() {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 	return s
+}
+
+// tick drives the scheduler's time-based work until Stop.
+func (s *Server) tick(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.cfg.Scheduler.Tick()
+		case <-s.ctx.Done():
+			return
+		}
+	}
 }
 
 // Serve accepts connections on lis until Stop. It returns nil after Stop.

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/scheduler"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+type workers struct {
+	workerpb.UnimplementedWorkersServer
+	sched     *scheduler.Scheduler
+	ac        blobstore.Store
+	heartbeat int64 // interval in milliseconds
+	log       logger
+}
+
+type logger interface {
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+}
+
+// Connect holds one worker's stream: it registers the worker, forwards the
+// scheduler's messages to it, and applies the heartbeats and results it
+// sends.
+func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	reg := first.GetRegister()
+	if reg == nil {
+		return status.Error(codes.InvalidArgument, "the first message of a worker stream must be Register")
+	}
+	info := scheduler.WorkerInfo{
+		Name:        reg.Name,
+		Session:     reg.Session,
+		ActionSlots: int(reg.ActionSlots),
+		JobSlots:    int(reg.JobSlots),
+		Resources:   reg.Resources,
+		Version:     reg.Version,
+	}
+	for _, p := range reg.Properties {
+		info.Properties = append(info.Properties, scheduler.Property{Name: p.Name, Value: p.Value})
+	}
+	for _, r := range reg.Running {
+		info.Running = append(info.Running, r.TaskId)
+	}
+	w, err := ws.sched.RegisterWorker(info)
+	if err != nil {
+		return err
+	}
+	ws.log.Info("worker registered", "worker", w.ID(), "action_slots", reg.ActionSlots, "job_slots", reg.JobSlots)
+	reason := "stream ended"
+	defer func() {
+		ws.sched.Disconnect(w, reason)
+		ws.log.Info("worker disconnected", "worker", w.ID(), "reason", reason)
+	}()
+	if err := stream.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Registered{Registered: &workerpb.Registered{
+		WorkerId: w.ID(), HeartbeatIntervalMs: ws.heartbeat,
+	}}}); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := w.Next(ctx)
+			if err == nil {
+				err = stream.Send(m)
+			}
+			if err != nil {
+				sendErr <- err
+				cancel()
+				return
+			}
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if err != io.EOF {
+				reason = err.Error()
+			}
+			select {
+			case e := <-sendErr:
+				reason = e.Error()
+			default:
+			}
+			return nil
+		}
+		ws.sched.Heartbeat(w)
+		if res := m.GetResult(); res != nil {
+			ws.complete(ctx, w, res)
+		}
+	}
+}
+
+// complete turns a worker's TaskResult into an ExecuteResponse, writes
+// successful results to the action cache, and reports the task done.
+func (ws *workers) complete(ctx context.Context, w *scheduler.Worker, r *workerpb.TaskResult) {
+	a, ok := ws.sched.Owned(w, r.TaskId)
+	if !ok {
+		return
+	}
+	resp := &repb.ExecuteResponse{Status: &spb.Status{Code: r.StatusCode, Message: r.StatusMessage}}
+	if len(r.Result) > 0 {
+		resp.Result = &repb.ActionResult{}
+		if err := proto.Unmarshal(r.Result, resp.Result); err != nil {
+			resp.Result = nil
+			resp.Status = status.Newf(codes.Internal, "worker %s sent an unreadable action result: %v", w.ID(), err).Proto()
+		}
+	}
+	if resp.Status.Code == int32(codes.OK) && resp.Result != nil && resp.Result.ExitCode == 0 && !a.DoNotCache {
+		if err := PutActionResult(ctx, ws.ac, a.Digest, resp.Result); err != nil {
+			ws.log.Warn("writing action result", "action", a.Digest.String(), "err", err)
+		}
+	}
+	if resp.Result != nil && resp.Result.ExitCode != 0 {
+		resp.Message = fmt.Sprintf("action %s exited with code %d on worker %s", a.Digest, resp.Result.ExitCode, w.ID())
+	}
+	ws.sched.Complete(w.ID(), r.TaskId, resp)
+}
+
+type cluster struct {
+	workerpb.UnimplementedClusterServer
+	sched *scheduler.Scheduler
+}
+
+func (c *cluster) Status(context.Context, *workerpb.StatusRequest) (*workerpb.StatusResponse, error) {
+	return c.sched.Status(), nil
+}

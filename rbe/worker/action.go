@@ -1,0 +1,201 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// actionGrace is how long an action's process group has between SIGTERM
+// and SIGKILL when it times out or is cancelled.
+const actionGrace = 2 * time.Second
+
+// actionRunner executes REAPI actions in fresh directories.
+type actionRunner struct {
+	name     string
+	cas      *client.CAS
+	cache    *fileCache
+	execRoot string
+	reaper   *reaper
+}
+
+func (r *actionRunner) readProto(ctx context.Context, d digest.Digest, m proto.Message) error {
+	var b []byte
+	if d.Size() > client.BatchLimit {
+		var buf bytes.Buffer
+		if err := r.cas.Read(ctx, d, &buf); err != nil {
+			return err
+		}
+		b = buf.Bytes()
+	} else if d.Size() > 0 {
+		blobs, err := r.cas.ReadBatch(ctx, []digest.Digest{d})
+		if err != nil {
+			return err
+		}
+		b = blobs[d]
+	}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return status.Errorf(codes.InvalidArgument, "blob %s is not a %s: %v", d, m.ProtoReflect().Descriptor().Name(), err)
+	}
+	return nil
+}
+
+// run executes one action and returns what to report. Errors that prevent
+// running the action become the result's status; a command that runs and
+// fails is a normal result with its exit code.
+func (r *actionRunner) run(ctx context.Context, taskID string, ad digest.Digest) *workerpb.TaskResult {
+	tr := &workerpb.TaskResult{TaskId: taskID}
+	res, err := r.execute(ctx, taskID, ad, tr)
+	if res != nil {
+		b, merr := proto.Marshal(res)
+		if merr != nil {
+			err = merr
+		}
+		tr.Result = b
+	}
+	if err != nil {
+		st := status.Convert(err)
+		if st.Code() == codes.Unknown {
+			st = status.New(codes.Internal, err.Error())
+		}
+		tr.StatusCode, tr.StatusMessage = int32(st.Code()), st.Message()
+	}
+	return tr
+}
+
+func (r *actionRunner) execute(ctx context.Context, taskID string, ad digest.Digest, tr *workerpb.TaskResult) (*repb.ActionResult, error) {
+	meta := &repb.ExecutedActionMetadata{Worker: r.name, WorkerStartTimestamp: timestamppb.Now(), InputFetchStartTimestamp: timestamppb.Now()}
+	tr.FetchStartNs = time.Now().UnixNano()
+	action := &repb.Action{}
+	if err := r.readProto(ctx, ad, action); err != nil {
+		return nil, err
+	}
+	cd, err := digest.FromProto(action.CommandDigest)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "command digest: %v", err)
+	}
+	rootDigest, err := digest.FromProto(action.InputRootDigest)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "input root digest: %v", err)
+	}
+	cmd := &repb.Command{}
+	if err := r.readProto(ctx, cd, cmd); err != nil {
+		return nil, err
+	}
+	if len(cmd.Arguments) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "command has no arguments")
+	}
+	if err := checkRelPath(cmd.WorkingDirectory); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "working directory: %v", err)
+	}
+	outs, err := declaredOutputs(cmd)
+	if err != nil {
+		return nil, err
+	}
+
+	dir := filepath.Join(r.execRoot, taskID)
+	defer os.RemoveAll(dir)
+	root := filepath.Join(dir, "root")
+	tree, err := r.cache.loadTree(ctx, rootDigest)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.cache.stage(ctx, tree, root); err != nil {
+		return nil, err
+	}
+	wd := filepath.Join(root, cmd.WorkingDirectory)
+	if err := os.MkdirAll(wd, 0o755); err != nil {
+		return nil, err
+	}
+	for _, o := range outs {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(wd, o.path)), 0o755); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "creating the parent of output %q: %v", o.path, err)
+		}
+	}
+	meta.InputFetchCompletedTimestamp = timestamppb.Now()
+
+	env := make([]string, 0, len(cmd.EnvironmentVariables))
+	for _, v := range cmd.EnvironmentVariables {
+		env = append(env, v.Name+"="+v.Value)
+	}
+	sort.Strings(env)
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close()
+	timeout := time.Duration(0)
+	if action.Timeout != nil {
+		timeout = action.Timeout.AsDuration()
+	}
+
+	meta.ExecutionStartTimestamp = timestamppb.Now()
+	tr.ExecutionStartNs = time.Now().UnixNano()
+	pr, runErr := r.reaper.run(ctx, procSpec{Args: cmd.Arguments, Env: env, Dir: wd, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace})
+	tr.ExecutionEndNs = time.Now().UnixNano()
+	meta.ExecutionCompletedTimestamp = timestamppb.Now()
+	if runErr != nil {
+		fmt.Fprintf(stderr, "rbs worker %s: cannot run %q: %v\n", r.name, cmd.Arguments[0], runErr)
+		pr.ExitCode = 127
+	}
+	if pr.Cancelled {
+		return nil, status.Error(codes.Canceled, "action cancelled")
+	}
+
+	meta.OutputUploadStartTimestamp = timestamppb.Now()
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, err
+	}
+	c := &collector{root: realRoot, res: &repb.ActionResult{ExitCode: int32(pr.ExitCode), ExecutionMetadata: meta}}
+	if !pr.TimedOut {
+		for _, o := range outs {
+			if err := c.add(o, filepath.Join(wd, o.path)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, f := range []struct {
+		file *os.File
+		set  func(*repb.Digest)
+	}{
+		{stdout, func(d *repb.Digest) { c.res.StdoutDigest = d }},
+		{stderr, func(d *repb.Digest) { c.res.StderrDigest = d }},
+	} {
+		blob, err := fileBlob(f.file.Name())
+		if err != nil {
+			return nil, err
+		}
+		c.blobs = append(c.blobs, blob)
+		f.set(blob.Digest.Proto())
+	}
+	if _, _, err := r.cas.Upload(ctx, c.blobs); err != nil {
+		return nil, fmt.Errorf("uploading outputs: %w", err)
+	}
+	meta.OutputUploadCompletedTimestamp = timestamppb.Now()
+	meta.WorkerCompletedTimestamp = timestamppb.Now()
+	tr.UploadEndNs = time.Now().UnixNano()
+	if pr.TimedOut {
+		// The partial stdout and stderr are kept in the result.
+		return c.res, status.Errorf(codes.DeadlineExceeded, "action timed out after %s", timeout)
+	}
+	return c.res, nil
+}

@@ -1,0 +1,242 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// fileCache is the worker's local copy of CAS blobs. Files are kept twice
+// over by mode — read-only and executable — so that inputs are hard links
+// into the cache and a repeated input costs no transfer and no copy.
+type fileCache struct {
+	cas        *client.CAS
+	plain, exe *blobstore.Disk
+}
+
+func newFileCache(dir string, maxSize int64, cas *client.CAS) (*fileCache, error) {
+	plain, err := blobstore.NewDisk(filepath.Join(dir, "r"), maxSize/2, blobstore.WithFileMode(0o444))
+	if err != nil {
+		return nil, err
+	}
+	exe, err := blobstore.NewDisk(filepath.Join(dir, "x"), maxSize/2, blobstore.WithFileMode(0o555))
+	if err != nil {
+		return nil, err
+	}
+	return &fileCache{cas: cas, plain: plain, exe: exe}, nil
+}
+
+func (fc *fileCache) store(executable bool) *blobstore.Disk {
+	if executable {
+		return fc.exe
+	}
+	return fc.plain
+}
+
+// fetch makes sure every (digest, mode) pair is in the local cache,
+// downloading what is missing: small blobs in batches, large ones streamed.
+func (fc *fileCache) fetch(ctx context.Context, files map[fileKey]bool) error {
+	var small []digest.Digest
+	need := map[digest.Digest][]bool{}
+	var large []fileKey
+	for k := range files {
+		if k.d.Size() == 0 {
+			continue
+		}
+		missing, err := fc.store(k.exec).FindMissing(ctx, []digest.Digest{k.d})
+		if err != nil {
+			return err
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		if k.d.Size() > client.BatchLimit {
+			large = append(large, k)
+			continue
+		}
+		if need[k.d] == nil {
+			small = append(small, k.d)
+		}
+		need[k.d] = append(need[k.d], k.exec)
+	}
+	if len(small) > 0 {
+		blobs, err := fc.cas.ReadBatch(ctx, small)
+		if err != nil {
+			return err
+		}
+		for d, b := range blobs {
+			for _, exec := range need[d] {
+				if err := blobstore.PutBytes(ctx, fc.store(exec), d, b); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for _, k := range large {
+		g.Go(func() error {
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(fc.cas.Read(gctx, k.d, pw)) }()
+			err := fc.store(k.exec).Put(gctx, k.d, pr)
+			pr.CloseWithError(err)
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+type fileKey struct {
+	d    digest.Digest
+	exec bool
+}
+
+// inputTree is an action's input root, read from the CAS.
+type inputTree struct {
+	root digest.Digest
+	dirs map[digest.Digest]*repb.Directory
+}
+
+// loadTree reads the input root's Directory messages, level by level, from
+// the local cache or the CAS.
+func (fc *fileCache) loadTree(ctx context.Context, root digest.Digest) (*inputTree, error) {
+	t := &inputTree{root: root, dirs: map[digest.Digest]*repb.Directory{}}
+	level := []digest.Digest{root}
+	for len(level) > 0 {
+		if err := fc.fetchDirs(ctx, level); err != nil {
+			return nil, err
+		}
+		var next []digest.Digest
+		for _, d := range level {
+			if _, done := t.dirs[d]; done {
+				continue
+			}
+			var b []byte
+			if d.Size() > 0 {
+				var err error
+				if b, err = blobstore.GetBytes(ctx, fc.plain, d); err != nil {
+					return nil, err
+				}
+			}
+			dir := &repb.Directory{}
+			if err := proto.Unmarshal(b, dir); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "input directory %s is not a Directory: %v", d, err)
+			}
+			t.dirs[d] = dir
+			for _, sub := range dir.Directories {
+				sd, err := digest.FromProto(sub.Digest)
+				if err != nil {
+					return nil, status.Errorf(codes.InvalidArgument, "input directory %q: %v", sub.Name, err)
+				}
+				next = append(next, sd)
+			}
+		}
+		level = next
+	}
+	return t, nil
+}
+
+func (fc *fileCache) fetchDirs(ctx context.Context, ds []digest.Digest) error {
+	keys := map[fileKey]bool{}
+	for _, d := range ds {
+		keys[fileKey{d: d}] = true
+	}
+	err := fc.fetch(ctx, keys)
+	if status.Code(err) == codes.NotFound {
+		return status.Errorf(codes.FailedPrecondition, "input tree incomplete in the CAS: %v", err)
+	}
+	return err
+}
+
+// stage materializes the tree under dir: directories are created, files
+// hard-linked from the cache, symlinks made after their targets are checked.
+func (fc *fileCache) stage(ctx context.Context, t *inputTree, dir string) error {
+	files := map[fileKey]bool{}
+	for _, d := range t.dirs {
+		for _, f := range d.Files {
+			fd, err := digest.FromProto(f.Digest)
+			if err != nil {
+				return status.Errorf(codes.InvalidArgument, "input file %q: %v", f.Name, err)
+			}
+			files[fileKey{fd, f.IsExecutable}] = true
+		}
+	}
+	if err := fc.fetch(ctx, files); err != nil {
+		if status.Code(err) == codes.NotFound {
+			return status.Errorf(codes.FailedPrecondition, "input files missing from the CAS: %v", err)
+		}
+		return err
+	}
+	return fc.stageDir(t, t.root, dir, "")
+}
+
+func (fc *fileCache) stageDir(t *inputTree, d digest.Digest, abs, rel string) error {
+	dir := t.dirs[d]
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	claim := func(name string) error {
+		if err := checkName(name); err != nil {
+			return status.Errorf(codes.InvalidArgument, "input directory %q: %v", rel, err)
+		}
+		if seen[name] {
+			return status.Errorf(codes.InvalidArgument, "input directory %q: %q appears twice", rel, name)
+		}
+		seen[name] = true
+		return nil
+	}
+	for _, f := range dir.Files {
+		if err := claim(f.Name); err != nil {
+			return err
+		}
+		fd, _ := digest.FromProto(f.Digest)
+		dst := filepath.Join(abs, f.Name)
+		if fd.Size() == 0 {
+			mode := os.FileMode(0o444)
+			if f.IsExecutable {
+				mode = 0o555
+			}
+			if err := os.WriteFile(dst, nil, mode); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fc.store(f.IsExecutable).Link(fd, dst); err != nil {
+			return fmt.Errorf("staging %s: %w", path.Join(rel, f.Name), err)
+		}
+	}
+	for _, s := range dir.Symlinks {
+		if err := claim(s.Name); err != nil {
+			return err
+		}
+		if err := checkSymlink(rel, s.Target); err != nil {
+			return status.Errorf(codes.InvalidArgument, "input symlink %q: %v", path.Join(rel, s.Name), err)
+		}
+		if err := os.Symlink(s.Target, filepath.Join(abs, s.Name)); err != nil {
+			return err
+		}
+	}
+	for _, sub := range dir.Directories {
+		if err := claim(sub.Name); err != nil {
+			return err
+		}
+		sd, _ := digest.FromProto(sub.Digest)
+		if err := fc.stageDir(t, sd, filepath.Join(abs, sub.Name), path.Join(rel, sub.Name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

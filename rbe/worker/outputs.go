@@ -1,0 +1,198 @@
+package worker
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// outputKind says which REAPI field an output was declared in.
+type outputKind int
+
+const (
+	declaredPath outputKind = iota // Command.output_paths (REAPI 2.1+)
+	declaredFile                   // Command.output_files (2.0)
+	declaredDir                    // Command.output_directories (2.0)
+)
+
+type declared struct {
+	path string
+	kind outputKind
+}
+
+// declaredOutputs lists a Command's outputs: output_paths when given,
+// otherwise the 2.0 output_files and output_directories.
+func declaredOutputs(cmd *repb.Command) ([]declared, error) {
+	var out []declared
+	if len(cmd.OutputPaths) > 0 {
+		for _, p := range cmd.OutputPaths {
+			out = append(out, declared{p, declaredPath})
+		}
+	} else {
+		for _, p := range cmd.OutputFiles {
+			out = append(out, declared{p, declaredFile})
+		}
+		for _, p := range cmd.OutputDirectories {
+			out = append(out, declared{p, declaredDir})
+		}
+	}
+	for _, o := range out {
+		if err := checkRelPath(o.path); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "output %v", err)
+		}
+	}
+	return out, nil
+}
+
+// collector gathers outputs into an ActionResult and the blobs to upload.
+type collector struct {
+	root  string // the input root, with symlinks resolved
+	res   *repb.ActionResult
+	blobs []client.Blob
+}
+
+func fileBlob(p string) (client.Blob, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return client.Blob{}, err
+	}
+	d, err := digest.FromReader(f)
+	f.Close()
+	if err != nil {
+		return client.Blob{}, err
+	}
+	return client.Blob{Digest: d, Open: func() (io.ReadCloser, error) { return os.Open(p) }}, nil
+}
+
+func dataBlob(b []byte) client.Blob { return client.Blob{Digest: digest.FromBytes(b), Data: b} }
+
+// inside reports whether p, with its parent's symlinks resolved, lies in the
+// input root, so that an output path can never read outside it.
+func (c *collector) inside(p string) error {
+	parent, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	if parent != c.root && !strings.HasPrefix(parent, c.root+string(filepath.Separator)) {
+		return status.Errorf(codes.InvalidArgument, "output %s resolves outside the input root", p)
+	}
+	return nil
+}
+
+// add records one declared output found at abs; absent outputs are skipped,
+// as REAPI allows.
+func (c *collector) add(o declared, abs string) error {
+	if err := c.inside(abs); err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	info, err := os.Lstat(abs)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case info.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(abs)
+		if err != nil {
+			return err
+		}
+		link := &repb.OutputSymlink{Path: o.path, Target: target}
+		switch o.kind {
+		case declaredFile:
+			c.res.OutputFileSymlinks = append(c.res.OutputFileSymlinks, link)
+		case declaredDir:
+			c.res.OutputDirectorySymlinks = append(c.res.OutputDirectorySymlinks, link)
+		default:
+			c.res.OutputSymlinks = append(c.res.OutputSymlinks, link)
+		}
+	case info.IsDir():
+		tree := &repb.Tree{}
+		children := map[digest.Digest]bool{}
+		root, err := c.directory(abs, tree, children)
+		if err != nil {
+			return err
+		}
+		tree.Root = root
+		b, err := proto.Marshal(tree)
+		if err != nil {
+			return err
+		}
+		blob := dataBlob(b)
+		c.blobs = append(c.blobs, blob)
+		c.res.OutputDirectories = append(c.res.OutputDirectories, &repb.OutputDirectory{Path: o.path, TreeDigest: blob.Digest.Proto()})
+	case info.Mode().IsRegular():
+		blob, err := fileBlob(abs)
+		if err != nil {
+			return err
+		}
+		c.blobs = append(c.blobs, blob)
+		c.res.OutputFiles = append(c.res.OutputFiles, &repb.OutputFile{Path: o.path, Digest: blob.Digest.Proto(), IsExecutable: info.Mode()&0o111 != 0})
+	default:
+		return status.Errorf(codes.InvalidArgument, "output %s is neither a file, a directory nor a symlink", o.path)
+	}
+	return nil
+}
+
+// directory builds the Directory message for abs, adding its descendants to
+// tree.Children and its files to the upload.
+func (c *collector) directory(abs string, tree *repb.Tree, children map[digest.Digest]bool) (*repb.Directory, error) {
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	dir := &repb.Directory{}
+	for _, e := range entries {
+		p := filepath.Join(abs, e.Name())
+		info, err := os.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case info.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil, err
+			}
+			dir.Symlinks = append(dir.Symlinks, &repb.SymlinkNode{Name: e.Name(), Target: target})
+		case info.IsDir():
+			sub, err := c.directory(p, tree, children)
+			if err != nil {
+				return nil, err
+			}
+			b, err := proto.Marshal(sub)
+			if err != nil {
+				return nil, err
+			}
+			d := digest.FromBytes(b)
+			if !children[d] {
+				children[d] = true
+				tree.Children = append(tree.Children, sub)
+			}
+			dir.Directories = append(dir.Directories, &repb.DirectoryNode{Name: e.Name(), Digest: d.Proto()})
+		case info.Mode().IsRegular():
+			blob, err := fileBlob(p)
+			if err != nil {
+				return nil, err
+			}
+			c.blobs = append(c.blobs, blob)
+			dir.Files = append(dir.Files, &repb.FileNode{Name: e.Name(), Digest: blob.Digest.Proto(), IsExecutable: info.Mode()&0o111 != 0})
+		default:
+			return nil, fmt.Errorf("output %s is neither a file, a directory nor a symlink", p)
+		}
+	}
+	return dir, nil
+}

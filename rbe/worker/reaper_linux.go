@@ -1,0 +1,96 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// reaper makes the worker a child subreaper, so that processes a payload
+// orphans (daemons, setsid escapes) are re-parented to the worker instead of
+// PID 1, and reaps those orphans when they exit. It never reaps the
+// processes the worker started itself: their exec.Cmd waits for them.
+type reaper struct {
+	// starting is held for reading while a payload is forked and its pid
+	// recorded, and for writing while orphans are reaped, so a fresh child
+	// can never be mistaken for an orphan.
+	starting sync.RWMutex
+	mu       sync.Mutex
+	ours     map[int]bool
+}
+
+func newReaper() *reaper { return &reaper{ours: map[int]bool{}} }
+
+func (r *reaper) start(cmd *exec.Cmd) error {
+	r.starting.RLock()
+	defer r.starting.RUnlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.ours[cmd.Process.Pid] = true
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *reaper) forget(pid int) {
+	r.mu.Lock()
+	delete(r.ours, pid)
+	r.mu.Unlock()
+}
+
+// serve becomes a subreaper and reaps orphans until ctx is done.
+func (r *reaper) serve(ctx context.Context) error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	defer signal.Stop(sig)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sig:
+		case <-tick.C:
+		}
+		r.reapOrphans()
+	}
+}
+
+// siginfoChild is the layout of siginfo_t for SIGCHLD on Linux.
+type siginfoChild struct {
+	Signo, Errno, Code, _ int32
+	Pid                   int32
+	_                     [108]byte
+}
+
+func (r *reaper) reapOrphans() {
+	r.starting.Lock()
+	defer r.starting.Unlock()
+	for {
+		var info siginfoChild
+		err := unix.Waitid(unix.P_ALL, 0, (*unix.Siginfo)(unsafe.Pointer(&info)), unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err != nil || info.Pid == 0 {
+			return
+		}
+		r.mu.Lock()
+		ours := r.ours[int(info.Pid)]
+		r.mu.Unlock()
+		if ours {
+			// Its exec.Cmd will wait for it; look again next time.
+			return
+		}
+		var ws unix.WaitStatus
+		unix.Wait4(int(info.Pid), &ws, unix.WNOHANG, nil)
+	}
+}
