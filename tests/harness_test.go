@@ -58,6 +58,7 @@ func requireTool(t *testing.T, name string) string {
 type server struct {
 	Addr    string
 	DataDir string
+	token   string
 	cmd     *exec.Cmd
 	log     *strings.Builder
 }
@@ -69,6 +70,11 @@ var listening = regexp.MustCompile(`listening on (\S+)`)
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
 	s := &server{DataDir: t.TempDir(), log: &strings.Builder{}}
+	for i, a := range args {
+		if a == "--token" && i+1 < len(args) {
+			s.token = args[i+1]
+		}
+	}
 	full := append([]string{"remote", "serve", "--listen", "127.0.0.1:0", "--data-dir", s.DataDir}, args...)
 	s.cmd = exec.Command(rbsBin, full...)
 	stderr, err := s.cmd.StderrPipe()
@@ -103,6 +109,70 @@ func startServer(t *testing.T, args ...string) *server {
 		t.Fatalf("server did not start listening; log:\n%s", s.log.String())
 	}
 	return s
+}
+
+// worker is a running `rbs remote worker` process.
+type worker struct {
+	Name string
+	cmd  *exec.Cmd
+	log  *strings.Builder
+}
+
+// startWorker runs `rbs remote worker` against srv and waits until it has
+// registered.
+func startWorker(t *testing.T, srv *server, name string, args ...string) *worker {
+	t.Helper()
+	w := &worker{Name: name, log: &strings.Builder{}}
+	full := append([]string{"remote", "worker", "--server", srv.Addr, "--name", name, "--work-dir", t.TempDir()}, args...)
+	w.cmd = exec.Command(rbsBin, full...)
+	w.cmd.Env = append(os.Environ(), "RBS_REMOTE_TOKEN="+srv.token)
+	stderr, err := w.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+		if t.Failed() {
+			t.Logf("worker %s log:\n%s", name, w.log.String())
+		}
+	})
+	registered := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			w.log.WriteString(sc.Text() + "\n")
+			if !once && strings.Contains(sc.Text(), "msg=registered") {
+				once = true
+				close(registered)
+			}
+		}
+	}()
+	select {
+	case <-registered:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("worker %s did not register; log:\n%s", name, w.log.String())
+	}
+	return w
+}
+
+// rbs runs the rbs CLI against srv and returns its stdout, failing the test
+// on a non-zero exit.
+func rbs(t *testing.T, srv *server, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(rbsBin, args...)
+	cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rbs %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
 }
 
 // run runs a command with a deadline and returns its combined output.

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Prints a greeting for its first argument.
+echo "hello, $1"

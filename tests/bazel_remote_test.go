@@ -1,0 +1,147 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var exampleOutputs = []string{"words.txt", "upper.txt", "counted.txt", "greeting.txt"}
+
+func readOutputs(t *testing.T, w *bazelWorkspace) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range exampleOutputs {
+		b, err := os.ReadFile(filepath.Join(w.dir, "bazel-bin", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = string(b)
+	}
+	return out
+}
+
+func TestBazelRemoteExecution(t *testing.T) {
+	w := newBazelWorkspace(t)
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--action-slots", "2")
+	startWorker(t, srv, "w2", "--action-slots", "2")
+	remote := "--remote_executor=grpc://" + srv.Addr
+
+	w.mustBazel("build", "//...")
+	local := readOutputs(t, w)
+	w.mustBazel("clean")
+
+	first := w.mustBazel("test", remote, "//...")
+	kinds := processes(t, first)
+	if kinds["remote"] == 0 || kinds["linux-sandbox"] != 0 || kinds["local"] != 0 {
+		t.Fatalf("actions did not all run remotely: %v\n%s", kinds, first)
+	}
+	if !strings.Contains(first, "PASSED") {
+		t.Fatalf("sh_test did not pass remotely:\n%s", first)
+	}
+	if got := readOutputs(t, w); !equalMaps(got, local) {
+		t.Fatalf("remote outputs differ from local ones:\nremote %q\nlocal  %q", got, local)
+	}
+
+	w.mustBazel("clean")
+	assertAllCacheHits(t, w.mustBazel("test", remote, "//..."))
+
+	var st struct {
+		Actions struct {
+			Completed int `json:"completed"`
+		} `json:"actions"`
+		Workers []struct {
+			Name string `json:"name"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "remote", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Workers) != 2 || st.Actions.Completed < kinds["remote"] {
+		t.Fatalf("status: %+v, want 2 workers and at least %d executed actions", st, kinds["remote"])
+	}
+
+	out, err := w.bazel("build", remote, "//fail:fail")
+	if err == nil {
+		t.Fatalf("the failing action succeeded:\n%s", out)
+	}
+	for _, want := range []string{"Exit 3", "this action fails on purpose"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("Bazel output does not show %q:\n%s", want, out)
+		}
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// A worker killed with SIGKILL in the middle of an action loses the action,
+// not the build: the server runs it again on the other worker.
+func TestBazelSurvivesWorkerLoss(t *testing.T) {
+	w := newBazelWorkspace(t)
+	srv := startServer(t)
+	workers := map[string]*worker{
+		"w1": startWorker(t, srv, "w1", "--action-slots", "1"),
+		"w2": startWorker(t, srv, "w2", "--action-slots", "1"),
+	}
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := w.bazel("build", "--remote_executor=grpc://"+srv.Addr, "//slow:slow")
+		done <- result{out, err}
+	}()
+
+	var victim string
+	for deadline := time.Now().Add(2 * time.Minute); victim == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var st struct {
+			Workers []struct {
+				Name        string `json:"name"`
+				ActionSlots struct {
+					Used int `json:"used"`
+				} `json:"action_slots"`
+			} `json:"workers"`
+		}
+		if err := json.Unmarshal([]byte(rbs(t, srv, "remote", "status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, wk := range st.Workers {
+			if wk.ActionSlots.Used > 0 {
+				victim = wk.Name
+			}
+		}
+	}
+	if victim == "" {
+		t.Fatal("the slow action never started on a worker")
+	}
+	if err := workers[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("build failed after worker %s was killed: %v\n%s", victim, r.err, r.out)
+	}
+	b, err := os.ReadFile(filepath.Join(w.dir, "bazel-bin", "slow", "slow.txt"))
+	if err != nil || string(b) != "done\n" {
+		t.Fatalf("slow.txt = %q, %v", b, err)
+	}
+	if !strings.Contains(srv.log.String(), "worker disconnected") {
+		t.Fatalf("the server did not notice the lost worker:\n%s", srv.log.String())
+	}
+}
