@@ -24,6 +24,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/scheduler"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -89,6 +90,17 @@ func TestCapabilities(t *testing.T) {
 	}
 	if !caps.CacheCapabilities.ActionCacheUpdateCapabilities.UpdateEnabled {
 		t.Error("action cache updates not advertised")
+	}
+}
+
+func TestCapabilitiesWithExecution(t *testing.T) {
+	e := start(t, Config{Scheduler: scheduler.New(scheduler.Config{NewID: func() string { return "id" }})}, client.Options{})
+	caps, err := repb.NewCapabilitiesClient(e.conn).GetCapabilities(ctx(t), &repb.GetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !caps.ExecutionCapabilities.ExecEnabled {
+		t.Error("a server with a scheduler does not advertise execution")
 	}
 }
 

@@ -1,0 +1,394 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/google/uuid"
+	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/scheduler"
+	"github.com/rbs-build/rbs/rbe/server"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// rig is an in-process server with one in-process worker.
+type rig struct {
+	t     *testing.T
+	conn  *grpc.ClientConn
+	cas   *client.CAS
+	exec  repb.ExecutionClient
+	store blobstore.Store
+	sched *scheduler.Scheduler
+}
+
+func newRig(t *testing.T) *rig {
+	store := blobstore.ContentAddressed(blobstore.NewMemory())
+	sched := scheduler.New(scheduler.Config{NewID: uuid.NewString})
+	srv := server.New(server.Config{CAS: store, AC: blobstore.NewMemory(), Scheduler: sched, HeartbeatInterval: 200 * time.Millisecond})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := client.Dial(client.Options{Target: lis.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Server: client.Options{Target: lis.Addr().String()}, WorkDir: t.TempDir(), Name: "w", ActionSlots: 4, CPUs: 1, CacheMaxSize: 1 << 30})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); len(sched.Status().Workers) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("worker never registered")
+		}
+	}
+	return &rig{t: t, conn: conn, cas: client.NewCAS(conn, ""), exec: repb.NewExecutionClient(conn), store: store, sched: sched}
+}
+
+func (r *rig) put(m proto.Message) digest.Digest {
+	r.t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return r.putBytes(b)
+}
+
+func (r *rig) putBytes(b []byte) digest.Digest {
+	r.t.Helper()
+	d := digest.FromBytes(b)
+	if err := blobstore.PutBytes(context.Background(), r.store, d, b); err != nil {
+		r.t.Fatal(err)
+	}
+	return d
+}
+
+func (r *rig) get(d *repb.Digest) string {
+	r.t.Helper()
+	dd, err := digest.FromProto(d)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	b, err := blobstore.GetBytes(context.Background(), r.store, dd)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// action stores a Command and Action over the given input root.
+func (r *rig) action(cmd *repb.Command, root *repb.Directory, timeout time.Duration) digest.Digest {
+	if root == nil {
+		root = &repb.Directory{}
+	}
+	if cmd.EnvironmentVariables == nil {
+		cmd.EnvironmentVariables = []*repb.Command_EnvironmentVariable{{Name: "PATH", Value: "/usr/bin:/bin"}}
+	}
+	a := &repb.Action{CommandDigest: r.put(cmd).Proto(), InputRootDigest: r.put(root).Proto()}
+	if timeout > 0 {
+		a.Timeout = durationpb.New(timeout)
+	}
+	return r.put(a)
+}
+
+func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+// execute runs an action to completion and returns the final response.
+func (r *rig) execute(d digest.Digest) (*repb.ExecuteResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, err := r.exec.Execute(ctx, &repb.ExecuteRequest{ActionDigest: d.Proto(), SkipCacheLookup: true})
+	if err != nil {
+		return nil, err
+	}
+	var last *longrunningpb.Operation
+	for {
+		op, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		last = op
+	}
+	return response(r.t, last), nil
+}
+
+func response(t *testing.T, op *longrunningpb.Operation) *repb.ExecuteResponse {
+	t.Helper()
+	if op == nil || !op.Done {
+		t.Fatalf("operation did not complete: %v", op)
+	}
+	resp := &repb.ExecuteResponse{}
+	if err := op.GetResponse().UnmarshalTo(resp); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func TestOutputsOfEveryKind(t *testing.T) {
+	r := newRig(t)
+	in := r.putBytes([]byte("input\n"))
+	root := &repb.Directory{Files: []*repb.FileNode{{Name: "in.txt", Digest: in.Proto()}}}
+	cmd := &repb.Command{
+		Arguments: sh(`cat in.txt > a/b/file.txt && mkdir -p dir/sub && echo nested > dir/sub/n.txt && ln -s sub dir/link &&
+			ln -s a/b/file.txt link.txt && echo out && echo err >&2 && stat -c %h in.txt > links.txt`),
+		OutputPaths: []string{"a/b/file.txt", "dir", "link.txt", "links.txt"},
+	}
+	resp, err := r.execute(r.action(cmd, root, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resp.Result
+	if resp.Status.GetCode() != 0 || res.ExitCode != 0 {
+		t.Fatalf("action failed: %v, stderr %q", resp.Status, r.get(res.StderrDigest))
+	}
+	if r.get(res.StdoutDigest) != "out\n" || r.get(res.StderrDigest) != "err\n" {
+		t.Fatalf("stdout %q stderr %q", r.get(res.StdoutDigest), r.get(res.StderrDigest))
+	}
+	files := map[string]string{}
+	for _, f := range res.OutputFiles {
+		files[f.Path] = r.get(f.Digest)
+	}
+	if files["a/b/file.txt"] != "input\n" {
+		t.Fatalf("output files %v", files)
+	}
+	// The input was hard-linked from the worker's cache, not copied.
+	if n, _ := strconv.Atoi(strings.TrimSpace(files["links.txt"])); n < 2 {
+		t.Fatalf("input link count %q, want at least 2", files["links.txt"])
+	}
+	if len(res.OutputSymlinks) != 1 || res.OutputSymlinks[0].Target != "a/b/file.txt" {
+		t.Fatalf("output symlinks %v", res.OutputSymlinks)
+	}
+	if len(res.OutputDirectories) != 1 {
+		t.Fatalf("output directories %v", res.OutputDirectories)
+	}
+	tree := &repb.Tree{}
+	if err := proto.Unmarshal([]byte(r.get(res.OutputDirectories[0].TreeDigest)), tree); err != nil {
+		t.Fatal(err)
+	}
+	if len(tree.Root.Directories) != 1 || len(tree.Root.Symlinks) != 1 || len(tree.Children) != 1 || r.get(tree.Children[0].Files[0].Digest) != "nested\n" {
+		t.Fatalf("tree %v", tree)
+	}
+}
+
+func TestREAPI20OutputFields(t *testing.T) {
+	r := newRig(t)
+	cmd := &repb.Command{
+		Arguments:         sh("echo f > deep/er/f.txt && mkdir -p d/x && echo y > d/x/y"),
+		OutputFiles:       []string{"deep/er/f.txt"},
+		OutputDirectories: []string{"d"},
+		WorkingDirectory:  "wd",
+	}
+	resp, err := r.execute(r.action(cmd, nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Result.ExitCode != 0 || len(resp.Result.OutputFiles) != 1 || len(resp.Result.OutputDirectories) != 1 {
+		t.Fatalf("result %v, stderr %q", resp.Result, r.get(resp.Result.StderrDigest))
+	}
+}
+
+func TestTimeoutKeepsPartialOutput(t *testing.T) {
+	r := newRig(t)
+	start := time.Now()
+	resp, err := r.execute(r.action(&repb.Command{Arguments: sh("echo partial; sleep 30")}, nil, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if codes.Code(resp.Status.GetCode()) != codes.DeadlineExceeded {
+		t.Fatalf("status %v, want DEADLINE_EXCEEDED", resp.Status)
+	}
+	if got := r.get(resp.Result.StdoutDigest); got != "partial\n" {
+		t.Fatalf("partial stdout %q", got)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Fatal("the action was not stopped at its timeout")
+	}
+}
+
+func TestFailingCommandReportsExitCode(t *testing.T) {
+	r := newRig(t)
+	resp, err := r.execute(r.action(&repb.Command{Arguments: sh("echo boom >&2; exit 7")}, nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Result.ExitCode != 7 || r.get(resp.Result.StderrDigest) != "boom\n" {
+		t.Fatalf("exit %d stderr %q", resp.Result.ExitCode, r.get(resp.Result.StderrDigest))
+	}
+}
+
+func TestEscapingPathsAreRejected(t *testing.T) {
+	r := newRig(t)
+	file := r.putBytes([]byte("x"))
+	marker := filepath.Join(t.TempDir(), "must-not-exist")
+	tests := []struct {
+		name string
+		cmd  *repb.Command
+		root *repb.Directory
+	}{
+		{"output with ..", &repb.Command{Arguments: sh("touch " + marker), OutputFiles: []string{"../../escape"}}, nil},
+		{"absolute output", &repb.Command{Arguments: sh("touch " + marker), OutputPaths: []string{"/etc/passwd"}}, nil},
+		{"working directory with ..", &repb.Command{Arguments: sh("touch " + marker), WorkingDirectory: "../.."}, nil},
+		{"input named ..", &repb.Command{Arguments: sh("touch " + marker)}, &repb.Directory{Files: []*repb.FileNode{{Name: "..", Digest: file.Proto()}}}},
+		{"input name with a slash", &repb.Command{Arguments: sh("touch " + marker)}, &repb.Directory{Files: []*repb.FileNode{{Name: "a/../../b", Digest: file.Proto()}}}},
+		{"absolute symlink", &repb.Command{Arguments: sh("touch " + marker)}, &repb.Directory{Symlinks: []*repb.SymlinkNode{{Name: "l", Target: "/etc"}}}},
+		{"symlink out of the tree", &repb.Command{Arguments: sh("touch " + marker)}, &repb.Directory{Symlinks: []*repb.SymlinkNode{{Name: "l", Target: "../../.."}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := r.execute(r.action(tt.cmd, tt.root, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if codes.Code(resp.Status.GetCode()) != codes.InvalidArgument {
+				t.Fatalf("status %v, want INVALID_ARGUMENT", resp.Status)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the command ran")
+			}
+		})
+	}
+}
+
+func TestPlatformMismatchFailsFast(t *testing.T) {
+	r := newRig(t)
+	cmd := &repb.Command{Arguments: sh("true"), Platform: &repb.Platform{Properties: []*repb.Platform_Property{{Name: "gpu", Value: "h100"}}}}
+	_, err := r.execute(r.action(cmd, nil, 0))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "gpu=h100") {
+		t.Fatalf("Execute = %v, want FAILED_PRECONDITION naming gpu=h100", err)
+	}
+}
+
+func TestWaitExecutionAfterDisconnect(t *testing.T) {
+	r := newRig(t)
+	d := r.action(&repb.Command{Arguments: sh("sleep 1; echo waited")}, nil, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := r.exec.Execute(ctx, &repb.ExecuteRequest{ActionDigest: d.Proto()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the client goes away
+
+	wait, err := r.exec.WaitExecution(context.Background(), &repb.WaitExecutionRequest{Name: first.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *longrunningpb.Operation
+	for {
+		op, err := wait.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Name != first.Name {
+			t.Fatalf("WaitExecution streamed operation %s, want %s", op.Name, first.Name)
+		}
+		last = op
+	}
+	if resp := response(t, last); r.get(resp.Result.StdoutDigest) != "waited\n" {
+		t.Fatalf("result %v", resp.Result)
+	}
+}
+
+func TestIdenticalActionsRunOnce(t *testing.T) {
+	r := newRig(t)
+	d := r.action(&repb.Command{Arguments: sh("sleep 0.5; echo once")}, nil, 0)
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			stream, err := r.exec.Execute(context.Background(), &repb.ExecuteRequest{ActionDigest: d.Proto(), SkipCacheLookup: true})
+			if err == nil {
+				for err == nil {
+					_, err = stream.Recv()
+				}
+				if err == io.EOF {
+					err = nil
+				}
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := r.sched.Status().Actions.Completed; n != 1 {
+		t.Fatalf("%d executions for three identical concurrent actions, want 1", n)
+	}
+}
+
+func TestOrphansAreReaped(t *testing.T) {
+	r := newRig(t)
+	resp, err := r.execute(r.action(&repb.Command{Arguments: sh("setsid sh -c 'sleep 0.3' </dev/null >/dev/null 2>&1 & echo started")}, nil, 0))
+	if err != nil || resp.Result.ExitCode != 0 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		z := zombies(t)
+		if z == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d zombie children left unreaped", z)
+		}
+	}
+}
+
+// zombies counts zombie processes whose parent is this process.
+func zombies(t *testing.T) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := strconv.Itoa(os.Getpid())
+	n := 0
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+		if len(fields) > 1 && fields[0] == "Z" && fields[1] == me {
+			n++
+		}
+	}
+	return n
+}
