@@ -1,5 +1,5 @@
 // Package proto holds the .proto files of rbs's own APIs. The generated Go
-// lives in sub-packages (workerpb) and is committed; regenerate it with
+// lives in sub-packages (workerpb, jobspb) and is committed; regenerate it with
 //
 //	go generate ./proto
 //

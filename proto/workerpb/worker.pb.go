@@ -84,6 +84,9 @@ type WorkerMessage struct {
 	//	*WorkerMessage_Register
 	//	*WorkerMessage_Heartbeat
 	//	*WorkerMessage_Result
+	//	*WorkerMessage_JobStarted
+	//	*WorkerMessage_JobLog
+	//	*WorkerMessage_JobEnded
 	Kind          isWorkerMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -153,6 +156,33 @@ func (x *WorkerMessage) GetResult() *TaskResult {
 	return nil
 }
 
+func (x *WorkerMessage) GetJobStarted() *JobStarted {
+	if x != nil {
+		if x, ok := x.Kind.(*WorkerMessage_JobStarted); ok {
+			return x.JobStarted
+		}
+	}
+	return nil
+}
+
+func (x *WorkerMessage) GetJobLog() *JobLog {
+	if x != nil {
+		if x, ok := x.Kind.(*WorkerMessage_JobLog); ok {
+			return x.JobLog
+		}
+	}
+	return nil
+}
+
+func (x *WorkerMessage) GetJobEnded() *JobEnded {
+	if x != nil {
+		if x, ok := x.Kind.(*WorkerMessage_JobEnded); ok {
+			return x.JobEnded
+		}
+	}
+	return nil
+}
+
 type isWorkerMessage_Kind interface {
 	isWorkerMessage_Kind()
 }
@@ -169,11 +199,29 @@ type WorkerMessage_Result struct {
 	Result *TaskResult `protobuf:"bytes,3,opt,name=result,proto3,oneof"`
 }
 
+type WorkerMessage_JobStarted struct {
+	JobStarted *JobStarted `protobuf:"bytes,4,opt,name=job_started,json=jobStarted,proto3,oneof"`
+}
+
+type WorkerMessage_JobLog struct {
+	JobLog *JobLog `protobuf:"bytes,5,opt,name=job_log,json=jobLog,proto3,oneof"`
+}
+
+type WorkerMessage_JobEnded struct {
+	JobEnded *JobEnded `protobuf:"bytes,6,opt,name=job_ended,json=jobEnded,proto3,oneof"`
+}
+
 func (*WorkerMessage_Register) isWorkerMessage_Kind() {}
 
 func (*WorkerMessage_Heartbeat) isWorkerMessage_Kind() {}
 
 func (*WorkerMessage_Result) isWorkerMessage_Kind() {}
+
+func (*WorkerMessage_JobStarted) isWorkerMessage_Kind() {}
+
+func (*WorkerMessage_JobLog) isWorkerMessage_Kind() {}
+
+func (*WorkerMessage_JobEnded) isWorkerMessage_Kind() {}
 
 type ServerMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -182,6 +230,7 @@ type ServerMessage struct {
 	//	*ServerMessage_Registered
 	//	*ServerMessage_AssignAction
 	//	*ServerMessage_Cancel
+	//	*ServerMessage_AssignJob
 	Kind          isServerMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -251,6 +300,15 @@ func (x *ServerMessage) GetCancel() *Cancel {
 	return nil
 }
 
+func (x *ServerMessage) GetAssignJob() *AssignJob {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerMessage_AssignJob); ok {
+			return x.AssignJob
+		}
+	}
+	return nil
+}
+
 type isServerMessage_Kind interface {
 	isServerMessage_Kind()
 }
@@ -267,11 +325,17 @@ type ServerMessage_Cancel struct {
 	Cancel *Cancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
 }
 
+type ServerMessage_AssignJob struct {
+	AssignJob *AssignJob `protobuf:"bytes,4,opt,name=assign_job,json=assignJob,proto3,oneof"`
+}
+
 func (*ServerMessage_Registered) isServerMessage_Kind() {}
 
 func (*ServerMessage_AssignAction) isServerMessage_Kind() {}
 
 func (*ServerMessage_Cancel) isServerMessage_Kind() {}
+
+func (*ServerMessage_AssignJob) isServerMessage_Kind() {}
 
 type Register struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -822,6 +886,7 @@ func (x *AssignAction) GetActionDigest() *Digest {
 	return nil
 }
 
+// Cancel stops an action or a job attempt by its task id.
 type Cancel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -866,6 +931,318 @@ func (x *Cancel) GetTaskId() string {
 	return ""
 }
 
+// AssignJob asks the worker to run one attempt of a batch job in a job slot.
+// task_id names the attempt ("42_7#2"): reports about it carry the same id.
+type AssignJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Command       []string               `protobuf:"bytes,3,rep,name=command,proto3" json:"command,omitempty"`
+	Script        string                 `protobuf:"bytes,4,opt,name=script,proto3" json:"script,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Cpus          int32                  `protobuf:"varint,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes   int64                  `protobuf:"varint,7,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	GpuIndices    []int32                `protobuf:"varint,8,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
+	TimeLimitMs   int64                  `protobuf:"varint,9,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignJob) Reset() {
+	*x = AssignJob{}
+	mi := &file_worker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignJob) ProtoMessage() {}
+
+func (x *AssignJob) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignJob.ProtoReflect.Descriptor instead.
+func (*AssignJob) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AssignJob) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *AssignJob) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *AssignJob) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *AssignJob) GetScript() string {
+	if x != nil {
+		return x.Script
+	}
+	return ""
+}
+
+func (x *AssignJob) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *AssignJob) GetCpus() int32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *AssignJob) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *AssignJob) GetGpuIndices() []int32 {
+	if x != nil {
+		return x.GpuIndices
+	}
+	return nil
+}
+
+func (x *AssignJob) GetTimeLimitMs() int64 {
+	if x != nil {
+		return x.TimeLimitMs
+	}
+	return 0
+}
+
+type JobStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStarted) Reset() {
+	*x = JobStarted{}
+	mi := &file_worker_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStarted) ProtoMessage() {}
+
+func (x *JobStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
+func (*JobStarted) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *JobStarted) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+// JobLog carries output of a running job attempt; offset is where data
+// starts in the attempt's output, so the server can drop repeats.
+type JobLog struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobLog) Reset() {
+	*x = JobLog{}
+	mi := &file_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobLog) ProtoMessage() {}
+
+func (x *JobLog) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobLog.ProtoReflect.Descriptor instead.
+func (*JobLog) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *JobLog) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *JobLog) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *JobLog) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// JobEnded reports how a job attempt ended.
+type JobEnded struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// state is COMPLETED, FAILED, TIMEOUT, OUT_OF_MEMORY or CANCELLED.
+	State           string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	ExitCode        int32  `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	PeakMemoryBytes int64  `protobuf:"varint,4,opt,name=peak_memory_bytes,json=peakMemoryBytes,proto3" json:"peak_memory_bytes,omitempty"`
+	OomKilled       bool   `protobuf:"varint,5,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	Message         string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// output_bytes is the total size of the attempt's output, so the server
+	// knows when it has all of it.
+	OutputBytes   int64 `protobuf:"varint,7,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobEnded) Reset() {
+	*x = JobEnded{}
+	mi := &file_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobEnded) ProtoMessage() {}
+
+func (x *JobEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobEnded.ProtoReflect.Descriptor instead.
+func (*JobEnded) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *JobEnded) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *JobEnded) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *JobEnded) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *JobEnded) GetPeakMemoryBytes() int64 {
+	if x != nil {
+		return x.PeakMemoryBytes
+	}
+	return 0
+}
+
+func (x *JobEnded) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
+}
+
+func (x *JobEnded) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *JobEnded) GetOutputBytes() int64 {
+	if x != nil {
+		return x.OutputBytes
+	}
+	return 0
+}
+
 // TaskResult ends an action. result is a serialized
 // build.bazel.remote.execution.v2.ActionResult whose blobs are already in
 // the CAS; status_code and status_message are a google.rpc.Status (a
@@ -887,7 +1264,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_worker_proto_msgTypes[12]
+	mi := &file_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1276,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[12]
+	mi := &file_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1289,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{12}
+	return file_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskResult) GetTaskId() string {
@@ -979,7 +1356,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_worker_proto_msgTypes[13]
+	mi := &file_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1368,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[13]
+	mi := &file_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1381,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{13}
+	return file_worker_proto_rawDescGZIP(), []int{17}
 }
 
 type StatusResponse struct {
@@ -1020,7 +1397,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1409,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1422,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{14}
+	return file_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusResponse) GetWorkers() []*WorkerStatus {
@@ -1092,7 +1469,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1481,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1494,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{15}
+	return file_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkerStatus) GetId() string {
@@ -1186,7 +1563,7 @@ type SlotUse struct {
 
 func (x *SlotUse) Reset() {
 	*x = SlotUse{}
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1575,7 @@ func (x *SlotUse) String() string {
 func (*SlotUse) ProtoMessage() {}
 
 func (x *SlotUse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1588,7 @@ func (x *SlotUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotUse.ProtoReflect.Descriptor instead.
 func (*SlotUse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{16}
+	return file_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SlotUse) GetUsed() int32 {
@@ -1238,7 +1615,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1627,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1640,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{17}
+	return file_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueueStatus) GetQueuedActions() int32 {
@@ -1295,7 +1672,7 @@ type ActionStats struct {
 
 func (x *ActionStats) Reset() {
 	*x = ActionStats{}
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1684,7 @@ func (x *ActionStats) String() string {
 func (*ActionStats) ProtoMessage() {}
 
 func (x *ActionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1697,7 @@ func (x *ActionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionStats.ProtoReflect.Descriptor instead.
 func (*ActionStats) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{18}
+	return file_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ActionStats) GetCompleted() int64 {
@@ -1355,18 +1732,24 @@ var File_worker_proto protoreflect.FileDescriptor
 
 const file_worker_proto_rawDesc = "" +
 	"\n" +
-	"\fworker.proto\x12\rrbs.worker.v1\"\xbd\x01\n" +
+	"\fworker.proto\x12\rrbs.worker.v1\"\xe5\x02\n" +
 	"\rWorkerMessage\x125\n" +
 	"\bregister\x18\x01 \x01(\v2\x17.rbs.worker.v1.RegisterH\x00R\bregister\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.rbs.worker.v1.HeartbeatH\x00R\theartbeat\x123\n" +
-	"\x06result\x18\x03 \x01(\v2\x19.rbs.worker.v1.TaskResultH\x00R\x06resultB\x06\n" +
-	"\x04kind\"\xc9\x01\n" +
+	"\x06result\x18\x03 \x01(\v2\x19.rbs.worker.v1.TaskResultH\x00R\x06result\x12<\n" +
+	"\vjob_started\x18\x04 \x01(\v2\x19.rbs.worker.v1.JobStartedH\x00R\n" +
+	"jobStarted\x120\n" +
+	"\ajob_log\x18\x05 \x01(\v2\x15.rbs.worker.v1.JobLogH\x00R\x06jobLog\x126\n" +
+	"\tjob_ended\x18\x06 \x01(\v2\x17.rbs.worker.v1.JobEndedH\x00R\bjobEndedB\x06\n" +
+	"\x04kind\"\x84\x02\n" +
 	"\rServerMessage\x12;\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\v2\x19.rbs.worker.v1.RegisteredH\x00R\n" +
 	"registered\x12B\n" +
 	"\rassign_action\x18\x02 \x01(\v2\x1b.rbs.worker.v1.AssignActionH\x00R\fassignAction\x12/\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x15.rbs.worker.v1.CancelH\x00R\x06cancelB\x06\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x15.rbs.worker.v1.CancelH\x00R\x06cancel\x129\n" +
+	"\n" +
+	"assign_job\x18\x04 \x01(\v2\x18.rbs.worker.v1.AssignJobH\x00R\tassignJobB\x06\n" +
 	"\x04kind\"\xb9\x02\n" +
 	"\bRegister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -1410,7 +1793,37 @@ const file_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12:\n" +
 	"\raction_digest\x18\x02 \x01(\v2\x15.rbs.worker.v1.DigestR\factionDigest\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xa7\x02\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xd6\x02\n" +
+	"\tAssignJob\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
+	"\acommand\x18\x03 \x03(\tR\acommand\x12\x16\n" +
+	"\x06script\x18\x04 \x01(\tR\x06script\x123\n" +
+	"\x03env\x18\x05 \x03(\v2!.rbs.worker.v1.AssignJob.EnvEntryR\x03env\x12\x12\n" +
+	"\x04cpus\x18\x06 \x01(\x05R\x04cpus\x12!\n" +
+	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x12\x1f\n" +
+	"\vgpu_indices\x18\b \x03(\x05R\n" +
+	"gpuIndices\x12\"\n" +
+	"\rtime_limit_ms\x18\t \x01(\x03R\vtimeLimitMs\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
+	"\n" +
+	"JobStarted\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"M\n" +
+	"\x06JobLog\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xde\x01\n" +
+	"\bJobEnded\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
+	"\texit_code\x18\x03 \x01(\x05R\bexitCode\x12*\n" +
+	"\x11peak_memory_bytes\x18\x04 \x01(\x03R\x0fpeakMemoryBytes\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\x05 \x01(\bR\toomKilled\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12!\n" +
+	"\foutput_bytes\x18\a \x01(\x03R\voutputBytes\"\xa7\x02\n" +
 	"\n" +
 	"TaskResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
@@ -1476,7 +1889,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_worker_proto_goTypes = []any{
 	(SlotClass)(0),         // 0: rbs.worker.v1.SlotClass
 	(*WorkerMessage)(nil),  // 1: rbs.worker.v1.WorkerMessage
@@ -1491,46 +1904,56 @@ var file_worker_proto_goTypes = []any{
 	(*Digest)(nil),         // 10: rbs.worker.v1.Digest
 	(*AssignAction)(nil),   // 11: rbs.worker.v1.AssignAction
 	(*Cancel)(nil),         // 12: rbs.worker.v1.Cancel
-	(*TaskResult)(nil),     // 13: rbs.worker.v1.TaskResult
-	(*StatusRequest)(nil),  // 14: rbs.worker.v1.StatusRequest
-	(*StatusResponse)(nil), // 15: rbs.worker.v1.StatusResponse
-	(*WorkerStatus)(nil),   // 16: rbs.worker.v1.WorkerStatus
-	(*SlotUse)(nil),        // 17: rbs.worker.v1.SlotUse
-	(*QueueStatus)(nil),    // 18: rbs.worker.v1.QueueStatus
-	(*ActionStats)(nil),    // 19: rbs.worker.v1.ActionStats
-	nil,                    // 20: rbs.worker.v1.StatusResponse.JobsEntry
+	(*AssignJob)(nil),      // 13: rbs.worker.v1.AssignJob
+	(*JobStarted)(nil),     // 14: rbs.worker.v1.JobStarted
+	(*JobLog)(nil),         // 15: rbs.worker.v1.JobLog
+	(*JobEnded)(nil),       // 16: rbs.worker.v1.JobEnded
+	(*TaskResult)(nil),     // 17: rbs.worker.v1.TaskResult
+	(*StatusRequest)(nil),  // 18: rbs.worker.v1.StatusRequest
+	(*StatusResponse)(nil), // 19: rbs.worker.v1.StatusResponse
+	(*WorkerStatus)(nil),   // 20: rbs.worker.v1.WorkerStatus
+	(*SlotUse)(nil),        // 21: rbs.worker.v1.SlotUse
+	(*QueueStatus)(nil),    // 22: rbs.worker.v1.QueueStatus
+	(*ActionStats)(nil),    // 23: rbs.worker.v1.ActionStats
+	nil,                    // 24: rbs.worker.v1.AssignJob.EnvEntry
+	nil,                    // 25: rbs.worker.v1.StatusResponse.JobsEntry
 }
 var file_worker_proto_depIdxs = []int32{
 	3,  // 0: rbs.worker.v1.WorkerMessage.register:type_name -> rbs.worker.v1.Register
 	8,  // 1: rbs.worker.v1.WorkerMessage.heartbeat:type_name -> rbs.worker.v1.Heartbeat
-	13, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
-	9,  // 3: rbs.worker.v1.ServerMessage.registered:type_name -> rbs.worker.v1.Registered
-	11, // 4: rbs.worker.v1.ServerMessage.assign_action:type_name -> rbs.worker.v1.AssignAction
-	12, // 5: rbs.worker.v1.ServerMessage.cancel:type_name -> rbs.worker.v1.Cancel
-	4,  // 6: rbs.worker.v1.Register.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 7: rbs.worker.v1.Register.properties:type_name -> rbs.worker.v1.Property
-	7,  // 8: rbs.worker.v1.Register.running:type_name -> rbs.worker.v1.RunningTask
-	5,  // 9: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
-	0,  // 10: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
-	7,  // 11: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
-	10, // 12: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
-	16, // 13: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
-	18, // 14: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
-	20, // 15: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
-	19, // 16: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
-	4,  // 17: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 18: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
-	17, // 19: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
-	17, // 20: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
-	1,  // 21: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
-	14, // 22: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
-	2,  // 23: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
-	15, // 24: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
-	23, // [23:25] is the sub-list for method output_type
-	21, // [21:23] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	17, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
+	14, // 3: rbs.worker.v1.WorkerMessage.job_started:type_name -> rbs.worker.v1.JobStarted
+	15, // 4: rbs.worker.v1.WorkerMessage.job_log:type_name -> rbs.worker.v1.JobLog
+	16, // 5: rbs.worker.v1.WorkerMessage.job_ended:type_name -> rbs.worker.v1.JobEnded
+	9,  // 6: rbs.worker.v1.ServerMessage.registered:type_name -> rbs.worker.v1.Registered
+	11, // 7: rbs.worker.v1.ServerMessage.assign_action:type_name -> rbs.worker.v1.AssignAction
+	12, // 8: rbs.worker.v1.ServerMessage.cancel:type_name -> rbs.worker.v1.Cancel
+	13, // 9: rbs.worker.v1.ServerMessage.assign_job:type_name -> rbs.worker.v1.AssignJob
+	4,  // 10: rbs.worker.v1.Register.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 11: rbs.worker.v1.Register.properties:type_name -> rbs.worker.v1.Property
+	7,  // 12: rbs.worker.v1.Register.running:type_name -> rbs.worker.v1.RunningTask
+	5,  // 13: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
+	0,  // 14: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
+	7,  // 15: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
+	10, // 16: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
+	24, // 17: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
+	20, // 18: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
+	22, // 19: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
+	25, // 20: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
+	23, // 21: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
+	4,  // 22: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 23: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
+	21, // 24: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
+	21, // 25: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
+	1,  // 26: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
+	18, // 27: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
+	2,  // 28: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
+	19, // 29: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
+	28, // [28:30] is the sub-list for method output_type
+	26, // [26:28] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -1542,11 +1965,15 @@ func file_worker_proto_init() {
 		(*WorkerMessage_Register)(nil),
 		(*WorkerMessage_Heartbeat)(nil),
 		(*WorkerMessage_Result)(nil),
+		(*WorkerMessage_JobStarted)(nil),
+		(*WorkerMessage_JobLog)(nil),
+		(*WorkerMessage_JobEnded)(nil),
 	}
 	file_worker_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerMessage_Registered)(nil),
 		(*ServerMessage_AssignAction)(nil),
 		(*ServerMessage_Cancel)(nil),
+		(*ServerMessage_AssignJob)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1554,7 +1981,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1,0 +1,547 @@
+// Package sched is the batch scheduler's core: the job state machine,
+// queues and priority with an age bonus, dependencies, arrays with a
+// concurrency cap, placement of jobs on workers' job slots by bin-packing
+// CPUs, memory and GPUs, EASY backfill, pending reasons, and requeue of the
+// jobs of lost workers.
+//
+// Core is single-threaded and does no I/O: its owner (Service) feeds it
+// events, then collects the changed records, output and worker messages with
+// Flush, commits them, and only then acknowledges anything. The clock is
+// injected, so tests script timelines without sleeping.
+package sched
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/jobs/store"
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/proto/workerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Queue is a configured job queue.
+type Queue struct {
+	Name     string
+	Priority int32
+	// MaxTime caps the time limit of the queue's jobs and is the limit of
+	// jobs that give none; 0 for no cap.
+	MaxTime time.Duration
+	Default bool
+}
+
+// DefaultQueues is the configuration when none is given: one "batch" queue.
+var DefaultQueues = []Queue{{Name: "batch", Default: true}}
+
+// Config holds the Core's injected clock and its policies.
+type Config struct {
+	Now    func() time.Time
+	Queues []Queue
+	// AgeWeight is the priority a job gains per minute of waiting, up to
+	// AgeCap, so that nothing starves.
+	AgeWeight int64
+	AgeCap    int64
+	// LostAfter is how long a disconnected worker's jobs wait for it to
+	// come back before they are requeued (or end as NODE_FAIL).
+	LostAfter time.Duration
+	// LimitGrace is how long past its time limit the server waits for a
+	// worker's report before ending a job as TIMEOUT itself.
+	LimitGrace time.Duration
+}
+
+// Key names a job or an array task.
+type Key struct {
+	ID    int64
+	Index int32 // -1 for a plain job
+}
+
+func (k Key) String() string {
+	if k.Index < 0 {
+		return strconv.FormatInt(k.ID, 10)
+	}
+	return fmt.Sprintf("%d_%d", k.ID, k.Index)
+}
+
+type job struct {
+	rec       *jobspb.JobRecord
+	key       Key
+	task      string // current attempt's task id
+	logOffset int64  // output bytes received of the current attempt
+}
+
+func (j *job) state() State { return State(j.rec.State) }
+
+type worker struct {
+	name      string
+	cpus      int32
+	memory    int64
+	gpus      []int32
+	jobSlots  int
+	connected bool
+	downSince time.Time
+	send      func(*workerpb.ServerMessage)
+	running   map[Key]*job
+}
+
+func (w *worker) used() (cpus int32, mem int64, gpus map[int32]bool) {
+	gpus = map[int32]bool{}
+	for _, j := range w.running {
+		cpus += cpusOf(j.rec.Spec)
+		mem += j.rec.Spec.MemoryBytes
+		for _, g := range j.rec.GpuIndices {
+			gpus[g] = true
+		}
+	}
+	return
+}
+
+func cpusOf(s *jobspb.JobSpec) int32 {
+	if s.Cpus <= 0 {
+		return 1
+	}
+	return s.Cpus
+}
+
+// capacity is what a worker has or a job needs.
+type capacity struct {
+	cpus  int32
+	mem   int64
+	gpus  int
+	slots int
+}
+
+func need(s *jobspb.JobSpec) capacity {
+	return capacity{cpus: cpusOf(s), mem: s.MemoryBytes, gpus: int(s.Gpus), slots: 1}
+}
+
+func (c capacity) fits(n capacity) bool {
+	return n.cpus <= c.cpus && n.mem <= c.mem && n.gpus <= c.gpus && n.slots <= c.slots
+}
+
+func (c capacity) minus(n capacity) capacity {
+	return capacity{c.cpus - n.cpus, c.mem - n.mem, c.gpus - n.gpus, c.slots - n.slots}
+}
+
+func (c capacity) plus(n capacity) capacity {
+	return capacity{c.cpus + n.cpus, c.mem + n.mem, c.gpus + n.gpus, c.slots + n.slots}
+}
+
+func (w *worker) total() capacity {
+	return capacity{cpus: w.cpus, mem: w.memory, gpus: len(w.gpus), slots: w.jobSlots}
+}
+
+func (w *worker) free() capacity {
+	cpus, mem, gpus := w.used()
+	return capacity{w.cpus - cpus, w.memory - mem, len(w.gpus) - len(gpus), w.jobSlots - len(w.running)}
+}
+
+// Outbound is a message for a worker's stream.
+type Outbound struct {
+	Worker string
+	Msg    *workerpb.ServerMessage
+}
+
+// Core is the scheduler's state. It is not safe for concurrent use.
+type Core struct {
+	cfg     Config
+	queues  map[string]Queue
+	defQ    string
+	nextID  int64
+	idDirty bool
+	jobs    map[Key]*job
+	arrays  map[int64][]*job // tasks of each array, by id
+	byTask  map[string]*job  // running attempts by task id
+	workers map[string]*worker
+
+	dirty map[Key]*job
+	logs  []store.LogChunk
+	out   []Outbound
+}
+
+// New returns a Core holding the given records (from the store), handing
+// out ids from nextID.
+func New(cfg Config, records []*jobspb.JobRecord, nextID int64) (*Core, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if len(cfg.Queues) == 0 {
+		cfg.Queues = DefaultQueues
+	}
+	if cfg.AgeWeight == 0 {
+		cfg.AgeWeight = 1
+	}
+	if cfg.AgeCap == 0 {
+		cfg.AgeCap = 10000
+	}
+	if cfg.LostAfter == 0 {
+		cfg.LostAfter = 15 * time.Second
+	}
+	if cfg.LimitGrace == 0 {
+		cfg.LimitGrace = time.Minute
+	}
+	c := &Core{
+		cfg:     cfg,
+		queues:  map[string]Queue{},
+		nextID:  max(nextID, 1),
+		jobs:    map[Key]*job{},
+		arrays:  map[int64][]*job{},
+		byTask:  map[string]*job{},
+		workers: map[string]*worker{},
+		dirty:   map[Key]*job{},
+	}
+	for _, q := range cfg.Queues {
+		if _, dup := c.queues[q.Name]; dup {
+			return nil, fmt.Errorf("queue %q is defined twice", q.Name)
+		}
+		c.queues[q.Name] = q
+		if q.Default || c.defQ == "" && len(cfg.Queues) == 1 {
+			c.defQ = q.Name
+		}
+	}
+	if c.defQ == "" {
+		c.defQ = cfg.Queues[0].Name
+	}
+	now := cfg.Now()
+	for _, rec := range records {
+		j := &job{rec: rec, key: Key{rec.Id, rec.Index}}
+		c.add(j)
+		if j.state() == Running {
+			// Its worker has until LostAfter to reconnect and claim it.
+			j.task = taskID(j)
+			c.byTask[j.task] = j
+			w := c.workers[rec.Worker]
+			if w == nil {
+				w = &worker{name: rec.Worker, downSince: now, running: map[Key]*job{}}
+				c.workers[rec.Worker] = w
+			}
+			w.running[j.key] = j
+		}
+		if rec.Id >= c.nextID {
+			c.nextID = rec.Id + 1
+		}
+	}
+	return c, nil
+}
+
+func (c *Core) add(j *job) {
+	c.jobs[j.key] = j
+	if j.key.Index >= 0 {
+		c.arrays[j.key.ID] = append(c.arrays[j.key.ID], j)
+	}
+}
+
+func taskID(j *job) string { return fmt.Sprintf("%s#%d", j.key, j.rec.Attempts) }
+
+func (c *Core) touch(j *job) { c.dirty[j.key] = j }
+
+func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
+	if w.connected {
+		c.out = append(c.out, Outbound{Worker: w.name, Msg: m})
+	}
+}
+
+// Flush returns the changes since the last Flush: the store batch to commit
+// and the messages to send once it is committed.
+func (c *Core) Flush() (*store.Batch, []Outbound) {
+	b := &store.Batch{Logs: c.logs}
+	for _, j := range c.dirty {
+		b.Jobs = append(b.Jobs, j.rec)
+	}
+	sort.Slice(b.Jobs, func(i, k int) bool {
+		if b.Jobs[i].Id != b.Jobs[k].Id {
+			return b.Jobs[i].Id < b.Jobs[k].Id
+		}
+		return b.Jobs[i].Index < b.Jobs[k].Index
+	})
+	if c.idDirty {
+		b.NextID = c.nextID
+	}
+	out := c.out
+	c.dirty, c.logs, c.out, c.idDirty = map[Key]*job{}, nil, nil, false
+	return b, out
+}
+
+// Submit validates a spec and adds the job (or the array's tasks) as
+// PENDING. It returns the new job id.
+func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
+	if len(s.Command) == 0 && s.Script == "" {
+		return 0, status.Error(codes.InvalidArgument, "nothing to run: give a command after -- or --script FILE")
+	}
+	if s.Queue == "" {
+		s.Queue = c.defQ
+	}
+	q, ok := c.queues[s.Queue]
+	if !ok {
+		return 0, status.Errorf(codes.InvalidArgument, "unknown queue %q (queues: %s)", s.Queue, strings.Join(c.queueNames(), ", "))
+	}
+	if s.Cpus < 0 || s.MemoryBytes < 0 || s.Gpus < 0 || s.TimeLimitMs < 0 {
+		return 0, status.Errorf(codes.InvalidArgument, "negative resources: cpus %d, memory %d, gpus %d, time %d ms", s.Cpus, s.MemoryBytes, s.Gpus, s.TimeLimitMs)
+	}
+	limit := time.Duration(s.TimeLimitMs) * time.Millisecond
+	if q.MaxTime > 0 && limit > q.MaxTime {
+		return 0, status.Errorf(codes.InvalidArgument, "time limit %s exceeds queue %s's maximum of %s", spec.FormatDuration(limit), q.Name, spec.FormatDuration(q.MaxTime))
+	}
+	if limit == 0 {
+		limit = q.MaxTime
+	}
+	for _, d := range s.Deps {
+		switch spec.DepKind(d.Kind) {
+		case spec.AfterOK, spec.AfterAny, spec.AfterNotOK:
+		default:
+			return 0, status.Errorf(codes.InvalidArgument, "unknown dependency kind %q", d.Kind)
+		}
+		if len(c.depTargets(Key{d.JobId, d.Index})) == 0 {
+			return 0, status.Errorf(codes.InvalidArgument, "dependency %s:%s: no such job", d.Kind, Key{d.JobId, d.Index})
+		}
+	}
+	if s.Array != nil && len(s.Array.Indices) == 0 {
+		return 0, status.Error(codes.InvalidArgument, "array with no tasks")
+	}
+	id := c.nextID
+	c.nextID++
+	c.idDirty = true
+	now := c.cfg.Now().UnixMilli()
+	newJob := func(index int32) {
+		j := &job{key: Key{id, index}, rec: &jobspb.JobRecord{
+			Id: id, Index: index, Spec: s, State: string(Pending),
+			SubmitUnixMs: now, TimeLimitMs: limit.Milliseconds(),
+		}}
+		c.add(j)
+		c.touch(j)
+	}
+	if s.Array == nil {
+		newJob(-1)
+	} else {
+		for _, i := range s.Array.Indices {
+			newJob(i)
+		}
+	}
+	return id, nil
+}
+
+func (c *Core) queueNames() []string {
+	var names []string
+	for n := range c.queues {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// depTargets returns the jobs a dependency or an id names: one job or task,
+// or every task of an array.
+func (c *Core) depTargets(k Key) []*job {
+	if j, ok := c.jobs[k]; ok {
+		return []*job{j}
+	}
+	if k.Index < 0 {
+		return c.arrays[k.ID]
+	}
+	return nil
+}
+
+// Lookup resolves a user's id ("42", "42_7") to its jobs.
+func (c *Core) Lookup(id string) ([]Key, error) {
+	jid, err := spec.ParseJobID(id)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	targets := c.depTargets(Key{jid.ID, int32(jid.Index)})
+	if len(targets) == 0 {
+		return nil, status.Errorf(codes.NotFound, "job %s not found", id)
+	}
+	keys := make([]Key, len(targets))
+	for i, j := range targets {
+		keys[i] = j.key
+	}
+	return keys, nil
+}
+
+// Cancel cancels jobs: pending ones end at once; running ones are signalled
+// and end as CANCELLED when their worker reports.
+func (c *Core) Cancel(keys []Key) {
+	now := c.cfg.Now().UnixMilli()
+	for _, k := range keys {
+		j := c.jobs[k]
+		switch j.state() {
+		case Pending:
+			c.end(j, Cancelled, now)
+			j.rec.Message = "cancelled while pending"
+		case Running:
+			w := c.workers[j.rec.Worker]
+			if w == nil || !w.connected {
+				c.end(j, Cancelled, now)
+				j.rec.Message = "cancelled while its worker was unreachable"
+				continue
+			}
+			if !j.rec.CancelRequested {
+				j.rec.CancelRequested = true
+				c.touch(j)
+				c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: j.task}}})
+			}
+		}
+	}
+}
+
+// end moves a job to a terminal state and frees what it held.
+func (c *Core) end(j *job, s State, nowMs int64) {
+	j.rec.State = string(s)
+	j.rec.PendingReason = ""
+	j.rec.EndUnixMs = nowMs
+	if w := c.workers[j.rec.Worker]; w != nil {
+		delete(w.running, j.key)
+	}
+	delete(c.byTask, j.task)
+	c.touch(j)
+}
+
+// requeue sends a running job whose worker was lost back to PENDING, or ends
+// it as NODE_FAIL when it must not be requeued.
+func (c *Core) requeue(j *job, why string) {
+	now := c.cfg.Now().UnixMilli()
+	if j.rec.Spec.NoRequeue || j.rec.CancelRequested {
+		final := NodeFail
+		if j.rec.CancelRequested {
+			final = Cancelled
+		}
+		c.end(j, final, now)
+		j.rec.Message = why
+		return
+	}
+	if w := c.workers[j.rec.Worker]; w != nil {
+		delete(w.running, j.key)
+	}
+	delete(c.byTask, j.task)
+	j.rec.State = string(Pending)
+	j.rec.Worker = ""
+	j.rec.GpuIndices = nil
+	j.rec.StartUnixMs = 0
+	j.rec.Message = "requeued: " + why
+	c.logs = append(c.logs, logLine(j, fmt.Sprintf("\n[rbs] attempt %d lost: %s; requeued\n", j.rec.Attempts, why)))
+	c.touch(j)
+}
+
+// WorkerInfo is what the Core needs of a registering worker.
+type WorkerInfo struct {
+	Name     string
+	CPUs     int32
+	Memory   int64
+	GPUs     []int32 // indices
+	JobSlots int
+	// Running lists the job attempts (task ids) the worker still runs.
+	Running []string
+	Send    func(*workerpb.ServerMessage)
+}
+
+// WorkerUp registers (or re-registers) a worker. Jobs the server believes
+// run there but the worker does not report are requeued.
+func (c *Core) WorkerUp(info WorkerInfo) {
+	w := c.workers[info.Name]
+	if w == nil {
+		w = &worker{name: info.Name, running: map[Key]*job{}}
+		c.workers[info.Name] = w
+	}
+	w.cpus, w.memory, w.gpus, w.jobSlots = info.CPUs, info.Memory, info.GPUs, info.JobSlots
+	w.connected, w.downSince, w.send = true, time.Time{}, info.Send
+	still := map[string]bool{}
+	for _, t := range info.Running {
+		still[t] = true
+	}
+	for _, j := range w.running {
+		if !still[j.task] {
+			c.requeue(j, fmt.Sprintf("worker %s restarted without it", w.name))
+		}
+	}
+	// Attempts the worker runs that the server has no record of (ended or
+	// requeued while it was away) are stopped.
+	for t := range still {
+		if j, ok := c.byTask[t]; !ok || j.rec.Worker != w.name {
+			c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t}}})
+		}
+	}
+}
+
+// WorkerDown records that a worker's stream ended. Its jobs wait LostAfter
+// for it to return.
+func (c *Core) WorkerDown(name string) {
+	if w := c.workers[name]; w != nil && w.connected {
+		w.connected = false
+		w.downSince = c.cfg.Now()
+	}
+}
+
+func (c *Core) attempt(workerName, task string) *job {
+	j, ok := c.byTask[task]
+	if !ok || j.rec.Worker != workerName || j.state() != Running {
+		return nil
+	}
+	return j
+}
+
+// Log appends output of a running attempt. offset is where data starts in
+// the attempt's output; repeats after a reconnect are dropped.
+func (c *Core) Log(workerName, task string, offset int64, data []byte) {
+	j := c.attempt(workerName, task)
+	if j == nil {
+		return
+	}
+	if skip := j.logOffset - offset; skip > 0 {
+		if skip >= int64(len(data)) {
+			return
+		}
+		data = data[skip:]
+	}
+	j.logOffset += int64(len(data))
+	c.logs = append(c.logs, store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: append([]byte(nil), data...)})
+}
+
+// Ended records how a worker's attempt ended.
+func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
+	j := c.attempt(workerName, e.TaskId)
+	if j == nil {
+		return
+	}
+	s := State(e.State)
+	if !s.Terminal() || !s.Valid() {
+		s = Failed
+	}
+	if j.rec.CancelRequested {
+		s = Cancelled
+	}
+	j.rec.ExitCode = e.ExitCode
+	j.rec.PeakMemoryBytes = e.PeakMemoryBytes
+	j.rec.OomKilled = e.OomKilled
+	j.rec.Message = e.Message
+	c.end(j, s, c.cfg.Now().UnixMilli())
+}
+
+// Tick does the time-driven work: requeueing the jobs of workers gone longer
+// than LostAfter, and ending jobs far past their time limit.
+func (c *Core) Tick() {
+	now := c.cfg.Now()
+	for _, w := range c.workers {
+		if !w.connected && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
+			for _, j := range w.running {
+				c.requeue(j, fmt.Sprintf("worker %s lost", w.name))
+			}
+		}
+	}
+	for _, j := range c.byTask {
+		if j.rec.TimeLimitMs == 0 {
+			continue
+		}
+		deadline := time.UnixMilli(j.rec.StartUnixMs + j.rec.TimeLimitMs).Add(c.cfg.LimitGrace)
+		if now.After(deadline) {
+			if w := c.workers[j.rec.Worker]; w != nil {
+				c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: j.task}}})
+			}
+			j.rec.Message = "time limit exceeded; the worker did not report the end"
+			c.end(j, Timeout, now.UnixMilli())
+		}
+	}
+}

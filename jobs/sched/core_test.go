@@ -1,0 +1,348 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/proto/workerpb"
+)
+
+// harness drives a Core with a fake clock and records what it sends.
+type harness struct {
+	t   *testing.T
+	c   *Core
+	now time.Time
+}
+
+func newHarness(t *testing.T, queues ...Queue) *harness {
+	h := &harness{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c, err := New(Config{Now: func() time.Time { return h.now }, Queues: queues}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	return h
+}
+
+func (h *harness) worker(name string, cpus int32, slots int, gpus ...int32) {
+	h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: 8 << 30, GPUs: gpus, JobSlots: slots, Send: func(*workerpb.ServerMessage) {}})
+}
+
+func (h *harness) submit(s *jobspb.JobSpec) int64 {
+	h.t.Helper()
+	if len(s.Command) == 0 {
+		s.Command = []string{"true"}
+	}
+	id, err := h.c.Submit(s)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return id
+}
+
+// step schedules and returns the keys started, sorted.
+func (h *harness) step() []string {
+	h.c.Tick()
+	h.c.Schedule()
+	_, out := h.c.Flush()
+	var started []string
+	for _, o := range out {
+		if a := o.Msg.GetAssignJob(); a != nil {
+			started = append(started, a.JobId+"@"+o.Worker)
+		}
+	}
+	sort.Strings(started)
+	return started
+}
+
+func (h *harness) rec(id int64, index int32) *jobspb.JobRecord { return h.c.jobs[Key{id, index}].rec }
+
+func (h *harness) finish(id int64, index int32, state State) {
+	j := h.c.jobs[Key{id, index}]
+	h.c.Ended(j.rec.Worker, &workerpb.JobEnded{TaskId: j.task, State: string(state)})
+}
+
+func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
+
+func TestPriorityOrderAndAgeBonus(t *testing.T) {
+	h := newHarness(t, Queue{Name: "batch", Default: true}, Queue{Name: "urgent", Priority: 100})
+	h.worker("w", 1, 1)
+	running := h.submit(&jobspb.JobSpec{})
+	h.step()
+	low := h.submit(&jobspb.JobSpec{Priority: 1})
+	high := h.submit(&jobspb.JobSpec{Priority: 50})
+	urgent := h.submit(&jobspb.JobSpec{Queue: "urgent"})
+	h.step()
+	if r := h.rec(low, -1).PendingReason; r != ReasonResources && r != ReasonPriority {
+		t.Fatalf("low waits for %q", r)
+	}
+	h.finish(running, -1, Completed)
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(urgent, "@w") {
+		t.Fatalf("started %v, want the urgent queue's job first", got)
+	}
+	h.finish(urgent, -1, Completed)
+	if got := h.step(); got[0] != fmt.Sprint(high, "@w") {
+		t.Fatalf("started %v, want the high-priority job", got)
+	}
+	// A newer job of priority 60 would beat the old low one, unless the old
+	// one has waited long enough for its age bonus to count.
+	h.advance(90 * time.Minute)
+	newer := h.submit(&jobspb.JobSpec{Priority: 60})
+	if p := h.c.PriorityOf(h.rec(low, -1)); p.Age != 90 || p.Total != 91 || p.Base != 1 {
+		t.Fatalf("priority of the old job %+v", p)
+	}
+	h.finish(high, -1, Completed)
+	if got := h.step(); got[0] != fmt.Sprint(low, "@w") {
+		t.Fatalf("started %v, want the aged job before %d", got, newer)
+	}
+}
+
+func TestDependencies(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 8, 8)
+	a := h.submit(&jobspb.JobSpec{})
+	b := h.submit(&jobspb.JobSpec{})
+	ok := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: a, Index: -1}}})
+	okOnFail := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: b, Index: -1}}})
+	any := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterany", JobId: b, Index: -1}}})
+	notok := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afternotok", JobId: b, Index: -1}}})
+	notokOnSuccess := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afternotok", JobId: a, Index: -1}}})
+	if got := h.step(); len(got) != 2 {
+		t.Fatalf("started %v, want only the two independent jobs", got)
+	}
+	for _, id := range []int64{ok, okOnFail, any, notok, notokOnSuccess} {
+		if r := h.rec(id, -1).PendingReason; r != ReasonDependency {
+			t.Fatalf("job %d waits for %q, want Dependency", id, r)
+		}
+	}
+	h.finish(a, -1, Completed)
+	h.finish(b, -1, Failed)
+	started := h.step()
+	want := []string{fmt.Sprint(any, "@w"), fmt.Sprint(notok, "@w"), fmt.Sprint(ok, "@w")}
+	sort.Strings(want)
+	if fmt.Sprint(started) != fmt.Sprint(want) {
+		t.Fatalf("started %v, want %v", started, want)
+	}
+	for _, id := range []int64{okOnFail, notokOnSuccess} {
+		if r := h.rec(id, -1); r.State != string(Pending) || r.PendingReason != ReasonDependencyNeverSatisfied {
+			t.Fatalf("job %d: %s %q", id, r.State, r.PendingReason)
+		}
+	}
+	if _, err := h.c.Submit(&jobspb.JobSpec{Command: []string{"x"}, Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: 999, Index: -1}}}); err == nil || !strings.Contains(err.Error(), "999") {
+		t.Fatalf("dependency on an unknown job: %v", err)
+	}
+}
+
+func TestArrayThrottle(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 8, 8)
+	id := h.submit(&jobspb.JobSpec{Array: &jobspb.ArraySpec{Indices: []int32{0, 1, 2, 3, 4}, Limit: 2}})
+	if got := h.step(); len(got) != 2 {
+		t.Fatalf("started %v, want 2 under %%2", got)
+	}
+	if r := h.rec(id, 2).PendingReason; r != ReasonArrayTaskLimit {
+		t.Fatalf("task 2 waits for %q", r)
+	}
+	h.finish(id, 0, Completed)
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(id, "_2@w") {
+		t.Fatalf("started %v after one task ended", got)
+	}
+	if env := h.c.jobs[Key{id, 2}]; env.rec.Attempts != 1 {
+		t.Fatal("attempt not counted")
+	}
+}
+
+func TestBackfill(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 4, 4)
+	long := h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: (10 * time.Minute).Milliseconds()})
+	h.step()
+	big := h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: time.Hour.Milliseconds()})
+	short := h.submit(&jobspb.JobSpec{Cpus: 1, TimeLimitMs: (5 * time.Minute).Milliseconds()})
+	tooLong := h.submit(&jobspb.JobSpec{Cpus: 1, TimeLimitMs: (20 * time.Minute).Milliseconds()})
+	unlimited := h.submit(&jobspb.JobSpec{Cpus: 1})
+	got := h.step()
+	if len(got) != 1 || got[0] != fmt.Sprint(short, "@w") {
+		t.Fatalf("backfilled %v, want only the job that ends before the big one's reserved start", got)
+	}
+	if r := h.rec(big, -1).PendingReason; r != ReasonResources {
+		t.Fatalf("big job waits for %q", r)
+	}
+	for _, id := range []int64{tooLong, unlimited} {
+		if r := h.rec(id, -1).PendingReason; r != ReasonPriority {
+			t.Fatalf("job %d waits for %q, want Priority", id, r)
+		}
+	}
+	h.finish(long, -1, Completed)
+	h.finish(short, -1, Completed)
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(big, "@w") {
+		t.Fatalf("started %v, want the big job", got)
+	}
+}
+
+func TestPlacement(t *testing.T) {
+	h := newHarness(t)
+	h.worker("a", 4, 4, 0, 1)
+	h.worker("b", 4, 4)
+	first := h.submit(&jobspb.JobSpec{Cpus: 3})
+	h.step()
+	// Bin-packing: a one-CPU job goes where it fills the gap.
+	w := h.rec(first, -1).Worker
+	second := h.submit(&jobspb.JobSpec{Cpus: 1})
+	h.step()
+	if h.rec(second, -1).Worker != w {
+		t.Fatalf("second job on %s, want packed onto %s", h.rec(second, -1).Worker, w)
+	}
+	g1 := h.submit(&jobspb.JobSpec{Gpus: 1, Cpus: 0})
+	g2 := h.submit(&jobspb.JobSpec{Gpus: 1})
+	h.step()
+	r1, r2 := h.rec(g1, -1), h.rec(g2, -1)
+	if r1.Worker != "a" || r2.Worker != "a" || len(r1.GpuIndices) != 1 || len(r2.GpuIndices) != 1 || r1.GpuIndices[0] == r2.GpuIndices[0] {
+		t.Fatalf("GPU jobs: %v %v / %v %v", r1.Worker, r1.GpuIndices, r2.Worker, r2.GpuIndices)
+	}
+	huge := h.submit(&jobspb.JobSpec{Cpus: 64})
+	h.step()
+	if r := h.rec(huge, -1).PendingReason; r != ReasonNoWorkerFits {
+		t.Fatalf("64-CPU job waits for %q", r)
+	}
+	onlyActions := newHarness(t)
+	onlyActions.worker("x", 4, 0)
+	id := onlyActions.submit(&jobspb.JobSpec{})
+	onlyActions.step()
+	if r := onlyActions.rec(id, -1).PendingReason; r != ReasonNoWorkers {
+		t.Fatalf("without job slots the job waits for %q", r)
+	}
+}
+
+func TestWorkerLoss(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w1", 2, 2)
+	requeued := h.submit(&jobspb.JobSpec{})
+	failed := h.submit(&jobspb.JobSpec{NoRequeue: true})
+	h.step()
+	h.c.WorkerDown("w1")
+	h.advance(10 * time.Second)
+	h.step()
+	if h.rec(requeued, -1).State != string(Running) {
+		t.Fatal("requeued before LostAfter")
+	}
+	h.advance(6 * time.Second)
+	h.worker("w2", 2, 2)
+	started := h.step()
+	if r := h.rec(failed, -1); r.State != string(NodeFail) {
+		t.Fatalf("--no-requeue job: %s", r.State)
+	}
+	if r := h.rec(requeued, -1); r.State != string(Running) || r.Worker != "w2" || r.Attempts != 2 || len(started) != 1 {
+		t.Fatalf("requeued job: %s on %s, attempt %d; started %v", r.State, r.Worker, r.Attempts, started)
+	}
+}
+
+func TestReconnectKeepsRunningJobs(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 2, 2)
+	kept := h.submit(&jobspb.JobSpec{})
+	lost := h.submit(&jobspb.JobSpec{})
+	h.step()
+	h.c.WorkerDown("w")
+	h.advance(5 * time.Second)
+	h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 2, Memory: 1 << 30, JobSlots: 2, Running: []string{h.c.jobs[Key{kept, -1}].task}, Send: func(*workerpb.ServerMessage) {}})
+	h.step()
+	if r := h.rec(kept, -1); r.State != string(Running) || r.Attempts != 1 {
+		t.Fatalf("reported job: %s attempt %d", r.State, r.Attempts)
+	}
+	if r := h.rec(lost, -1); r.Attempts != 2 {
+		t.Fatalf("unreported job: %s attempt %d, want requeued and started again", r.State, r.Attempts)
+	}
+}
+
+func TestRestartFromRecords(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 2, 2)
+	run := h.submit(&jobspb.JobSpec{})
+	wait := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: run, Index: -1}}})
+	h.step()
+	h.c.Flush()
+	var records []*jobspb.JobRecord
+	for _, j := range h.c.jobs {
+		records = append(records, j.rec)
+	}
+	c2, err := New(Config{Now: func() time.Time { return h.now }}, records, h.c.nextID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c2
+	task := c2.jobs[Key{run, -1}].task
+	c2.WorkerUp(WorkerInfo{Name: "w", CPUs: 2, JobSlots: 2, Memory: 1 << 30, Running: []string{task}, Send: func(*workerpb.ServerMessage) {}})
+	h.step()
+	if r := h.rec(run, -1); r.State != string(Running) || r.Attempts != 1 {
+		t.Fatalf("after restart: %s attempt %d", r.State, r.Attempts)
+	}
+	h.finish(run, -1, Completed)
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(wait, "@w") {
+		t.Fatalf("dependent after restart: %v", got)
+	}
+	if next, _ := c2.Submit(&jobspb.JobSpec{Command: []string{"x"}}); next != wait+1 {
+		t.Fatalf("next id after restart %d, want %d", next, wait+1)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 1, 1)
+	running := h.submit(&jobspb.JobSpec{})
+	pending := h.submit(&jobspb.JobSpec{})
+	h.step()
+	h.c.Cancel([]Key{{pending, -1}, {running, -1}})
+	_, out := h.c.Flush()
+	if len(out) != 1 || out[0].Msg.GetCancel() == nil {
+		t.Fatalf("messages %v, want one Cancel", out)
+	}
+	if h.rec(pending, -1).State != string(Cancelled) || h.rec(running, -1).State != string(Running) {
+		t.Fatal("pending job not cancelled at once, or running one ended before its worker said so")
+	}
+	h.finish(running, -1, Failed)
+	if s := h.rec(running, -1).State; s != string(Cancelled) {
+		t.Fatalf("cancelled job ended as %s", s)
+	}
+}
+
+func TestTimeLimitSafetyNet(t *testing.T) {
+	h := newHarness(t, Queue{Name: "short", MaxTime: time.Minute, Default: true})
+	h.worker("w", 1, 1)
+	if _, err := h.c.Submit(&jobspb.JobSpec{Command: []string{"x"}, TimeLimitMs: (2 * time.Minute).Milliseconds()}); err == nil || !strings.Contains(err.Error(), "exceeds") {
+		t.Fatalf("over the queue's maximum: %v", err)
+	}
+	id := h.submit(&jobspb.JobSpec{})
+	h.step()
+	if h.rec(id, -1).TimeLimitMs != time.Minute.Milliseconds() {
+		t.Fatal("queue limit not applied")
+	}
+	h.advance(2*time.Minute + time.Second)
+	h.step()
+	if s := h.rec(id, -1).State; s != string(Timeout) {
+		t.Fatalf("state %s, want TIMEOUT", s)
+	}
+}
+
+func TestSubmitValidation(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		spec *jobspb.JobSpec
+		want string
+	}{
+		{&jobspb.JobSpec{}, "nothing to run"},
+		{&jobspb.JobSpec{Command: []string{"x"}, Queue: "nope"}, `unknown queue "nope"`},
+		{&jobspb.JobSpec{Command: []string{"x"}, Cpus: -1}, "negative"},
+		{&jobspb.JobSpec{Command: []string{"x"}, Deps: []*jobspb.Dependency{{Kind: "before", JobId: 1, Index: -1}}}, "unknown dependency kind"},
+		{&jobspb.JobSpec{Command: []string{"x"}, Array: &jobspb.ArraySpec{}}, "no tasks"},
+	}
+	for _, tt := range tests {
+		if _, err := h.c.Submit(tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Submit(%v) = %v, want %q", tt.spec, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package sched
+
+import (
+	"sort"
+
+	"github.com/rbs-build/rbs/jobs/store"
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"google.golang.org/protobuf/proto"
+)
+
+func logLine(j *job, s string) store.LogChunk {
+	return store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: []byte(s)}
+}
+
+// Info returns a job as users see it: a copy of its record with the id,
+// priority breakdown and dependency states.
+func (c *Core) Info(k Key) *jobspb.JobInfo {
+	j := c.jobs[k]
+	info := &jobspb.JobInfo{Record: proto.Clone(j.rec).(*jobspb.JobRecord), Id: k.String(), Priority: c.PriorityOf(j.rec)}
+	for _, d := range j.rec.Spec.Deps {
+		target := Key{d.JobId, d.Index}
+		info.Deps = append(info.Deps, &jobspb.DependencyState{Kind: d.Kind, Id: target.String(), State: string(c.groupState(target))})
+	}
+	return info
+}
+
+// groupState is the state of a job, or of an array as a whole: RUNNING if
+// any task runs, PENDING if any waits, else COMPLETED only if all completed,
+// else the first other end state.
+func (c *Core) groupState(k Key) State {
+	targets := c.depTargets(k)
+	var running, pending bool
+	var other State
+	for _, t := range targets {
+		switch s := t.state(); s {
+		case Running:
+			running = true
+		case Pending:
+			pending = true
+		case Completed:
+		default:
+			if other == "" {
+				other = s
+			}
+		}
+	}
+	switch {
+	case running:
+		return Running
+	case pending:
+		return Pending
+	case other != "":
+		return other
+	}
+	return Completed
+}
+
+// Filter selects jobs for List.
+type Filter struct {
+	States  map[State]bool // empty: all
+	Queue   string
+	History bool // include ended jobs
+}
+
+// List returns the jobs that pass f, by id.
+func (c *Core) List(f Filter) []*jobspb.JobInfo {
+	var keys []Key
+	for k, j := range c.jobs {
+		s := j.state()
+		if s.Terminal() && !f.History && !f.States[s] {
+			continue
+		}
+		if len(f.States) > 0 && !f.States[s] {
+			continue
+		}
+		if f.Queue != "" && j.rec.Spec.Queue != f.Queue {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		if keys[a].ID != keys[b].ID {
+			return keys[a].ID < keys[b].ID
+		}
+		return keys[a].Index < keys[b].Index
+	})
+	out := make([]*jobspb.JobInfo, len(keys))
+	for i, k := range keys {
+		out[i] = c.Info(k)
+	}
+	return out
+}
+
+// AllEnded reports whether every named job has ended.
+func (c *Core) AllEnded(keys []Key) bool {
+	for _, k := range keys {
+		if !c.jobs[k].state().Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// Queues describes the configured queues and their occupancy.
+func (c *Core) Queues() []*jobspb.QueueInfo {
+	occ := map[string]*jobspb.QueueInfo{}
+	var out []*jobspb.QueueInfo
+	for _, name := range c.queueNames() {
+		q := c.queues[name]
+		qi := &jobspb.QueueInfo{Name: q.Name, Priority: q.Priority, MaxTimeMs: q.MaxTime.Milliseconds(), IsDefault: q.Name == c.defQ}
+		occ[name] = qi
+		out = append(out, qi)
+	}
+	for _, j := range c.jobs {
+		qi := occ[j.rec.Spec.Queue]
+		if qi == nil {
+			continue
+		}
+		switch j.state() {
+		case Running:
+			qi.Running++
+		case Pending:
+			qi.Pending++
+		}
+	}
+	return out
+}
+
+// Counts returns how many jobs are in each state.
+func (c *Core) Counts() map[string]int64 {
+	out := map[string]int64{}
+	for _, s := range States {
+		out[string(s)] = 0
+	}
+	for _, j := range c.jobs {
+		out[j.rec.State]++
+	}
+	return out
+}
+
+// JobSlotsUsed returns how many job slots each worker has in use.
+func (c *Core) JobSlotsUsed() map[string]int32 {
+	out := map[string]int32{}
+	for _, w := range c.workers {
+		out[w.name] = int32(len(w.running))
+	}
+	return out
+}

@@ -1,0 +1,318 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/proto/workerpb"
+)
+
+// PriorityOf breaks down a job's priority: its own, its queue's, and the
+// bonus it has gained by waiting.
+func (c *Core) PriorityOf(j *jobspb.JobRecord) *jobspb.Priority {
+	p := &jobspb.Priority{Base: int64(j.Spec.Priority), Queue: int64(c.queues[j.Spec.Queue].Priority)}
+	if State(j.State) == Pending {
+		waited := c.cfg.Now().Sub(time.UnixMilli(j.SubmitUnixMs))
+		p.Age = min(int64(waited/time.Minute)*c.cfg.AgeWeight, c.cfg.AgeCap)
+	}
+	p.Total = p.Base + p.Queue + p.Age
+	return p
+}
+
+// depsState says whether a job's dependencies allow it to start: "" when
+// they do, else the pending reason.
+func (c *Core) depsState(j *job) string {
+	reason := ""
+	for _, d := range j.rec.Spec.Deps {
+		for _, t := range c.depTargets(Key{d.JobId, d.Index}) {
+			s := t.state()
+			switch spec.DepKind(d.Kind) {
+			case spec.AfterOK:
+				if s.Terminal() && s != Completed {
+					return ReasonDependencyNeverSatisfied
+				}
+				if s != Completed {
+					reason = ReasonDependency
+				}
+			case spec.AfterNotOK:
+				if s == Completed {
+					return ReasonDependencyNeverSatisfied
+				}
+				if !s.Terminal() {
+					reason = ReasonDependency
+				}
+			case spec.AfterAny:
+				if !s.Terminal() {
+					reason = ReasonDependency
+				}
+			}
+		}
+	}
+	return reason
+}
+
+// reservation is the start promised to the highest-priority job that cannot
+// start now (EASY backfill): lower-priority jobs may only start where they
+// do not delay it.
+type reservation struct {
+	worker *worker
+	at     time.Time // zero: never, as far as time limits tell
+	need   capacity
+	// extra is what the reserved worker has beyond the reserved job's needs
+	// at the reserved time.
+	extra capacity
+}
+
+// endOf is when a running job will have ended at the latest; the zero time
+// when it has no limit.
+func endOf(j *job) time.Time {
+	if j.rec.TimeLimitMs == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(j.rec.StartUnixMs + j.rec.TimeLimitMs)
+}
+
+// reserve finds the worker and time at which j could start the earliest.
+func (c *Core) reserve(j *job) *reservation {
+	n := need(j.rec.Spec)
+	var best *reservation
+	for _, w := range c.sortedWorkers() {
+		if !w.connected || !w.total().fits(n) {
+			continue
+		}
+		running := make([]*job, 0, len(w.running))
+		for _, r := range w.running {
+			running = append(running, r)
+		}
+		sort.Slice(running, func(a, b int) bool { return before(endOf(running[a]), endOf(running[b])) })
+		free := w.free()
+		var at time.Time
+		ok := free.fits(n)
+		for _, r := range running {
+			if ok {
+				break
+			}
+			at = endOf(r)
+			if at.IsZero() {
+				break // the rest never end, as far as limits tell
+			}
+			free = free.plus(need(r.rec.Spec))
+			ok = free.fits(n)
+		}
+		if !ok {
+			at = time.Time{}
+			free = w.total() // even eventually, only if all end
+		}
+		r := &reservation{worker: w, at: at, need: n, extra: free.minus(n)}
+		if best == nil || before(r.at, best.at) {
+			best = r
+		}
+	}
+	return best
+}
+
+// before orders times with the zero time meaning "never".
+func before(a, b time.Time) bool {
+	if a.IsZero() {
+		return false
+	}
+	return b.IsZero() || a.Before(b)
+}
+
+// allows reports whether starting j on w now keeps the reservation's promise.
+func (r *reservation) allows(j *job, w *worker, now time.Time) bool {
+	if r == nil || w != r.worker {
+		return true
+	}
+	if j.rec.TimeLimitMs > 0 && !r.at.IsZero() && !now.Add(time.Duration(j.rec.TimeLimitMs)*time.Millisecond).After(r.at) {
+		return true // it ends before the reserved start
+	}
+	return r.extra.fits(need(j.rec.Spec))
+}
+
+func (c *Core) sortedWorkers() []*worker {
+	ws := make([]*worker, 0, len(c.workers))
+	for _, w := range c.workers {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(a, b int) bool { return ws[a].name < ws[b].name })
+	return ws
+}
+
+// Schedule starts what can start, in priority order with backfill, and
+// records why the rest waits.
+func (c *Core) Schedule() {
+	now := c.cfg.Now()
+	var pending []*job
+	for _, j := range c.jobs {
+		if j.state() == Pending {
+			pending = append(pending, j)
+		}
+	}
+	prio := make(map[*job]int64, len(pending))
+	for _, j := range pending {
+		prio[j] = c.PriorityOf(j.rec).Total
+	}
+	sort.Slice(pending, func(a, b int) bool {
+		ja, jb := pending[a], pending[b]
+		if prio[ja] != prio[jb] {
+			return prio[ja] > prio[jb]
+		}
+		if ja.rec.SubmitUnixMs != jb.rec.SubmitUnixMs {
+			return ja.rec.SubmitUnixMs < jb.rec.SubmitUnixMs
+		}
+		if ja.key.ID != jb.key.ID {
+			return ja.key.ID < jb.key.ID
+		}
+		return ja.key.Index < jb.key.Index
+	})
+	runningInArray := map[int64]int{}
+	for _, j := range c.byTask {
+		if j.key.Index >= 0 {
+			runningInArray[j.key.ID]++
+		}
+	}
+	workers := c.sortedWorkers()
+	var res *reservation
+	for _, j := range pending {
+		reason := c.depsState(j)
+		if reason == "" {
+			if a := j.rec.Spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
+				reason = ReasonArrayTaskLimit
+			}
+		}
+		if reason == "" {
+			reason = c.placeable(j, workers)
+		}
+		if reason == "" {
+			if w := c.bestFit(j, workers, res, now); w != nil {
+				c.start(j, w, now)
+				if j.key.Index >= 0 {
+					runningInArray[j.key.ID]++
+				}
+				continue
+			}
+			if res == nil {
+				res = c.reserve(j)
+				reason = ReasonResources
+			} else if c.bestFit(j, workers, nil, now) != nil {
+				reason = ReasonPriority
+			} else {
+				reason = ReasonResources
+			}
+		}
+		if j.rec.PendingReason != reason {
+			j.rec.PendingReason = reason
+			c.touch(j)
+		}
+	}
+}
+
+// placeable returns a pending reason when no registered worker could ever
+// run j.
+func (c *Core) placeable(j *job, workers []*worker) string {
+	n := need(j.rec.Spec)
+	any := false
+	for _, w := range workers {
+		if w.jobSlots == 0 {
+			continue
+		}
+		any = true
+		if w.total().fits(n) {
+			return ""
+		}
+	}
+	if !any {
+		return ReasonNoWorkers
+	}
+	return ReasonNoWorkerFits
+}
+
+// bestFit picks the connected worker j fits on now that leaves the least
+// room (packing jobs tightly), respecting the reservation.
+func (c *Core) bestFit(j *job, workers []*worker, res *reservation, now time.Time) *worker {
+	n := need(j.rec.Spec)
+	var best *worker
+	bestLeft := int64(math.MaxInt64)
+	for _, w := range workers {
+		if !w.connected {
+			continue
+		}
+		free := w.free()
+		if !free.fits(n) || !res.allows(j, w, now) {
+			continue
+		}
+		left := int64(free.cpus-n.cpus)<<32 + int64(free.gpus-n.gpus)<<16 + int64(free.slots-n.slots)
+		if left < bestLeft {
+			best, bestLeft = w, left
+		}
+	}
+	return best
+}
+
+// start runs j on w: it picks GPUs, records the attempt and sends it.
+func (c *Core) start(j *job, w *worker, now time.Time) {
+	_, _, usedGPUs := w.used()
+	var gpus []int32
+	for _, g := range w.gpus {
+		if len(gpus) == int(j.rec.Spec.Gpus) {
+			break
+		}
+		if !usedGPUs[g] {
+			gpus = append(gpus, g)
+		}
+	}
+	j.rec.State = string(Running)
+	j.rec.PendingReason = ""
+	j.rec.StartUnixMs = now.UnixMilli()
+	j.rec.Attempts++
+	j.rec.Worker = w.name
+	j.rec.GpuIndices = gpus
+	j.task = taskID(j)
+	j.logOffset = 0
+	w.running[j.key] = j
+	c.byTask[j.task] = j
+	c.touch(j)
+
+	s := j.rec.Spec
+	env := map[string]string{}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	env["RBS_JOB_ID"] = strconv.FormatInt(j.key.ID, 10)
+	env["RBS_JOB_NAME"] = s.Name
+	env["RBS_QUEUE"] = s.Queue
+	env["RBS_ATTEMPT"] = strconv.Itoa(int(j.rec.Attempts))
+	if j.key.Index >= 0 {
+		env["RBS_ARRAY_INDEX"] = strconv.Itoa(int(j.key.Index))
+	}
+	if len(gpus) > 0 {
+		ids := ""
+		for i, g := range gpus {
+			if i > 0 {
+				ids += ","
+			}
+			ids += strconv.Itoa(int(g))
+		}
+		env["CUDA_VISIBLE_DEVICES"] = ids
+	}
+	c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignJob{AssignJob: &workerpb.AssignJob{
+		TaskId:      j.task,
+		JobId:       j.key.String(),
+		Command:     s.Command,
+		Script:      s.Script,
+		Env:         env,
+		Cpus:        cpusOf(s),
+		MemoryBytes: s.MemoryBytes,
+		GpuIndices:  gpus,
+		TimeLimitMs: j.rec.TimeLimitMs,
+	}}})
+	if j.rec.Attempts > 1 {
+		c.logs = append(c.logs, logLine(j, fmt.Sprintf("[rbs] attempt %d on worker %s\n", j.rec.Attempts, w.name)))
+	}
+}

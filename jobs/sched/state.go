@@ -1,0 +1,64 @@
+package sched
+
+// State is a job's state, in Slurm's words.
+type State string
+
+// The job states.
+const (
+	Pending     State = "PENDING"
+	Running     State = "RUNNING"
+	Completed   State = "COMPLETED"
+	Failed      State = "FAILED"
+	Cancelled   State = "CANCELLED"
+	Timeout     State = "TIMEOUT"
+	NodeFail    State = "NODE_FAIL"
+	OutOfMemory State = "OUT_OF_MEMORY"
+)
+
+// States lists every state, in display order.
+var States = []State{Pending, Running, Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory}
+
+// transitions is the table of legal state changes.
+var transitions = map[State][]State{
+	Pending: {Running, Cancelled},
+	// A running job ends, or goes back to PENDING when its worker is lost.
+	Running: {Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory, Pending},
+}
+
+// CanMove reports whether a job may go from one state to another.
+func CanMove(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether a job in this state has ended for good.
+func (s State) Terminal() bool {
+	return s != Pending && s != Running && s != ""
+}
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Pending reasons, in Slurm's words where Slurm has one.
+const (
+	ReasonPriority                 = "Priority"
+	ReasonResources                = "Resources"
+	ReasonDependency               = "Dependency"
+	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
+	ReasonArrayTaskLimit           = "JobArrayTaskLimit"
+	// ReasonNoWorkerFits: no registered worker could ever run the job.
+	ReasonNoWorkerFits = "NoWorkerFits"
+	// ReasonNoWorkers: no worker with job slots is registered.
+	ReasonNoWorkers = "NoWorkers"
+)

@@ -1,0 +1,164 @@
+// Package store provides Store, the durable state of the batch scheduler:
+// job records and job output in SQLite (modernc.org/sqlite, WAL, full
+// synchronous commits) under the server's data directory. Callers group
+// every state change of a scheduling round into one Commit, which returns
+// only once the transaction is on disk, so nothing is acknowledged before
+// it is durable.
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"google.golang.org/protobuf/proto"
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS jobs (
+	id INTEGER NOT NULL,
+	idx INTEGER NOT NULL,
+	state TEXT NOT NULL,
+	record BLOB NOT NULL,
+	PRIMARY KEY (id, idx)
+);
+CREATE TABLE IF NOT EXISTS logs (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	id INTEGER NOT NULL,
+	idx INTEGER NOT NULL,
+	data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS logs_by_job ON logs (id, idx, seq);
+CREATE TABLE IF NOT EXISTS meta (
+	key TEXT PRIMARY KEY,
+	value INTEGER NOT NULL
+);
+`
+
+// Store is the scheduler's database.
+type Store struct {
+	db *sql.DB
+}
+
+// Open opens (creating if needed) the database in dir.
+func Open(dir string) (*Store, error) {
+	path := filepath.Join(dir, "jobs.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)")
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	// One connection: the scheduler writes from one goroutine, and SQLite
+	// serializes writers anyway.
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("creating the schema in %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// LogChunk is output of one job to append.
+type LogChunk struct {
+	ID    int64
+	Index int32
+	Data  []byte
+}
+
+// Batch is the changes of one scheduling round.
+type Batch struct {
+	Jobs   []*jobspb.JobRecord
+	Logs   []LogChunk
+	NextID int64 // when non-zero, the next job id to hand out
+}
+
+// Empty reports whether the batch changes nothing.
+func (b *Batch) Empty() bool { return len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0 }
+
+// Commit writes the batch in one transaction and returns once it is durable.
+func (s *Store) Commit(b *Batch) error {
+	if b.Empty() {
+		return nil
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, j := range b.Jobs {
+		rec, err := proto.Marshal(j)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`INSERT INTO jobs (id, idx, state, record) VALUES (?, ?, ?, ?)
+			ON CONFLICT (id, idx) DO UPDATE SET state = excluded.state, record = excluded.record`, j.Id, j.Index, j.State, rec); err != nil {
+			return fmt.Errorf("saving job %d: %w", j.Id, err)
+		}
+	}
+	for _, l := range b.Logs {
+		if _, err := tx.Exec(`INSERT INTO logs (id, idx, data) VALUES (?, ?, ?)`, l.ID, l.Index, l.Data); err != nil {
+			return fmt.Errorf("saving output of job %d: %w", l.ID, err)
+		}
+	}
+	if b.NextID != 0 {
+		if _, err := tx.Exec(`INSERT INTO meta (key, value) VALUES ('next_id', ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, b.NextID); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Load returns every job record and the next job id to hand out.
+func (s *Store) Load() ([]*jobspb.JobRecord, int64, error) {
+	next := int64(1)
+	err := s.db.QueryRow(`SELECT value FROM meta WHERE key = 'next_id'`).Scan(&next)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, err
+	}
+	rows, err := s.db.Query(`SELECT record FROM jobs ORDER BY id, idx`)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []*jobspb.JobRecord
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, 0, err
+		}
+		j := &jobspb.JobRecord{}
+		if err := proto.Unmarshal(b, j); err != nil {
+			return nil, 0, fmt.Errorf("a job record is unreadable: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, next, rows.Err()
+}
+
+// Logs returns the output of a job (index -1 for a plain job) stored after
+// sequence number after, and the last sequence number returned.
+func (s *Store) Logs(id int64, index int32, after int64) ([]byte, int64, error) {
+	rows, err := s.db.Query(`SELECT seq, data FROM logs WHERE id = ? AND idx = ? AND seq > ? ORDER BY seq`, id, index, after)
+	if err != nil {
+		return nil, after, err
+	}
+	defer rows.Close()
+	var out []byte
+	last := after
+	for rows.Next() {
+		var seq int64
+		var b []byte
+		if err := rows.Scan(&seq, &b); err != nil {
+			return nil, after, err
+		}
+		out = append(out, b...)
+		last = seq
+	}
+	return out, last, rows.Err()
+}

@@ -1,0 +1,454 @@
+// Package memlimit enforces a memory limit on a job's process tree and
+// reports its peak memory and whether the kernel OOM-killed it: with a
+// cgroup v2 child group (memory.max, memory.peak, memory.events), a cgroup
+// v1 child group (memory.limit_in_bytes, memory.max_usage_in_bytes,
+// memory.oom_control), or, where neither can be created, RLIMIT_AS as a
+// coarse fallback.
+package memlimit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mode says how a Group enforces its limit: "cgroup2", "cgroup1", or "rlimit".
+type Mode string
+
+const (
+	ModeCgroup2 Mode = "cgroup2"
+	ModeCgroup1 Mode = "cgroup1"
+	ModeRlimit  Mode = "rlimit"
+)
+
+// closeTimeout bounds how long Close waits for the group's processes to die
+// and for the kernel to let the directory go.
+const closeTimeout = 5 * time.Second
+
+// sampleInterval is how often memory.current is sampled on cgroup v2
+// kernels that lack memory.peak (before Linux 5.19).
+const sampleInterval = 50 * time.Millisecond
+
+// Group is a memory-limited group of processes.
+type Group struct {
+	mode  Mode
+	dir   string // cgroup directory; "" in rlimit mode
+	limit int64
+
+	mu     sync.Mutex
+	peak   int64         // max memory.current sample (cgroup2 without memory.peak)
+	stop   chan struct{} // stops the memory.current sampler; nil if none
+	closed bool
+}
+
+// Overridable in tests.
+var (
+	procCgroup    = "/proc/self/cgroup"
+	procMountinfo = "/proc/self/mountinfo"
+)
+
+// New creates a group named name (a single path segment) with the given limit
+// in bytes (0 = no limit, accounting only). It uses a child of this process's
+// cgroup v2 group if that group can delegate the memory controller, else a
+// child of this process's cgroup v1 memory group, else RLIMIT_AS.
+func New(name string, limit int64) (*Group, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	if limit < 0 {
+		return nil, fmt.Errorf("memlimit: negative limit %d for group %q", limit, name)
+	}
+	g := &Group{limit: limit}
+
+	if parent, ok := v2Parent(); ok {
+		dir := filepath.Join(parent, name)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			g.mode, g.dir = ModeCgroup2, dir
+			if err := g.setupV2(); err != nil {
+				unix.Rmdir(dir)
+				return nil, err
+			}
+			return g, nil
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("memlimit: create cgroup: %w", err)
+		}
+	}
+
+	if parent, ok := v1Parent(); ok {
+		dir := filepath.Join(parent, name)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			g.mode, g.dir = ModeCgroup1, dir
+			if err := g.setupV1(); err != nil {
+				unix.Rmdir(dir)
+				return nil, err
+			}
+			return g, nil
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("memlimit: create cgroup: %w", err)
+		}
+		// Read-only cgroupfs, no permission, ...: fall back to rlimit.
+	}
+
+	g.mode = ModeRlimit
+	return g, nil
+}
+
+func validName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("memlimit: invalid group name %q: empty", name)
+	case name == "." || name == "..":
+		return fmt.Errorf("memlimit: invalid group name %q", name)
+	case strings.ContainsAny(name, "/\x00"):
+		return fmt.Errorf("memlimit: invalid group name %q: must be a single path segment", name)
+	}
+	return nil
+}
+
+func (g *Group) setupV2() error {
+	if g.limit > 0 {
+		if err := writeFile(g.file("memory.max"), strconv.FormatInt(g.limit, 10)); err != nil {
+			return err
+		}
+		// Keep swap from hiding the limit; absent without swap accounting.
+		writeFile(g.file("memory.swap.max"), "0")
+	}
+	if _, err := os.Stat(g.file("memory.peak")); err != nil {
+		g.stop = make(chan struct{})
+		go g.sample(g.stop)
+	}
+	return nil
+}
+
+func (g *Group) setupV1() error {
+	if g.limit > 0 {
+		// Must be set before any process joins the group.
+		if err := writeFile(g.file("memory.limit_in_bytes"), strconv.FormatInt(g.limit, 10)); err != nil {
+			return err
+		}
+		// Present only with swap accounting; memsw must be >= the limit,
+		// so it is written second.
+		writeFile(g.file("memory.memsw.limit_in_bytes"), strconv.FormatInt(g.limit, 10))
+	}
+	return nil
+}
+
+// Mode reports how the group enforces its limit.
+func (g *Group) Mode() Mode { return g.mode }
+
+// Path returns the cgroup directory, or "" in rlimit mode.
+func (g *Group) Path() string { return g.dir }
+
+// Add moves a started process into the group. In rlimit mode it sets
+// RLIMIT_AS on that process when the limit is non-zero; the limit applies
+// only to address space mapped afterwards and is inherited by children
+// started afterwards.
+func (g *Group) Add(pid int) error {
+	if g.mode == ModeRlimit {
+		if g.limit == 0 {
+			return nil
+		}
+		lim := unix.Rlimit{Cur: uint64(g.limit), Max: uint64(g.limit)}
+		if err := unix.Prlimit(pid, unix.RLIMIT_AS, &lim, nil); err != nil {
+			return fmt.Errorf("memlimit: set RLIMIT_AS=%d on pid %d: %w", g.limit, pid, err)
+		}
+		return nil
+	}
+	return writeFile(g.file("cgroup.procs"), strconv.Itoa(pid))
+}
+
+// Stats reports the group's peak memory in bytes and whether the kernel
+// OOM-killed a process in it. In rlimit mode peak is 0 (use the rusage
+// Maxrss of the process instead) and oomKilled is false. Call it before
+// Close.
+func (g *Group) Stats() (peak int64, oomKilled bool, err error) {
+	var events string
+	switch g.mode {
+	case ModeRlimit:
+		return 0, false, nil
+	case ModeCgroup2:
+		peak, err = readInt(g.file("memory.peak"))
+		if errors.Is(err, fs.ErrNotExist) {
+			peak, err = g.samplePeak()
+		}
+		events = "memory.events"
+	case ModeCgroup1:
+		peak, err = readInt(g.file("memory.max_usage_in_bytes"))
+		events = "memory.oom_control"
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	kills, err := readKey(g.file(events), "oom_kill")
+	if err != nil {
+		return 0, false, err
+	}
+	return peak, kills > 0, nil
+}
+
+// samplePeak takes one more memory.current sample and returns the largest
+// seen so far.
+func (g *Group) samplePeak() (int64, error) {
+	cur, err := readInt(g.file("memory.current"))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err == nil {
+		g.peak = max(g.peak, cur)
+	}
+	return g.peak, err
+}
+
+func (g *Group) sample(stop chan struct{}) {
+	t := time.NewTicker(sampleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			g.samplePeak()
+		}
+	}
+}
+
+// Close kills every process still in the group and removes the group. It
+// is safe to call more than once.
+func (g *Group) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	if g.stop != nil {
+		close(g.stop)
+		g.stop = nil
+	}
+	if g.dir != "" {
+		deadline := time.Now().Add(closeTimeout)
+		if err := g.killAll(deadline); err != nil {
+			return err
+		}
+		if err := rmdir(g.dir, deadline); err != nil {
+			return err
+		}
+	}
+	g.closed = true
+	return nil
+}
+
+// killAll sends SIGKILL to every process in the group until it is empty.
+func (g *Group) killAll(deadline time.Time) error {
+	procs := g.file("cgroup.procs")
+	for {
+		data, err := os.ReadFile(procs)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // already removed
+		}
+		if err != nil {
+			return fmt.Errorf("memlimit: read %s: %w", procs, err)
+		}
+		pids := strings.Fields(string(data))
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("memlimit: %s still lists pids %v after %v", procs, pids, closeTimeout)
+		}
+		for _, p := range pids {
+			if pid, err := strconv.Atoi(p); err == nil && pid > 0 {
+				unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// rmdir removes a cgroup directory, retrying while the kernel still reports
+// it busy (exiting processes).
+func rmdir(dir string, deadline time.Time) error {
+	for {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("memlimit: remove cgroup %s: %w", dir, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (g *Group) file(name string) string { return filepath.Join(g.dir, name) }
+
+// v2Parent returns this process's cgroup v2 directory if the memory
+// controller is available there and enabled (or can be enabled) for its
+// children.
+func v2Parent() (string, bool) {
+	dir, ok := ownCgroupDir("", "cgroup2", "")
+	if !ok {
+		return "", false
+	}
+	if !hasWord(filepath.Join(dir, "cgroup.controllers"), "memory") {
+		return "", false
+	}
+	subtree := filepath.Join(dir, "cgroup.subtree_control")
+	if !hasWord(subtree, "memory") && writeFile(subtree, "+memory") != nil {
+		// Typically EBUSY: the group holds processes and is not the root.
+		return "", false
+	}
+	return dir, true
+}
+
+// v1Parent returns this process's cgroup v1 memory directory.
+func v1Parent() (string, bool) {
+	dir, ok := ownCgroupDir("memory", "cgroup", "memory")
+	if !ok {
+		return "", false
+	}
+	if _, err := os.Stat(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
+		return "", false
+	}
+	return dir, true
+}
+
+// ownCgroupDir returns the directory of this process's cgroup for the given
+// v1 controller ("" for the v2 hierarchy), on a mount of type fstype whose
+// super options include opt ("" for any).
+func ownCgroupDir(controller, fstype, opt string) (string, bool) {
+	cg, err := os.ReadFile(procCgroup)
+	if err != nil {
+		return "", false
+	}
+	path, ok := cgroupPath(cg, controller)
+	if !ok {
+		return "", false
+	}
+	mountpoint, root := "/sys/fs/cgroup/"+controller, "/"
+	if mi, err := os.ReadFile(procMountinfo); err == nil {
+		if mp, r, ok := findMount(mi, fstype, opt); ok {
+			mountpoint, root = mp, r
+		} else if controller == "" {
+			return "", false
+		}
+	}
+	if root != "/" {
+		path = strings.TrimPrefix(path, root)
+	}
+	return filepath.Join(mountpoint, path), true
+}
+
+// cgroupPath finds the path of the given v1 controller ("" for the v2
+// unified hierarchy) in /proc/self/cgroup content.
+func cgroupPath(data []byte, controller string) (string, bool) {
+	for line := range strings.Lines(string(data)) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if controller == "" && f[0] == "0" && f[1] == "" {
+			return f[2], true
+		}
+		if controller != "" && hasField(f[1], ",", controller) {
+			return f[2], true
+		}
+	}
+	return "", false
+}
+
+// findMount finds the first mount of type fstype whose super options
+// include opt ("" for any) in /proc/self/mountinfo content, and returns its
+// mount point and the root of the mount within its filesystem.
+func findMount(data []byte, fstype, opt string) (mountpoint, root string, ok bool) {
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		sep := -1
+		for i := 6; i < len(f); i++ {
+			if f[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+3 >= len(f) || f[sep+1] != fstype {
+			continue
+		}
+		if opt == "" || hasField(f[sep+3], ",", opt) {
+			return unescape(f[4]), unescape(f[3]), true
+		}
+	}
+	return "", "", false
+}
+
+var unescaper = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+
+func unescape(s string) string { return unescaper.Replace(s) }
+
+func hasField(s, sep, want string) bool {
+	return slices.Contains(strings.Split(s, sep), want)
+}
+
+// hasWord reports whether the whitespace-separated file contains word.
+func hasWord(path, word string) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && slices.Contains(strings.Fields(string(data)), word)
+}
+
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(value)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("memlimit: write %q to %s: %w", value, path, err)
+	}
+	return nil
+}
+
+func readInt(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("memlimit: read %s: %w", path, err)
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(data)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("memlimit: parse %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// readKey reads the value of key in a flat-keyed file ("key value" lines);
+// a missing key reads as 0.
+func readKey(path, key string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("memlimit: read %s: %w", path, err)
+	}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == key {
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("memlimit: parse %s %s: %w", path, key, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, nil
+}
