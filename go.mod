@@ -9,6 +9,7 @@ require (
 	github.com/bazelbuild/remote-apis v0.0.0-20260908115904-76ddd98e1f92
 	github.com/google/uuid v1.6.0
 	github.com/klauspost/compress v1.20.4
+	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/genproto/googleapis/bytestream v0.0.0-20261104224025-d1e00e9f33ab

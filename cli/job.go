@@ -1,63 +1,312 @@
 package cli
 
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/rbe/client"
+	"google.golang.org/grpc"
+)
+
 // JobCmd is `rbs job`.
 type JobCmd struct {
 	Submit  JobSubmitCmd  `cmd:"" help:"Submit a job: a command, a script, or a built job target."`
 	List    JobListCmd    `cmd:"" help:"List jobs."`
 	Show    JobShowCmd    `cmd:"" help:"Show one job in detail."`
 	Logs    JobLogsCmd    `cmd:"" help:"Print a job's output."`
-	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end."`
+	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end; exits non-zero unless all COMPLETED."`
 	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs."`
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
 	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
 	Reserve JobReserveCmd `cmd:"" help:"Reserve workers for a maintenance window or a team."`
 }
 
+// jobsClient dials the server for a job command.
+func jobsClient(f RemoteFlags) (jobspb.JobsClient, *grpc.ClientConn, error) {
+	conn, err := client.Dial(f.options())
+	if err != nil {
+		return nil, nil, err
+	}
+	return jobspb.NewJobsClient(conn), conn, nil
+}
+
 // JobSubmitCmd is `rbs job submit`.
 type JobSubmitCmd struct {
-	Command []string `arg:"" optional:"" passthrough:"" help:"A //pkg:target, or -- followed by the command to run."`
+	RemoteFlags
+	Name      string   `help:"Job name (default: the command or script name)."`
+	Queue     string   `help:"Queue (default: the cluster's default queue, batch)."`
+	Priority  int32    `help:"Priority within the queue; higher runs first."`
+	CPUs      int32    `name:"cpus" help:"CPUs reserved on the worker." default:"1"`
+	MemoryGB  float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
+	GPUs      int32    `name:"gpus" help:"GPUs reserved on the worker."`
+	Time      string   `help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
+	Deps      string   `help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
+	Array     string   `help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
+	Env       []string `help:"KEY=VALUE for the job's environment (repeatable)."`
+	NoRequeue bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
+	Parsable  bool     `help:"Print only the job id."`
+	Script    string   `help:"Run this script file (its #! line, else /bin/sh)." type:"existingfile"`
+	Command   []string `arg:"" optional:"" passthrough:"" help:"-- followed by the command to run, or a //pkg:target job target."`
 }
 
 // Run implements the command.
-func (c *JobSubmitCmd) Run() error { return notImplemented("job submit") }
+func (c *JobSubmitCmd) Run() error {
+	s, err := c.spec()
+	if err != nil {
+		return err
+	}
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := jobs.Submit(ctx, &jobspb.SubmitRequest{Spec: s})
+	if err != nil {
+		return fmt.Errorf("submitting: %w", err)
+	}
+	if c.Parsable {
+		fmt.Println(resp.JobId)
+	} else {
+		fmt.Printf("Submitted job %d\n", resp.JobId)
+	}
+	return nil
+}
+
+func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
+	args := c.Command
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) > 0 && strings.HasPrefix(args[0], "//") && c.Script == "" {
+		return nil, fmt.Errorf("submitting job target %s: building job targets is %w; submit a command after --", args[0], errNotImplemented)
+	}
+	if len(args) == 0 && c.Script == "" {
+		return nil, fmt.Errorf("nothing to run: give a command after --, or --script FILE")
+	}
+	if len(args) > 0 && c.Script != "" {
+		return nil, fmt.Errorf("give either a command or --script, not both")
+	}
+	s := &jobspb.JobSpec{
+		Name: c.Name, Queue: c.Queue, Priority: c.Priority, Command: args,
+		Cpus: c.CPUs, Gpus: c.GPUs, NoRequeue: c.NoRequeue, Env: map[string]string{},
+	}
+	if c.CPUs < 1 || c.GPUs < 0 || c.MemoryGB < 0 {
+		return nil, fmt.Errorf("--cpus must be at least 1, --gpus and --memory-gb not negative")
+	}
+	s.MemoryBytes = int64(c.MemoryGB * (1 << 30))
+	if c.Script != "" {
+		b, err := os.ReadFile(c.Script)
+		if err != nil {
+			return nil, err
+		}
+		s.Script = string(b)
+	}
+	if s.Name == "" {
+		if c.Script != "" {
+			s.Name = filepath.Base(c.Script)
+		} else {
+			s.Name = filepath.Base(args[0])
+		}
+	}
+	if c.Time != "" {
+		d, err := spec.ParseDuration(c.Time)
+		if err != nil {
+			return nil, err
+		}
+		s.TimeLimitMs = d.Milliseconds()
+	}
+	if c.Deps != "" {
+		deps, err := spec.ParseDeps(c.Deps)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range deps {
+			s.Deps = append(s.Deps, &jobspb.Dependency{Kind: string(d.Kind), JobId: d.ID.ID, Index: int32(d.ID.Index)})
+		}
+	}
+	if c.Array != "" {
+		a, err := spec.ParseArray(c.Array)
+		if err != nil {
+			return nil, err
+		}
+		s.Array = &jobspb.ArraySpec{Limit: int32(a.Limit), Text: a.String()}
+		for _, i := range a.Indices {
+			s.Array.Indices = append(s.Array.Indices, int32(i))
+		}
+	}
+	for _, kv := range c.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+			return nil, fmt.Errorf("invalid --env %q: want KEY=VALUE", kv)
+		}
+		s.Env[k] = v
+	}
+	return s, nil
+}
 
 // JobListCmd is `rbs job list`.
-type JobListCmd struct{}
+type JobListCmd struct {
+	RemoteFlags
+	State   []string `help:"Only jobs in these states (PENDING, RUNNING, COMPLETED, …; repeatable or comma-separated)."`
+	Queue   string   `help:"Only jobs of this queue."`
+	History bool     `help:"Include jobs that have ended."`
+	JSON    bool     `name:"json" help:"Print a JSON array of jobs."`
+}
 
 // Run implements the command.
-func (c *JobListCmd) Run() error { return notImplemented("job list") }
+func (c *JobListCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var states []string
+	for _, s := range c.State {
+		for _, part := range strings.Split(s, ",") {
+			states = append(states, strings.ToUpper(strings.TrimSpace(part)))
+		}
+	}
+	resp, err := jobs.List(context.Background(), &jobspb.ListRequest{States: states, Queue: c.Queue, History: c.History})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(os.Stdout, jobsJSON(resp.Jobs))
+	}
+	printJobTable(os.Stdout, resp.Jobs)
+	return nil
+}
 
 // JobShowCmd is `rbs job show`.
 type JobShowCmd struct {
-	ID string `arg:"" help:"Job id, such as 42 or 42_7."`
+	RemoteFlags
+	ID   string `arg:"" help:"Job id, such as 42 or 42_7; an array's id shows all its tasks."`
+	JSON bool   `name:"json" help:"Print JSON: an object, or an array of objects for an array's id."`
 }
 
 // Run implements the command.
-func (c *JobShowCmd) Run() error { return notImplemented("job show") }
+func (c *JobShowCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := jobs.Show(context.Background(), &jobspb.ShowRequest{Id: c.ID})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		if len(resp.Jobs) == 1 && !strings.Contains(resp.Jobs[0].Id, "_") || strings.Contains(c.ID, "_") {
+			return printJSON(os.Stdout, toJobJSON(resp.Jobs[0]))
+		}
+		return printJSON(os.Stdout, jobsJSON(resp.Jobs))
+	}
+	for i, j := range resp.Jobs {
+		if i > 0 {
+			fmt.Println()
+		}
+		printJobDetail(os.Stdout, j)
+	}
+	return nil
+}
 
 // JobLogsCmd is `rbs job logs`.
 type JobLogsCmd struct {
-	ID string `arg:"" help:"Job id."`
+	RemoteFlags
+	ID     string `arg:"" help:"Job id (one job or array task)."`
+	Follow bool   `short:"f" help:"Follow the output until the job ends."`
 }
 
 // Run implements the command.
-func (c *JobLogsCmd) Run() error { return notImplemented("job logs") }
+func (c *JobLogsCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stream, err := jobs.Logs(context.Background(), &jobspb.LogsRequest{Id: c.ID, Follow: c.Follow})
+	if err != nil {
+		return err
+	}
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stdout.Write(resp.Data); err != nil {
+			return err
+		}
+	}
+}
 
 // JobWaitCmd is `rbs job wait`.
 type JobWaitCmd struct {
+	RemoteFlags
 	IDs []string `arg:"" name:"id" help:"Job ids."`
 }
 
 // Run implements the command.
-func (c *JobWaitCmd) Run() error { return notImplemented("job wait") }
+func (c *JobWaitCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := jobs.Wait(context.Background(), &jobspb.WaitRequest{Ids: c.IDs})
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, j := range resp.Jobs {
+		fmt.Printf("%s\t%s\texit %d\n", j.Id, j.Record.State, j.Record.ExitCode)
+		if j.Record.State != "COMPLETED" {
+			bad = append(bad, j.Id+" "+j.Record.State)
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d of %d jobs did not complete: %s", len(bad), len(resp.Jobs), strings.Join(bad, ", "))
+	}
+	return nil
+}
 
 // JobCancelCmd is `rbs job cancel`.
 type JobCancelCmd struct {
+	RemoteFlags
 	IDs []string `arg:"" name:"id" help:"Job ids."`
 }
 
 // Run implements the command.
-func (c *JobCancelCmd) Run() error { return notImplemented("job cancel") }
+func (c *JobCancelCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := jobs.Cancel(context.Background(), &jobspb.CancelRequest{Ids: c.IDs})
+	if err != nil {
+		return err
+	}
+	for _, j := range resp.Jobs {
+		note := ""
+		if j.Record.CancelRequested && j.Record.State == "RUNNING" {
+			note = " (stopping)"
+		}
+		fmt.Printf("%s\t%s%s\n", j.Id, j.Record.State, note)
+	}
+	return nil
+}
 
 // JobOutputsCmd is `rbs job outputs`.
 type JobOutputsCmd struct {
@@ -68,10 +317,32 @@ type JobOutputsCmd struct {
 func (c *JobOutputsCmd) Run() error { return notImplemented("job outputs") }
 
 // JobQueuesCmd is `rbs job queues`.
-type JobQueuesCmd struct{}
+type JobQueuesCmd struct {
+	RemoteFlags
+	JSON bool `name:"json" help:"Print a JSON array of queues."`
+}
 
 // Run implements the command.
-func (c *JobQueuesCmd) Run() error { return notImplemented("job queues") }
+func (c *JobQueuesCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := jobs.Queues(context.Background(), &jobspb.QueuesRequest{})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		out := []jobQueueJSON{}
+		for _, q := range resp.Queues {
+			out = append(out, jobQueueJSON{Name: q.Name, Priority: q.Priority, MaxTimeSeconds: q.MaxTimeMs / 1000, Running: q.Running, Pending: q.Pending, Default: q.IsDefault})
+		}
+		return printJSON(os.Stdout, out)
+	}
+	printQueues(os.Stdout, resp.Queues)
+	return nil
+}
 
 // JobReserveCmd is `rbs job reserve`.
 type JobReserveCmd struct{}

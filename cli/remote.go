@@ -36,6 +36,7 @@ type RemoteServeCmd struct {
 	Token      string     `help:"Require this bearer token on every call." env:"RBS_REMOTE_TOKEN"`
 	TLSCert    string     `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile"`
 	TLSKey     string     `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile"`
+	Config     string     `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
 }
 
 // Run implements the command.
@@ -51,6 +52,7 @@ func (c *RemoteServeCmd) Run() error {
 		Token:      c.Token,
 		TLSCert:    c.TLSCert,
 		TLSKey:     c.TLSKey,
+		Config:     c.Config,
 		Log:        log,
 		Ready: func(addr net.Addr) {
 			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)

@@ -13,6 +13,10 @@ import (
 	"path/filepath"
 
 	"github.com/google/uuid"
+	"github.com/rbs-build/rbs/jobs/config"
+	"github.com/rbs-build/rbs/jobs/sched"
+	"github.com/rbs-build/rbs/jobs/service"
+	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/scheduler"
 	"github.com/rbs-build/rbs/rbe/server"
@@ -31,6 +35,9 @@ type Config struct {
 	// Ready, when set, is called with the address the server listens on
 	// once it accepts connections.
 	Ready func(addr net.Addr)
+	// Config is a cluster.rbs file defining queues; "" for the default
+	// "batch" queue.
+	Config string
 }
 
 // DefaultDataDir is where a server keeps its state when no --data-dir is
@@ -74,14 +81,37 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	sched := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }})
+	st, err := store.Open(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	queues := sched.DefaultQueues
+	if cfg.Config != "" {
+		if queues, err = config.Load(cfg.Config); err != nil {
+			return err
+		}
+	}
+	jobs, err := service.New(service.Config{Store: st, Sched: sched.Config{Queues: queues}, Log: cfg.Log})
+	if err != nil {
+		return err
+	}
+	jobsCtx, stopJobs := context.WithCancel(context.Background())
+	jobsDone := make(chan error, 1)
+	go func() { jobsDone <- jobs.Run(jobsCtx) }()
+	defer func() {
+		stopJobs()
+		<-jobsDone
+	}()
+	execQueue := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }})
 	srv := server.New(server.Config{
 		CAS:       blobstore.ContentAddressed(casDisk),
 		AC:        ac,
 		Token:     cfg.Token,
 		TLS:       tlsCfg,
 		Log:       cfg.Log,
-		Scheduler: sched,
+		Scheduler: execQueue,
+		Jobs:      jobs,
 	})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
@@ -96,5 +126,10 @@ func Serve(ctx context.Context, cfg Config) error {
 	case err := <-done:
 		srv.Stop()
 		return err
+	case err := <-jobsDone:
+		jobsDone <- err
+		srv.Stop()
+		<-done
+		return fmt.Errorf("batch scheduler stopped: %w", err)
 	}
 }

@@ -254,7 +254,7 @@ func (s *Scheduler) dispatchLocked() {
 			t.deadline = s.cfg.Now().Add(t.action.Timeout + s.cfg.TimeoutGrace)
 		}
 		w.running[t.id] = t
-		w.push(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignAction{AssignAction: &workerpb.AssignAction{
+		w.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignAction{AssignAction: &workerpb.AssignAction{
 			TaskId:       t.id,
 			ActionDigest: &workerpb.Digest{Hash: t.action.Digest.Hash(), SizeBytes: t.action.Digest.Size()},
 		}}})
@@ -397,7 +397,7 @@ func (s *Scheduler) Tick() {
 	for _, t := range s.tasks {
 		if t.stage == Executing && !t.deadline.IsZero() && now.After(t.deadline) {
 			w := t.worker
-			w.push(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t.id}}})
+			w.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t.id}}})
 			s.completeLocked(t, &repb.ExecuteResponse{Status: status.Newf(codes.DeadlineExceeded,
 				"action %s did not finish within its timeout of %s", t.action.Digest, t.action.Timeout).Proto()})
 		}

@@ -54,7 +54,8 @@ func (w *Worker) offers(platform []Property) bool {
 	return true
 }
 
-func (w *Worker) push(m *workerpb.ServerMessage) {
+// Send queues a message for the worker's stream.
+func (w *Worker) Send(m *workerpb.ServerMessage) {
 	w.outMu.Lock()
 	w.out = append(w.out, m)
 	w.outMu.Unlock()

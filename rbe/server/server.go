@@ -59,6 +59,21 @@ type Config struct {
 	Scheduler *scheduler.Scheduler
 	// HeartbeatInterval is how often workers are asked to send heartbeats.
 	HeartbeatInterval time.Duration
+	// Jobs, when set with Scheduler, is the batch scheduler sharing the
+	// workers' streams and job slots.
+	Jobs Jobs
+}
+
+// Jobs is the batch scheduler as the server sees it: it serves its own API,
+// hears of workers coming and going and of their job messages, and reports
+// its share of the cluster status.
+type Jobs interface {
+	Register(grpc.ServiceRegistrar)
+	WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage))
+	WorkerDown(name string)
+	FromWorker(name string, m *workerpb.WorkerMessage)
+	// Status returns job counts by state and job slots in use by worker.
+	Status() (map[string]int64, map[string]int32)
 }
 
 // Server serves the rbs gRPC services.
@@ -107,8 +122,11 @@ func New(cfg Config) *Server {
 			hb = DefaultHeartbeatInterval
 		}
 		repb.RegisterExecutionServer(s.grpc, &execution{sched: cfg.Scheduler, cas: cfg.CAS, ac: cfg.AC})
-		workerpb.RegisterWorkersServer(s.grpc, &workers{sched: cfg.Scheduler, ac: cfg.AC, heartbeat: hb.Milliseconds(), log: log})
-		workerpb.RegisterClusterServer(s.grpc, &cluster{sched: cfg.Scheduler})
+		workerpb.RegisterWorkersServer(s.grpc, &workers{sched: cfg.Scheduler, jobs: cfg.Jobs, ac: cfg.AC, heartbeat: hb.Milliseconds(), log: log})
+		workerpb.RegisterClusterServer(s.grpc, &cluster{sched: cfg.Scheduler, jobs: cfg.Jobs})
+		if cfg.Jobs != nil {
+			cfg.Jobs.Register(s.grpc)
+		}
 		go s.tick(hb)
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -18,6 +18,7 @@ import (
 type workers struct {
 	workerpb.UnimplementedWorkersServer
 	sched     *scheduler.Scheduler
+	jobs      Jobs // nil without a batch scheduler
 	ac        blobstore.Store
 	heartbeat int64 // interval in milliseconds
 	log       logger
@@ -62,12 +63,19 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 	reason := "stream ended"
 	defer func() {
 		ws.sched.Disconnect(w, reason)
+		if ws.jobs != nil {
+			ws.jobs.WorkerDown(w.ID())
+		}
 		ws.log.Info("worker disconnected", "worker", w.ID(), "reason", reason)
 	}()
 	if err := stream.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Registered{Registered: &workerpb.Registered{
 		WorkerId: w.ID(), HeartbeatIntervalMs: ws.heartbeat,
 	}}}); err != nil {
 		return err
+	}
+
+	if ws.jobs != nil {
+		ws.jobs.WorkerUp(w.ID(), reg, w.Send)
 	}
 
 	ctx, cancel := context.WithCancel(stream.Context())
@@ -100,8 +108,13 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 			return nil
 		}
 		ws.sched.Heartbeat(w)
-		if res := m.GetResult(); res != nil {
-			ws.complete(ctx, w, res)
+		switch m.Kind.(type) {
+		case *workerpb.WorkerMessage_Result:
+			ws.complete(ctx, w, m.GetResult())
+		case *workerpb.WorkerMessage_JobLog, *workerpb.WorkerMessage_JobEnded:
+			if ws.jobs != nil {
+				ws.jobs.FromWorker(w.ID(), m)
+			}
 		}
 	}
 }
@@ -135,8 +148,19 @@ func (ws *workers) complete(ctx context.Context, w *scheduler.Worker, r *workerp
 type cluster struct {
 	workerpb.UnimplementedClusterServer
 	sched *scheduler.Scheduler
+	jobs  Jobs
 }
 
 func (c *cluster) Status(context.Context, *workerpb.StatusRequest) (*workerpb.StatusResponse, error) {
-	return c.sched.Status(), nil
+	st := c.sched.Status()
+	if c.jobs != nil {
+		counts, slots := c.jobs.Status()
+		for k, v := range counts {
+			st.Jobs[k] = v
+		}
+		for _, w := range st.Workers {
+			w.JobSlots.Used = slots[w.Id]
+		}
+	}
+	return st, nil
 }

@@ -24,6 +24,9 @@ type procSpec struct {
 	// Grace is how long a process group has between SIGTERM and SIGKILL
 	// when it is stopped.
 	Grace time.Duration
+	// OnStart, when set, is called with the new process's pid right after
+	// it starts (to put it in a memory cgroup); an error stops it.
+	OnStart func(pid int) error
 }
 
 // procResult says how a payload ended.
@@ -31,6 +34,8 @@ type procResult struct {
 	ExitCode  int // 128+signal when killed by a signal
 	TimedOut  bool
 	Cancelled bool
+	// MaxRSS is the largest resident set of any one process of the tree.
+	MaxRSS int64
 }
 
 // lookPath resolves the program the way a shell with the payload's PATH
@@ -95,6 +100,14 @@ func (r *reaper) run(ctx context.Context, spec procSpec) (procResult, error) {
 		return procResult{}, err
 	}
 	pgid := cmd.Process.Pid
+	if spec.OnStart != nil {
+		if err := spec.OnStart(pgid); err != nil {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			cmd.Wait()
+			r.forget(pgid)
+			return procResult{}, err
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
@@ -119,6 +132,9 @@ func (r *reaper) run(ctx context.Context, spec procSpec) (procResult, error) {
 	// Stragglers that stayed in the group (daemons, background jobs).
 	syscall.Kill(-pgid, syscall.SIGKILL)
 
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); cmd.ProcessState != nil && ok {
+		res.MaxRSS = ru.Maxrss << 10
+	}
 	var exit *exec.ExitError
 	switch {
 	case werr == nil:

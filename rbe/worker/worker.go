@@ -1,9 +1,10 @@
 // Package worker provides the rbs worker: it dials the server (the server
 // never dials workers), registers its resources and slots, and holds one
-// stream over which it receives assignments and sends heartbeats and
-// results. Actions run in fresh directories staged from a local CAS cache
-// by hard links, each in its own process group; the worker is a child
-// subreaper and reaps the orphans its payloads leave.
+// stream over which it receives assignments and sends heartbeats, results
+// and job output. Actions run in fresh directories staged from a local CAS
+// cache by hard links; jobs run in their own directories under a memory
+// limit; each runs in its own process group, and the worker is a child
+// subreaper that reaps the orphans its payloads leave.
 package worker
 
 import (
@@ -48,9 +49,20 @@ type Worker struct {
 	log     *slog.Logger
 	runner  *actionRunner
 
+	jobsRoot string
+
 	mu      sync.Mutex
-	running map[string]context.CancelFunc // by task id
-	results chan *workerpb.TaskResult     // survive reconnects
+	running map[string]running // by task id
+	// outbox holds results, job output and job ends for the server, in
+	// order; it outlives any one stream. held is a message whose send
+	// failed, sent first on the next stream.
+	outbox chan *workerpb.WorkerMessage
+	held   *workerpb.WorkerMessage
+}
+
+type running struct {
+	stop  context.CancelFunc
+	class workerpb.SlotClass
 }
 
 // ISA returns the REAPI ISA name of this machine's architecture.
@@ -85,11 +97,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer conn.Close()
 	execRoot := filepath.Join(cfg.WorkDir, "exec")
-	if err := os.RemoveAll(execRoot); err != nil {
-		return fmt.Errorf("clearing %s: %w", execRoot, err)
-	}
-	if err := os.MkdirAll(execRoot, 0o755); err != nil {
-		return err
+	jobsRoot := filepath.Join(cfg.WorkDir, "jobs")
+	for _, d := range []string{execRoot, jobsRoot} {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("clearing %s: %w", d, err)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
 	cas := client.NewCAS(conn, "")
 	cache, err := newFileCache(filepath.Join(cfg.WorkDir, "cache"), cfg.CacheMaxSize, cas)
@@ -103,12 +118,13 @@ func Run(ctx context.Context, cfg Config) error {
 	sess := make([]byte, 8)
 	rand.Read(sess)
 	w := &Worker{
-		cfg:     cfg,
-		session: hex.EncodeToString(sess),
-		log:     cfg.Log,
-		runner:  &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp},
-		running: map[string]context.CancelFunc{},
-		results: make(chan *workerpb.TaskResult, 1024),
+		cfg:      cfg,
+		session:  hex.EncodeToString(sess),
+		log:      cfg.Log,
+		runner:   &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp},
+		jobsRoot: jobsRoot,
+		running:  map[string]running{},
+		outbox:   make(chan *workerpb.WorkerMessage, 1024),
 	}
 	api := workerpb.NewWorkersClient(conn)
 	backoff := 100 * time.Millisecond
@@ -156,8 +172,8 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		Version:     w.cfg.Version,
 	}
 	w.mu.Lock()
-	for id := range w.running {
-		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: workerpb.SlotClass_SLOT_CLASS_ACTION})
+	for id, r := range w.running {
+		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: r.class})
 	}
 	w.mu.Unlock()
 	if err := stream.Send(&workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Register{Register: reg}}); err != nil {
@@ -177,30 +193,35 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		interval = 2 * time.Second
 	}
 
-	// One goroutine sends: heartbeats and results.
+	// One goroutine sends: heartbeats, and the outbox in order. It has
+	// stopped before this function returns, so held passes safely to the
+	// next stream.
 	sendErr := make(chan error, 1)
+	senderDone := make(chan struct{})
+	defer func() {
+		cancel()
+		<-senderDone
+	}()
 	go func() {
+		defer close(senderDone)
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
-			var m *workerpb.WorkerMessage
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				m = &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Heartbeat{Heartbeat: &workerpb.Heartbeat{}}}
-			case r := <-w.results:
-				m = &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Result{Result: r}}
-				if err := stream.Send(m); err != nil {
-					// Keep the result for the next connection.
-					w.results <- r
-					sendErr <- err
-					cancel()
+			m := w.held
+			w.held = nil
+			if m == nil {
+				select {
+				case <-ctx.Done():
 					return
+				case <-tick.C:
+					m = &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Heartbeat{Heartbeat: &workerpb.Heartbeat{}}}
+				case m = <-w.outbox:
 				}
-				continue
 			}
 			if err := stream.Send(m); err != nil {
+				if m.GetHeartbeat() == nil {
+					w.held = m // for the next connection
+				}
 				sendErr <- err
 				cancel()
 				return
@@ -221,38 +242,57 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		switch k := m.Kind.(type) {
 		case *workerpb.ServerMessage_AssignAction:
 			w.startAction(k.AssignAction)
+		case *workerpb.ServerMessage_AssignJob:
+			w.startJob(k.AssignJob)
 		case *workerpb.ServerMessage_Cancel:
 			w.mu.Lock()
-			if stop, ok := w.running[k.Cancel.TaskId]; ok {
-				stop()
+			if r, ok := w.running[k.Cancel.TaskId]; ok {
+				r.stop()
 			}
 			w.mu.Unlock()
 		}
 	}
 }
 
-func (w *Worker) startAction(a *workerpb.AssignAction) {
-	d, err := digest.New(a.GetActionDigest().GetHash(), a.GetActionDigest().GetSizeBytes())
+// start runs work in the background under a task id, unless that task is
+// already running (a repeated assignment after a reconnect).
+func (w *Worker) start(task string, class workerpb.SlotClass, work func(ctx context.Context) *workerpb.WorkerMessage) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.mu.Lock()
-	if _, dup := w.running[a.TaskId]; dup {
+	if _, dup := w.running[task]; dup {
 		w.mu.Unlock()
 		cancel()
 		return
 	}
-	w.running[a.TaskId] = cancel
+	w.running[task] = running{stop: cancel, class: class}
 	w.mu.Unlock()
 	go func() {
 		defer cancel()
-		var r *workerpb.TaskResult
-		if err != nil {
-			r = &workerpb.TaskResult{TaskId: a.TaskId, StatusCode: int32(codes.InvalidArgument), StatusMessage: "bad action digest: " + err.Error()}
+		m := work(ctx)
+		w.mu.Lock()
+		delete(w.running, task)
+		w.mu.Unlock()
+		w.outbox <- m
+	}()
+}
+
+func (w *Worker) startAction(a *workerpb.AssignAction) {
+	w.start(a.TaskId, workerpb.SlotClass_SLOT_CLASS_ACTION, func(ctx context.Context) *workerpb.WorkerMessage {
+		r := &workerpb.TaskResult{TaskId: a.TaskId, StatusCode: int32(codes.InvalidArgument)}
+		if d, err := digest.New(a.GetActionDigest().GetHash(), a.GetActionDigest().GetSizeBytes()); err != nil {
+			r.StatusMessage = "bad action digest: " + err.Error()
 		} else {
 			r = w.runner.run(ctx, a.TaskId, d)
 		}
-		w.mu.Lock()
-		delete(w.running, a.TaskId)
-		w.mu.Unlock()
-		w.results <- r
-	}()
+		return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Result{Result: r}}
+	})
+}
+
+func (w *Worker) startJob(a *workerpb.AssignJob) {
+	w.start(a.TaskId, workerpb.SlotClass_SLOT_CLASS_JOB, func(ctx context.Context) *workerpb.WorkerMessage {
+		w.log.Info("job started", "job", a.JobId, "task", a.TaskId)
+		end := w.runJob(ctx, a)
+		w.log.Info("job ended", "job", a.JobId, "state", end.State, "exit_code", end.ExitCode)
+		return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobEnded{JobEnded: end}}
+	})
 }

@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/proto/jobspb"
+)
+
+// jobJSON is a job in `--json` output; its keys are stable.
+type jobJSON struct {
+	ID              string            `json:"id"`
+	JobID           int64             `json:"job_id"`
+	ArrayIndex      *int32            `json:"array_index"`
+	Array           string            `json:"array,omitempty"`
+	Name            string            `json:"name"`
+	Queue           string            `json:"queue"`
+	State           string            `json:"state"`
+	PendingReason   string            `json:"pending_reason"`
+	Priority        priorityJSON      `json:"priority"`
+	Command         []string          `json:"command"`
+	CPUs            int32             `json:"cpus"`
+	MemoryBytes     int64             `json:"memory_bytes"`
+	GPUs            int32             `json:"gpus"`
+	GPUIndices      []int32           `json:"gpu_indices"`
+	TimeLimitSecs   int64             `json:"time_limit_seconds"`
+	Dependencies    []depJSON         `json:"dependencies"`
+	Attempts        int32             `json:"attempts"`
+	ExitCode        int32             `json:"exit_code"`
+	PeakMemoryBytes int64             `json:"peak_memory_bytes"`
+	OOMKilled       bool              `json:"oom_killed"`
+	Workers         []string          `json:"workers"`
+	SubmitTime      *string           `json:"submit_time"`
+	StartTime       *string           `json:"start_time"`
+	EndTime         *string           `json:"end_time"`
+	NoRequeue       bool              `json:"no_requeue"`
+	Message         string            `json:"message,omitempty"`
+	Env             map[string]string `json:"env,omitempty"`
+}
+
+type priorityJSON struct {
+	Base  int64 `json:"base"`
+	Queue int64 `json:"queue"`
+	Age   int64 `json:"age"`
+	Total int64 `json:"total"`
+}
+
+type depJSON struct {
+	Kind  string `json:"kind"`
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
+type jobQueueJSON struct {
+	Name           string `json:"name"`
+	Priority       int32  `json:"priority"`
+	MaxTimeSeconds int64  `json:"max_time_seconds"`
+	Running        int32  `json:"running"`
+	Pending        int32  `json:"pending"`
+	Default        bool   `json:"default"`
+}
+
+func rfc3339(ms int64) *string {
+	if ms == 0 {
+		return nil
+	}
+	s := time.UnixMilli(ms).UTC().Format(time.RFC3339)
+	return &s
+}
+
+func toJobJSON(j *jobspb.JobInfo) jobJSON {
+	r := j.Record
+	s := r.Spec
+	out := jobJSON{
+		ID: j.Id, JobID: r.Id, Name: s.Name, Queue: s.Queue, State: r.State, PendingReason: r.PendingReason,
+		Priority: priorityJSON{j.Priority.GetBase(), j.Priority.GetQueue(), j.Priority.GetAge(), j.Priority.GetTotal()},
+		Command:  s.Command, CPUs: max(s.Cpus, 1), MemoryBytes: s.MemoryBytes, GPUs: s.Gpus, GPUIndices: r.GpuIndices,
+		TimeLimitSecs: r.TimeLimitMs / 1000, Dependencies: []depJSON{}, Attempts: r.Attempts, ExitCode: r.ExitCode,
+		PeakMemoryBytes: r.PeakMemoryBytes, OOMKilled: r.OomKilled, Workers: []string{},
+		SubmitTime: rfc3339(r.SubmitUnixMs), StartTime: rfc3339(r.StartUnixMs), EndTime: rfc3339(r.EndUnixMs),
+		NoRequeue: s.NoRequeue, Message: r.Message, Env: s.Env,
+	}
+	if out.Command == nil {
+		out.Command = []string{}
+	}
+	if out.GPUIndices == nil {
+		out.GPUIndices = []int32{}
+	}
+	if r.Index >= 0 {
+		idx := r.Index
+		out.ArrayIndex = &idx
+		out.Array = s.Array.GetText()
+	}
+	if r.Worker != "" {
+		out.Workers = append(out.Workers, r.Worker)
+	}
+	for _, d := range j.Deps {
+		out.Dependencies = append(out.Dependencies, depJSON{d.Kind, d.Id, d.State})
+	}
+	return out
+}
+
+func jobsJSON(jobs []*jobspb.JobInfo) []jobJSON {
+	out := []jobJSON{}
+	for _, j := range jobs {
+		out = append(out, toJobJSON(j))
+	}
+	return out
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func elapsed(r *jobspb.JobRecord) string {
+	if r.StartUnixMs == 0 {
+		return "0:00"
+	}
+	end := time.Now()
+	if r.EndUnixMs != 0 {
+		end = time.UnixMilli(r.EndUnixMs)
+	}
+	return spec.FormatDuration(end.Sub(time.UnixMilli(r.StartUnixMs)))
+}
+
+func printJobTable(w io.Writer, jobs []*jobspb.JobInfo) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOBID\tNAME\tQUEUE\tSTATE\tTIME\tPRIORITY\tWORKER/REASON")
+	for _, j := range jobs {
+		r := j.Record
+		where := r.Worker
+		if r.State == "PENDING" {
+			where = "(" + r.PendingReason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.Id, r.Spec.Name, r.Spec.Queue, r.State, elapsed(r), j.Priority.GetTotal(), where)
+	}
+	tw.Flush()
+}
+
+func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
+	r, s := j.Record, j.Record.Spec
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	row("JobId:", "%s", j.Id)
+	row("Name:", "%s", s.Name)
+	row("Queue:", "%s", s.Queue)
+	state := r.State
+	if r.State == "PENDING" && r.PendingReason != "" {
+		state += " (" + r.PendingReason + ")"
+	}
+	row("State:", "%s", state)
+	p := j.Priority
+	row("Priority:", "%d (base %d + queue %d + age %d)", p.GetTotal(), p.GetBase(), p.GetQueue(), p.GetAge())
+	if s.Script != "" {
+		row("Command:", "script (%d bytes)", len(s.Script))
+	} else {
+		row("Command:", "%s", strings.Join(s.Command, " "))
+	}
+	mem := "-"
+	if s.MemoryBytes > 0 {
+		mem = fmt.Sprintf("%.1fGiB", float64(s.MemoryBytes)/(1<<30))
+	}
+	row("Resources:", "cpus=%d memory=%s gpus=%d", max(s.Cpus, 1), mem, s.Gpus)
+	limit := "none"
+	if r.TimeLimitMs > 0 {
+		limit = spec.FormatDuration(time.Duration(r.TimeLimitMs) * time.Millisecond)
+	}
+	row("TimeLimit:", "%s", limit)
+	if r.Worker != "" {
+		gpus := ""
+		if len(r.GpuIndices) > 0 {
+			gpus = fmt.Sprintf(" gpus=%v", r.GpuIndices)
+		}
+		row("Worker:", "%s%s", r.Worker, gpus)
+	}
+	for _, d := range j.Deps {
+		row("Dependency:", "%s:%s (%s)", d.Kind, d.Id, d.State)
+	}
+	if r.Index >= 0 {
+		row("Array:", "task %d of %s", r.Index, s.Array.GetText())
+	}
+	row("Attempts:", "%d", r.Attempts)
+	if r.State != "PENDING" && r.State != "RUNNING" {
+		row("ExitCode:", "%d", r.ExitCode)
+	}
+	if r.PeakMemoryBytes > 0 || r.OomKilled {
+		row("PeakMemory:", "%.1fMiB (oom_killed=%v)", float64(r.PeakMemoryBytes)/(1<<20), r.OomKilled)
+	}
+	for _, t := range []struct {
+		k  string
+		ms int64
+	}{{"SubmitTime:", r.SubmitUnixMs}, {"StartTime:", r.StartUnixMs}, {"EndTime:", r.EndUnixMs}} {
+		if v := rfc3339(t.ms); v != nil {
+			row(t.k, "%s", *v)
+		}
+	}
+	if r.Message != "" {
+		row("Message:", "%s", r.Message)
+	}
+	tw.Flush()
+}
+
+func printQueues(w io.Writer, queues []*jobspb.QueueInfo) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tPRIORITY\tMAX TIME\tRUNNING\tPENDING")
+	for _, q := range queues {
+		name := q.Name
+		if q.IsDefault {
+			name += "*"
+		}
+		limit := "none"
+		if q.MaxTimeMs > 0 {
+			limit = spec.FormatDuration(time.Duration(q.MaxTimeMs) * time.Millisecond)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", name, q.Priority, limit, q.Running, q.Pending)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,255 @@
+// Package service provides Service, the batch scheduler's running shell
+// around sched.Core: one goroutine owns the Core and applies requests in
+// rounds; each round's changes are committed to the store in one
+// transaction before any request of the round is answered or any worker is
+// sent its assignment. It serves the Jobs gRPC API and is the jobs side of
+// the worker streams.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rbs-build/rbs/jobs/sched"
+	"github.com/rbs-build/rbs/jobs/store"
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/proto/workerpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// maxRound bounds how many requests one round applies.
+const maxRound = 1000
+
+// Service runs the scheduler.
+type Service struct {
+	jobspb.UnimplementedJobsServer
+	store *store.Store
+	log   *slog.Logger
+	tick  time.Duration
+
+	reqs chan *request
+	done chan struct{} // closed when the loop has stopped
+	err  error         // why it stopped
+
+	// Owned by the loop goroutine.
+	core *sched.Core
+	send map[string]func(*workerpb.ServerMessage)
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced after every committed round
+	// status is a copy of the core's counts for the cluster status, updated
+	// every round.
+	counts    map[string]int64
+	slotsUsed map[string]int32
+}
+
+type request struct {
+	fn   func(c *sched.Core) error
+	err  error
+	done chan struct{} // nil for fire-and-forget requests
+}
+
+// Config configures a Service.
+type Config struct {
+	Store  *store.Store
+	Sched  sched.Config
+	Log    *slog.Logger
+	Tick   time.Duration // how often time-driven work runs; default 1s
+	Buffer int           // request queue length; default 10000
+}
+
+// New loads the store and returns a Service; Run starts it.
+func New(cfg Config) (*Service, error) {
+	records, next, err := cfg.Store.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading jobs: %w", err)
+	}
+	core, err := sched.New(cfg.Sched, records, next)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.Buffer == 0 {
+		cfg.Buffer = 10000
+	}
+	return &Service{
+		store:   cfg.Store,
+		log:     cfg.Log,
+		tick:    cfg.Tick,
+		reqs:    make(chan *request, cfg.Buffer),
+		done:    make(chan struct{}),
+		core:    core,
+		send:    map[string]func(*workerpb.ServerMessage){},
+		changed: make(chan struct{}),
+	}, nil
+}
+
+// Run applies requests until ctx is done or the store fails.
+func (s *Service) Run(ctx context.Context) error {
+	defer close(s.done)
+	t := time.NewTicker(s.tick)
+	defer t.Stop()
+	for {
+		var round []*request
+		select {
+		case <-ctx.Done():
+			s.err = errors.New("the scheduler is stopping")
+			return nil
+		case r := <-s.reqs:
+			round = append(round, r)
+		case <-t.C:
+			s.core.Tick()
+		}
+	drain:
+		for len(round) < maxRound {
+			select {
+			case r := <-s.reqs:
+				round = append(round, r)
+			default:
+				break drain
+			}
+		}
+		for _, r := range round {
+			r.err = r.fn(s.core)
+		}
+		s.core.Schedule()
+		batch, out := s.core.Flush()
+		if err := s.store.Commit(batch); err != nil {
+			s.err = fmt.Errorf("committing job state: %w", err)
+			for _, r := range round {
+				if r.done != nil {
+					r.err = status.Error(codes.Unavailable, s.err.Error())
+					close(r.done)
+				}
+			}
+			return s.err
+		}
+		for _, r := range round {
+			if r.done != nil {
+				close(r.done)
+			}
+		}
+		for _, o := range out {
+			if send := s.send[o.Worker]; send != nil {
+				send(o.Msg)
+			}
+		}
+		counts, slots := s.core.Counts(), s.core.JobSlotsUsed()
+		s.mu.Lock()
+		s.counts, s.slotsUsed = counts, slots
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+	}
+}
+
+// do applies fn in the next round and returns once that round is durable.
+func (s *Service) do(ctx context.Context, fn func(c *sched.Core) error) error {
+	r := &request{fn: fn, done: make(chan struct{})}
+	select {
+	case s.reqs <- r:
+	case <-s.done:
+		return status.Error(codes.Unavailable, s.err.Error())
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-s.done:
+		// The loop stopped; the round either committed (done is closed) or
+		// never ran.
+		select {
+		case <-r.done:
+			return r.err
+		default:
+			return status.Error(codes.Unavailable, s.err.Error())
+		}
+	}
+}
+
+// post applies fn in a coming round without waiting.
+func (s *Service) post(fn func(c *sched.Core) error) {
+	select {
+	case s.reqs <- &request{fn: fn}:
+	case <-s.done:
+	}
+}
+
+// changes returns a channel closed after the next committed round.
+func (s *Service) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Register adds the Jobs API to a gRPC server.
+func (s *Service) Register(r grpc.ServiceRegistrar) { jobspb.RegisterJobsServer(r, s) }
+
+// WorkerUp is called when a worker's stream registers.
+func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) {
+	info := sched.WorkerInfo{
+		Name:     name,
+		CPUs:     reg.GetResources().GetCpus(),
+		Memory:   reg.GetResources().GetMemoryBytes(),
+		JobSlots: int(reg.JobSlots),
+		Send:     send,
+	}
+	for _, g := range reg.GetResources().GetGpus() {
+		info.GPUs = append(info.GPUs, g.Index)
+	}
+	for _, r := range reg.Running {
+		if r.SlotClass == workerpb.SlotClass_SLOT_CLASS_JOB {
+			info.Running = append(info.Running, r.TaskId)
+		}
+	}
+	s.do(context.Background(), func(c *sched.Core) error {
+		s.send[name] = send
+		c.WorkerUp(info)
+		return nil
+	})
+}
+
+// WorkerDown is called when a worker's stream ends.
+func (s *Service) WorkerDown(name string) {
+	s.post(func(c *sched.Core) error {
+		delete(s.send, name)
+		c.WorkerDown(name)
+		return nil
+	})
+}
+
+// FromWorker takes a worker's job messages, in the order they arrived.
+func (s *Service) FromWorker(name string, m *workerpb.WorkerMessage) {
+	switch k := m.Kind.(type) {
+	case *workerpb.WorkerMessage_JobLog:
+		s.post(func(c *sched.Core) error {
+			c.Log(name, k.JobLog.TaskId, k.JobLog.Offset, k.JobLog.Data)
+			return nil
+		})
+	case *workerpb.WorkerMessage_JobEnded:
+		s.post(func(c *sched.Core) error {
+			c.Ended(name, k.JobEnded)
+			return nil
+		})
+	}
+}
+
+// Status returns job counts by state and job slots in use by worker, as of
+// the last round.
+func (s *Service) Status() (map[string]int64, map[string]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts, s.slotsUsed
+}

@@ -1,0 +1,171 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/memlimit"
+)
+
+const (
+	// jobGrace is how long a job's process group has between SIGTERM and
+	// SIGKILL when it is cancelled or runs out of time.
+	jobGrace = 10 * time.Second
+	// logChunk and logFlush bound how much output and how long the worker
+	// holds before sending it.
+	logChunk = 64 << 10
+	logFlush = 200 * time.Millisecond
+	// drainTimeout bounds the wait for output after a job's process ended,
+	// in case an escaped descendant holds the pipe open.
+	drainTimeout = 2 * time.Second
+)
+
+// jobEnv is the environment a job starts with: a few variables of the
+// worker's own, then the job's (RBS_JOB_ID and friends included).
+func jobEnv(dir string, env map[string]string) []string {
+	vars := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "TMPDIR": dir, "HOME": dir}
+	for _, k := range []string{"PATH", "HOME", "LANG", "USER", "LOGNAME", "SHELL"} {
+		if v, ok := os.LookupEnv(k); ok {
+			vars[k] = v
+		}
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// runJob runs one attempt of a job and returns how it ended; its output
+// goes to the outbox as it is written.
+func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobEnded {
+	end := &workerpb.JobEnded{TaskId: a.TaskId}
+	fail := func(msg string) *workerpb.JobEnded {
+		end.State, end.Message, end.ExitCode = "FAILED", msg, 127
+		return end
+	}
+	name := strings.NewReplacer("#", "-", "/", "-").Replace(a.TaskId)
+	dir := filepath.Join(w.jobsRoot, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail("creating the job's directory: " + err.Error())
+	}
+	defer os.RemoveAll(dir)
+	args := a.Command
+	if a.Script != "" {
+		script := filepath.Join(dir, ".rbs-script")
+		if err := os.WriteFile(script, []byte(a.Script), 0o755); err != nil {
+			return fail("writing the job's script: " + err.Error())
+		}
+		args = []string{script}
+		if !strings.HasPrefix(a.Script, "#!") {
+			args = []string{"/bin/sh", script}
+		}
+	}
+	group, err := memlimit.New("rbs-"+w.cfg.Name+"-"+name, a.MemoryBytes)
+	if err != nil {
+		return fail("setting up the memory limit: " + err.Error())
+	}
+	defer group.Close()
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fail(err.Error())
+	}
+	streamed := make(chan int64, 1)
+	go func() { streamed <- w.streamOutput(a.TaskId, pr) }()
+
+	res, runErr := w.runner.reaper.run(ctx, procSpec{
+		Args:    args,
+		Env:     jobEnv(dir, a.Env),
+		Dir:     dir,
+		Stdout:  pw,
+		Stderr:  pw,
+		Timeout: time.Duration(a.TimeLimitMs) * time.Millisecond,
+		Grace:   jobGrace,
+		OnStart: group.Add,
+	})
+	pw.Close()
+	select {
+	case end.OutputBytes = <-streamed:
+	case <-time.After(drainTimeout):
+		pr.Close()
+		end.OutputBytes = <-streamed
+	}
+	pr.Close()
+	if runErr != nil {
+		return fail("cannot run the job: " + runErr.Error())
+	}
+	peak, oom, err := group.Stats()
+	if err != nil || peak == 0 {
+		peak = res.MaxRSS
+	}
+	end.PeakMemoryBytes, end.OomKilled, end.ExitCode = peak, oom, int32(res.ExitCode)
+	switch {
+	case res.Cancelled:
+		end.State = "CANCELLED"
+	case res.TimedOut:
+		end.State = "TIMEOUT"
+	case oom:
+		end.State = "OUT_OF_MEMORY"
+	case res.ExitCode == 0:
+		end.State = "COMPLETED"
+	default:
+		end.State = "FAILED"
+	}
+	return end
+}
+
+// streamOutput sends what the job writes, in chunks, and returns how many
+// bytes it sent.
+func (w *Worker) streamOutput(task string, r io.Reader) int64 {
+	data := make(chan []byte)
+	go func() {
+		defer close(data)
+		for {
+			buf := make([]byte, logChunk)
+			n, err := r.Read(buf)
+			if n > 0 {
+				data <- buf[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var off int64
+	var pending []byte
+	flush := func() {
+		if len(pending) > 0 {
+			w.outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobLog{JobLog: &workerpb.JobLog{TaskId: task, Offset: off, Data: pending}}}
+			off += int64(len(pending))
+			pending = nil
+		}
+	}
+	t := time.NewTicker(logFlush)
+	defer t.Stop()
+	for {
+		select {
+		case b, ok := <-data:
+			if !ok {
+				flush()
+				return off
+			}
+			pending = append(pending, b...)
+			if len(pending) >= logChunk {
+				flush()
+			}
+		case <-t.C:
+			flush()
+		}
+	}
+}
