@@ -29,14 +29,15 @@ type RemoteCmd struct {
 
 // RemoteServeCmd is `rbs remote serve`.
 type RemoteServeCmd struct {
-	Listen     string     `help:"Address to listen on (port 0 picks a free one)." default:":8980"`
-	DataDir    string     `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path"`
-	CASMaxSize units.Size `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
-	ACMaxSize  units.Size `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
-	Token      string     `help:"Require this bearer token on every call." env:"RBS_REMOTE_TOKEN"`
-	TLSCert    string     `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile"`
-	TLSKey     string     `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile"`
-	Config     string     `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
+	Listen        string        `help:"Address to listen on (port 0 picks a free one)." default:":8980"`
+	DataDir       string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path"`
+	CASMaxSize    units.Size    `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
+	ACMaxSize     units.Size    `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
+	Token         string        `help:"Require this bearer token on every call." env:"RBS_REMOTE_TOKEN"`
+	TLSCert       string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile"`
+	TLSKey        string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile"`
+	Config        string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
+	WorkerTimeout time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
 }
 
 // Run implements the command.
@@ -45,15 +46,16 @@ func (c *RemoteServeCmd) Run() error {
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	return cluster.Serve(ctx, cluster.Config{
-		Listen:     c.Listen,
-		DataDir:    c.DataDir,
-		CASMaxSize: int64(c.CASMaxSize),
-		ACMaxSize:  int64(c.ACMaxSize),
-		Token:      c.Token,
-		TLSCert:    c.TLSCert,
-		TLSKey:     c.TLSKey,
-		Config:     c.Config,
-		Log:        log,
+		Listen:        c.Listen,
+		DataDir:       c.DataDir,
+		CASMaxSize:    int64(c.CASMaxSize),
+		ACMaxSize:     int64(c.ACMaxSize),
+		Token:         c.Token,
+		TLSCert:       c.TLSCert,
+		TLSKey:        c.TLSKey,
+		Config:        c.Config,
+		WorkerTimeout: c.WorkerTimeout,
+		Log:           log,
 		Ready: func(addr net.Addr) {
 			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)
 		},

@@ -59,6 +59,7 @@ type server struct {
 	Addr    string
 	DataDir string
 	token   string
+	args    []string
 	cmd     *exec.Cmd
 	log     *strings.Builder
 }
@@ -66,16 +67,31 @@ type server struct {
 var listening = regexp.MustCompile(`listening on (\S+)`)
 
 // startServer runs `rbs remote serve` on 127.0.0.1 with a fresh data
-// directory (unless args give one) and waits until it listens.
+// directory and waits until it listens.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	s := &server{DataDir: t.TempDir(), log: &strings.Builder{}}
+	s := &server{DataDir: t.TempDir(), log: &strings.Builder{}, args: args}
 	for i, a := range args {
 		if a == "--token" && i+1 < len(args) {
 			s.token = args[i+1]
 		}
 	}
-	full := append([]string{"remote", "serve", "--listen", "127.0.0.1:0", "--data-dir", s.DataDir}, args...)
+	s.start(t, "127.0.0.1:0")
+	return s
+}
+
+// restart stops the server with sig and starts it again on the same
+// address and data directory.
+func (s *server) restart(t *testing.T, sig os.Signal) {
+	t.Helper()
+	s.cmd.Process.Signal(sig)
+	s.cmd.Wait()
+	s.start(t, s.Addr)
+}
+
+func (s *server) start(t *testing.T, listen string) {
+	t.Helper()
+	full := append([]string{"remote", "serve", "--listen", listen, "--data-dir", s.DataDir}, s.args...)
 	s.cmd = exec.Command(rbsBin, full...)
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
@@ -108,7 +124,6 @@ func startServer(t *testing.T, args ...string) *server {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("server did not start listening; log:\n%s", s.log.String())
 	}
-	return s
 }
 
 // worker is a running `rbs remote worker` process.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/rbs-build/rbs/jobs/config"
@@ -38,6 +39,9 @@ type Config struct {
 	// Config is a cluster.rbs file defining queues; "" for the default
 	// "batch" queue.
 	Config string
+	// WorkerTimeout is how long a silent or disconnected worker keeps its
+	// work before it is given to others; 0 for the default.
+	WorkerTimeout time.Duration
 }
 
 // DefaultDataDir is where a server keeps its state when no --data-dir is
@@ -92,7 +96,7 @@ func Serve(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	jobs, err := service.New(service.Config{Store: st, Sched: sched.Config{Queues: queues}, Log: cfg.Log})
+	jobs, err := service.New(service.Config{Store: st, Sched: sched.Config{Queues: queues, LostAfter: cfg.WorkerTimeout}, Log: cfg.Log})
 	if err != nil {
 		return err
 	}
@@ -103,7 +107,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		stopJobs()
 		<-jobsDone
 	}()
-	execQueue := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }})
+	execQueue := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout})
 	srv := server.New(server.Config{
 		CAS:       blobstore.ContentAddressed(casDisk),
 		AC:        ac,

@@ -71,7 +71,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 			args = []string{"/bin/sh", script}
 		}
 	}
-	group, err := memlimit.New("rbs-"+w.cfg.Name+"-"+name, a.MemoryBytes)
+	group, err := memlimit.New("rbs-"+w.session+"-"+name, a.MemoryBytes)
 	if err != nil {
 		return fail("setting up the memory limit: " + err.Error())
 	}

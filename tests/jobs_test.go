@@ -1,0 +1,346 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rbsRun runs the rbs CLI against srv and returns stdout, stderr and the
+// error, without failing the test.
+func rbsRun(srv *server, args ...string) (string, string, error) {
+	cmd := exec.Command(rbsBin, args...)
+	cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	return string(out), stderr.String(), err
+}
+
+// submit runs `rbs job submit --parsable` and returns the job id.
+func submit(t *testing.T, srv *server, args ...string) string {
+	t.Helper()
+	out := rbs(t, srv, append([]string{"job", "submit", "--parsable"}, args...)...)
+	id := strings.TrimSpace(out)
+	if _, err := strconv.Atoi(id); err != nil {
+		t.Fatalf("submit printed %q, want a job id", out)
+	}
+	return id
+}
+
+type jobView struct {
+	ID              string   `json:"id"`
+	State           string   `json:"state"`
+	PendingReason   string   `json:"pending_reason"`
+	ExitCode        int      `json:"exit_code"`
+	Attempts        int      `json:"attempts"`
+	Workers         []string `json:"workers"`
+	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
+	OOMKilled       bool     `json:"oom_killed"`
+	SubmitTime      *string  `json:"submit_time"`
+	StartTime       *string  `json:"start_time"`
+	EndTime         *string  `json:"end_time"`
+	Priority        struct {
+		Base, Queue, Age, Total int64
+	} `json:"priority"`
+	Dependencies []struct {
+		Kind, ID, State string
+	} `json:"dependencies"`
+}
+
+func show(t *testing.T, srv *server, id string) jobView {
+	t.Helper()
+	var j jobView
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", id)), &j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// waitFor polls a job until cond holds.
+func waitFor(t *testing.T, srv *server, id string, what string, cond func(jobView) bool) jobView {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		j := show(t, srv, id)
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s never became %s: %+v", id, what, j)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func inState(s string) func(jobView) bool { return func(j jobView) bool { return j.State == s } }
+
+func TestJobLifecycle(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "4", "--job-slots", "4")
+
+	out := rbs(t, srv, "job", "submit", "--name", "hello", "--env", "GREETING=hi", "--", "sh", "-c", `echo "$GREETING from $RBS_JOB_ID"`)
+	m := strings.TrimSpace(out)
+	if !strings.HasPrefix(m, "Submitted job ") {
+		t.Fatalf("submit printed %q", out)
+	}
+	id := strings.TrimPrefix(m, "Submitted job ")
+	rbs(t, srv, "job", "wait", id)
+	if got := rbs(t, srv, "job", "logs", id); got != "hi from "+id+"\n" {
+		t.Fatalf("logs %q", got)
+	}
+	j := show(t, srv, id)
+	if j.State != "COMPLETED" || j.ExitCode != 0 || j.Attempts != 1 || len(j.Workers) != 1 || j.Workers[0] != "w1" || j.StartTime == nil || j.EndTime == nil {
+		t.Fatalf("show: %+v", j)
+	}
+	for _, ts := range []*string{j.SubmitTime, j.StartTime, j.EndTime} {
+		if _, err := time.Parse(time.RFC3339, *ts); err != nil {
+			t.Fatalf("time %q is not RFC 3339", *ts)
+		}
+	}
+
+	// A script, a failure, and wait's exit status.
+	script := filepath.Join(t.TempDir(), "fail.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\necho failing >&2\nexit 4\n"), 0o755)
+	bad := submit(t, srv, "--script", script)
+	if _, _, err := rbsRun(srv, "job", "wait", id, bad); err == nil {
+		t.Fatal("wait succeeded although a job failed")
+	}
+	if j := show(t, srv, bad); j.State != "FAILED" || j.ExitCode != 4 {
+		t.Fatalf("failed job: %+v", j)
+	}
+	if got := rbs(t, srv, "job", "logs", bad); got != "failing\n" {
+		t.Fatalf("stderr in logs: %q", got)
+	}
+
+	// logs -f follows until the end.
+	slow := submit(t, srv, "--", "sh", "-c", "echo one; sleep 1; echo two")
+	if got := rbs(t, srv, "job", "logs", "-f", slow); got != "one\ntwo\n" {
+		t.Fatalf("logs -f %q", got)
+	}
+
+	// TIMEOUT.
+	late := submit(t, srv, "--time", "1s", "--", "sh", "-c", "echo started; sleep 60")
+	if j := waitFor(t, srv, late, "TIMEOUT", inState("TIMEOUT")); j.EndTime == nil {
+		t.Fatalf("timeout: %+v", j)
+	}
+
+	// cancel: running and pending.
+	long := submit(t, srv, "--", "sleep", "60")
+	waitFor(t, srv, long, "RUNNING", inState("RUNNING"))
+	blocked := submit(t, srv, "--deps", "afterok:"+long, "--", "true")
+	rbs(t, srv, "job", "cancel", long, blocked)
+	waitFor(t, srv, long, "CANCELLED", inState("CANCELLED"))
+	if j := show(t, srv, blocked); j.State != "CANCELLED" {
+		t.Fatalf("pending job after cancel: %+v", j)
+	}
+
+	// list and queues.
+	var listed []jobView
+	json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--history", "--json")), &listed)
+	if len(listed) != 6 {
+		t.Fatalf("list --history has %d jobs, want 6", len(listed))
+	}
+	json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--json")), &listed)
+	if len(listed) != 0 {
+		t.Fatalf("list shows %d ended jobs without --history", len(listed))
+	}
+	var queues []struct {
+		Name    string `json:"name"`
+		Default bool   `json:"default"`
+	}
+	json.Unmarshal([]byte(rbs(t, srv, "job", "queues", "--json")), &queues)
+	if len(queues) != 1 || queues[0].Name != "batch" || !queues[0].Default {
+		t.Fatalf("queues %+v", queues)
+	}
+
+	// Bad input gets a clear error naming the value.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--array", "0-99%0", "--", "true"}, `"0-99%0"`},
+		{[]string{"--time", "soon", "--", "true"}, `"soon"`},
+		{[]string{"--deps", "afterok:99999", "--", "true"}, "99999"},
+		{[]string{"--deps", "before:1", "--", "true"}, `"before:1"`},
+		{[]string{"--queue", "nope", "--", "true"}, `"nope"`},
+		{[]string{"--env", "NOEQUALS", "--", "true"}, `"NOEQUALS"`},
+	} {
+		_, stderr, err := rbsRun(srv, append([]string{"job", "submit"}, tc.args...)...)
+		if err == nil || !strings.Contains(stderr, tc.want) {
+			t.Errorf("submit %v: %v, stderr %q; want an error naming %s", tc.args, err, stderr, tc.want)
+		}
+	}
+}
+
+func TestJobArrayThrottleAndDependencies(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "8", "--job-slots", "8")
+	startWorker(t, srv, "w2", "--cpus", "8", "--job-slots", "8")
+
+	arr := submit(t, srv, "--array", "0-5%2", "--", "sh", "-c", `date +%s.%N; sleep 0.4; date +%s.%N; echo "index $RBS_ARRAY_INDEX"`)
+	rbs(t, srv, "job", "wait", arr)
+	type span struct{ start, end float64 }
+	var spans []span
+	for i := 0; i <= 5; i++ {
+		lines := strings.Fields(rbs(t, srv, "job", "logs", fmt.Sprintf("%s_%d", arr, i)))
+		if len(lines) != 4 || lines[3] != strconv.Itoa(i) {
+			t.Fatalf("task %d output %q", i, lines)
+		}
+		s, _ := strconv.ParseFloat(lines[0], 64)
+		e, _ := strconv.ParseFloat(lines[1], 64)
+		spans = append(spans, span{s, e})
+	}
+	// From the tasks' own timestamps: never more than 2 at once.
+	type event struct {
+		t     float64
+		delta int
+	}
+	var events []event
+	for _, s := range spans {
+		events = append(events, event{s.start, 1}, event{s.end, -1})
+	}
+	sort.Slice(events, func(i, j int) bool {
+		if events[i].t != events[j].t {
+			return events[i].t < events[j].t
+		}
+		return events[i].delta < events[j].delta
+	})
+	running, peak := 0, 0
+	for _, e := range events {
+		running += e.delta
+		peak = max(peak, running)
+	}
+	if peak != 2 {
+		t.Fatalf("at most %d array tasks ran at once, want exactly 2 under %%2", peak)
+	}
+
+	ok := submit(t, srv, "--", "true")
+	fail := submit(t, srv, "--", "false")
+	rbs(t, srv, "job", "wait", ok)
+	rbsRun(srv, "job", "wait", fail)
+	afterOK := submit(t, srv, "--deps", "afterok:"+ok, "--", "true")
+	afterOKOnFail := submit(t, srv, "--deps", "afterok:"+fail, "--", "true")
+	afterAny := submit(t, srv, "--deps", "afterany:"+fail, "--", "true")
+	afterNotOK := submit(t, srv, "--deps", "afternotok:"+fail, "--", "true")
+	afterArray := submit(t, srv, "--deps", "afterok:"+arr, "--", "true")
+	rbs(t, srv, "job", "wait", afterOK, afterAny, afterNotOK, afterArray)
+	j := waitFor(t, srv, afterOKOnFail, "DependencyNeverSatisfied", func(j jobView) bool { return j.PendingReason == "DependencyNeverSatisfied" })
+	if j.State != "PENDING" || len(j.Dependencies) != 1 || j.Dependencies[0].State != "FAILED" {
+		t.Fatalf("afterok on a failed job: %+v", j)
+	}
+
+	// A dependency waiting on a running job says Dependency.
+	long := submit(t, srv, "--", "sleep", "30")
+	waiting := submit(t, srv, "--deps", "afterany:"+long, "--", "true")
+	waitFor(t, srv, waiting, "waiting on its dependency", func(j jobView) bool { return j.PendingReason == "Dependency" })
+	rbs(t, srv, "job", "cancel", long)
+	rbs(t, srv, "job", "wait", waiting)
+}
+
+func TestJobPriorityBackfillAndReasons(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "4")
+
+	// Occupy one CPU for a known time.
+	first := submit(t, srv, "--cpus", "1", "--time", "30s", "--", "sleep", "3")
+	waitFor(t, srv, first, "RUNNING", inState("RUNNING"))
+	// The big job needs both CPUs: it waits, with a reservation at first's end.
+	big := submit(t, srv, "--cpus", "2", "--priority", "100", "--time", "1m", "--", "true")
+	// A job without a time limit fits in the free CPU but could delay the
+	// big job: it waits for Priority.
+	unlimited := submit(t, srv, "--cpus", "1", "--", "true")
+	if j := waitFor(t, srv, unlimited, "scheduled", func(j jobView) bool { return j.PendingReason != "" }); j.PendingReason != "Priority" {
+		t.Fatalf("unlimited job: %+v", j)
+	}
+	// A short job fits in the gap and ends before the reservation: backfilled.
+	short := submit(t, srv, "--cpus", "1", "--time", "10s", "--", "sleep", "1")
+	tooBig := submit(t, srv, "--cpus", "64", "--", "true")
+
+	waitFor(t, srv, short, "RUNNING (backfilled)", func(j jobView) bool { return j.State != "PENDING" })
+	if j := show(t, srv, big); j.State != "PENDING" || j.PendingReason != "Resources" || j.Priority.Base != 100 {
+		t.Fatalf("big job: %+v", j)
+	}
+	if j := show(t, srv, tooBig); j.PendingReason != "NoWorkerFits" {
+		t.Fatalf("64-CPU job: %+v", j)
+	}
+	rbs(t, srv, "job", "wait", big, unlimited)
+	b, u := show(t, srv, big), show(t, srv, unlimited)
+	if *b.StartTime > *u.StartTime {
+		t.Fatalf("the lower-priority job started first: big %s, unlimited %s", *b.StartTime, *u.StartTime)
+	}
+	rbs(t, srv, "job", "cancel", tooBig)
+}
+
+func TestJobOutOfMemory(t *testing.T) {
+	python := requireTool(t, "python3")
+	srv := startServer(t)
+	startWorker(t, srv, "w1")
+	id := submit(t, srv, "--memory-gb", "0.0625", "--", python, "-c", "b = bytearray(512 << 20)")
+	if _, _, err := rbsRun(srv, "job", "wait", id); err == nil {
+		t.Fatal("wait succeeded for a job over its memory limit")
+	}
+	if j := show(t, srv, id); j.State != "OUT_OF_MEMORY" || !j.OOMKilled || j.PeakMemoryBytes == 0 {
+		t.Fatalf("job over its memory limit: %+v", j)
+	}
+	ok := submit(t, srv, "--memory-gb", "1", "--", python, "-c", "b = bytearray(64 << 20); print(len(b))")
+	rbs(t, srv, "job", "wait", ok)
+	if j := show(t, srv, ok); j.PeakMemoryBytes < 64<<20 {
+		t.Fatalf("peak memory %d, want at least 64 MiB", j.PeakMemoryBytes)
+	}
+}
+
+func TestJobsSurviveServerKill(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "1", "--job-slots", "1")
+	running := submit(t, srv, "--", "sh", "-c", "echo before; sleep 4; echo after")
+	waitFor(t, srv, running, "RUNNING", inState("RUNNING"))
+	queued := submit(t, srv, "--", "echo", "queued")
+	waitFor(t, srv, running, "some output", func(jobView) bool { return rbs(t, srv, "job", "logs", running) == "before\n" })
+
+	srv.restart(t, syscall.SIGKILL)
+
+	if got := rbs(t, srv, "job", "logs", running); got != "before\n" {
+		t.Fatalf("logs after the crash %q", got)
+	}
+	if j := show(t, srv, queued); j.State != "PENDING" {
+		t.Fatalf("queued job after the crash: %+v", j)
+	}
+	rbs(t, srv, "job", "wait", running, queued)
+	if j := show(t, srv, running); j.Attempts != 1 {
+		t.Fatalf("the running job was restarted (attempt %d) instead of carrying on", j.Attempts)
+	}
+	if got := rbs(t, srv, "job", "logs", running); got != "before\nafter\n" {
+		t.Fatalf("logs %q", got)
+	}
+}
+
+func TestJobsRequeuedWhenWorkerDies(t *testing.T) {
+	srv := startServer(t, "--worker-timeout", "2s")
+	w1 := startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	again := submit(t, srv, "--", "sh", "-c", "echo attempt $RBS_ATTEMPT; sleep 2")
+	lost := submit(t, srv, "--no-requeue", "--", "sleep", "30")
+	waitFor(t, srv, again, "RUNNING", inState("RUNNING"))
+	waitFor(t, srv, lost, "RUNNING", inState("RUNNING"))
+	w1.cmd.Process.Signal(syscall.SIGKILL)
+	startWorker(t, srv, "w2", "--cpus", "2", "--job-slots", "2")
+	rbs(t, srv, "job", "wait", again)
+	j := show(t, srv, again)
+	if j.Attempts != 2 || j.Workers[0] != "w2" {
+		t.Fatalf("requeued job: %+v", j)
+	}
+	if got := rbs(t, srv, "job", "logs", again); !strings.Contains(got, "attempt 2") {
+		t.Fatalf("logs of the requeued job %q", got)
+	}
+	if j := waitFor(t, srv, lost, "NODE_FAIL", inState("NODE_FAIL")); j.Attempts != 1 {
+		t.Fatalf("--no-requeue job: %+v", j)
+	}
+}
