@@ -145,3 +145,41 @@ func TestBazelSurvivesWorkerLoss(t *testing.T) {
 		t.Fatalf("the server did not notice the lost worker:\n%s", srv.log.String())
 	}
 }
+
+// Jobs use their own slot class: a fleet whose job slots are all busy still
+// runs a build's remote actions.
+func TestBazelBuildsWhileJobSlotsAreFull(t *testing.T) {
+	w := newBazelWorkspace(t)
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--job-slots", "1", "--action-slots", "2")
+	startWorker(t, srv, "w2", "--job-slots", "1", "--action-slots", "2")
+	var ids []string
+	for i := 0; i < 3; i++ {
+		ids = append(ids, submit(t, srv, "--", "sleep", "120"))
+	}
+	for _, id := range ids[:2] {
+		waitFor(t, srv, id, "RUNNING", inState("RUNNING"))
+	}
+	if j := show(t, srv, ids[2]); j.State != "PENDING" || j.PendingReason != "Resources" {
+		t.Fatalf("third job: %+v", j)
+	}
+	out := w.mustBazel("build", "--remote_executor=grpc://"+srv.Addr, "//...")
+	if kinds := processes(t, out); kinds["remote"] == 0 {
+		t.Fatalf("no remote actions: %v\n%s", kinds, out)
+	}
+	var st struct {
+		Workers []struct {
+			JobSlots struct {
+				Used, Total int
+			} `json:"job_slots"`
+		} `json:"workers"`
+		Jobs map[string]int `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "remote", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Workers) != 2 || st.Workers[0].JobSlots.Used != 1 || st.Workers[1].JobSlots.Used != 1 || st.Jobs["RUNNING"] != 2 || st.Jobs["PENDING"] != 1 {
+		t.Fatalf("status while the jobs run: %+v", st)
+	}
+	rbs(t, srv, append([]string{"job", "cancel"}, ids...)...)
+}
