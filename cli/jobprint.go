@@ -69,7 +69,7 @@ func rfc3339(ms int64) *string {
 	if ms == 0 {
 		return nil
 	}
-	s := time.UnixMilli(ms).UTC().Format(time.RFC3339)
+	s := time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	return &s
 }
 

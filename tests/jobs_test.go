@@ -344,3 +344,48 @@ func TestJobsRequeuedWhenWorkerDies(t *testing.T) {
 		t.Fatalf("--no-requeue job: %+v", j)
 	}
 }
+
+func TestQueuesFromClusterConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "cluster.rbs")
+	os.WriteFile(cfg, []byte(`queue(name = "batch", default = True)
+queue(name = "debug", priority = 100, max_time = "1m")
+`), 0o644)
+	srv := startServer(t, "--config", cfg)
+	startWorker(t, srv, "w1", "--cpus", "1", "--job-slots", "1")
+	var queues []struct {
+		Name           string `json:"name"`
+		Priority       int    `json:"priority"`
+		MaxTimeSeconds int    `json:"max_time_seconds"`
+		Default        bool   `json:"default"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "queues", "--json")), &queues); err != nil {
+		t.Fatal(err)
+	}
+	if len(queues) != 2 || queues[1].Name != "debug" || queues[1].Priority != 100 || queues[1].MaxTimeSeconds != 60 || !queues[0].Default {
+		t.Fatalf("queues %+v", queues)
+	}
+	if _, stderr, err := rbsRun(srv, "job", "submit", "--queue", "debug", "--time", "2m", "--", "true"); err == nil || !strings.Contains(stderr, "exceeds queue debug") {
+		t.Fatalf("over the queue's max_time: %v %q", err, stderr)
+	}
+	// The debug queue's priority puts its job ahead of an earlier batch job.
+	blocker := submit(t, srv, "--", "sleep", "2")
+	waitFor(t, srv, blocker, "RUNNING", inState("RUNNING"))
+	batch := submit(t, srv, "--", "true")
+	debug := submit(t, srv, "--queue", "debug", "--", "true")
+	if j := show(t, srv, debug); j.Priority.Queue != 100 {
+		t.Fatalf("debug job priority %+v", j.Priority)
+	}
+	rbs(t, srv, "job", "wait", batch, debug)
+	if b, d := show(t, srv, batch), show(t, srv, debug); *d.StartTime > *b.StartTime {
+		t.Fatalf("debug job started at %s, after the batch job at %s", *d.StartTime, *b.StartTime)
+	}
+	if j := show(t, srv, debug); j.PendingReason != "" || j.ExitCode != 0 {
+		t.Fatalf("%+v", j)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.rbs")
+	os.WriteFile(bad, []byte(`queue(name = "a", max_time = "forever")`), 0o644)
+	cmd := exec.Command(rbsBin, "remote", "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--config", bad)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `"forever"`) {
+		t.Fatalf("a bad cluster.rbs: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Benchmarks the rbs batch scheduler against Slurm (Debian slurm-wlm) on this
+# machine, in the same run, driving both through their command lines:
+#   (a) N single submissions (one CLI call each), timed until all complete
+#   (b) one N-task array, timed until all complete
+#   (c) submit->start latency of one job on an idle cluster (median of L samples;
+#       the job writes its own start time)
+#   (d) a chain of C jobs, each afterok on the previous, total and per link
+# and prints Slurm/rbs ratios (above 1: rbs is faster). Needs slurm-wlm
+# (apt-get install slurm-wlm) and root.
+#
+#   bench/jobs-vs-slurm.sh [N] [C] [L]
+set -euo pipefail
+N=${1:-1000}
+C=${2:-20}
+L=${3:-10}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/rbs-bench-jobs.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  "$root/bench/slurm/stop.sh" "$work/slurm" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+command -v sbatch >/dev/null || { echo "slurm-wlm is not installed (apt-get install slurm-wlm)" >&2; exit 1; }
+
+now() { date +%s.%N; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+(cd "$root" && go build -o "$work/rbs" ./cmd/rbs)
+rbs=$work/rbs
+
+# ---- the two clusters ----
+"$rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/rbs-data" 2> "$work/server.log" &
+pids+=($!)
+for _ in $(seq 100); do
+  addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server.log"); [ -n "$addr" ] && break; sleep 0.1
+done
+export RBS_REMOTE=$addr
+"$rbs" remote worker --name w1 --work-dir "$work/w1" --cpus 64 --job-slots 64 --action-slots 2 2> "$work/worker.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q registered "$work/worker.log" && break; sleep 0.1; done
+export SLURM_CONF=$("$root/bench/slurm/start.sh" "$work/slurm" | tail -1)
+mkdir -p "$work/out"
+
+slurm_idle() { while [ -n "$(squeue -h -o %i 2>/dev/null)" ]; do sleep 0.05; done; }
+
+declare -A R
+# (a) N single submissions.
+t0=$(now); ids=()
+for _ in $(seq "$N"); do ids+=($("$rbs" job submit --parsable -- true)); done
+"$rbs" job wait "${ids[@]}" >/dev/null
+R[a_rbs]=$(sub "$(now)" "$t0")
+t0=$(now)
+for _ in $(seq "$N"); do sbatch --parsable -o /dev/null -e /dev/null --wrap true >/dev/null; done
+slurm_idle
+R[a_slurm]=$(sub "$(now)" "$t0")
+
+# (b) one N-task array.
+t0=$(now)
+id=$("$rbs" job submit --parsable --array "0-$((N - 1))" -- true)
+"$rbs" job wait "$id" >/dev/null
+R[b_rbs]=$(sub "$(now)" "$t0")
+t0=$(now)
+sbatch --parsable -o /dev/null -e /dev/null --array="0-$((N - 1))" --wrap true >/dev/null
+slurm_idle
+R[b_slurm]=$(sub "$(now)" "$t0")
+
+# (c) submit->start latency on an idle cluster.
+for sys in rbs slurm; do
+  for k in $(seq "$L"); do
+    f=$work/out/lat-$sys-$k
+    sleep 1
+    t0=$(now)
+    if [ $sys = rbs ]; then
+      "$rbs" job submit --parsable -- sh -c "date +%s.%N > $f" >/dev/null
+    else
+      sbatch --parsable -o /dev/null -e /dev/null --wrap "date +%s.%N > $f" >/dev/null
+    fi
+    for _ in $(seq 500); do [ -s "$f" ] && break; sleep 0.01; done
+    sub "$(cat "$f")" "$t0"
+  done | median > "$work/out/lat-$sys"
+  R[c_$sys]=$(cat "$work/out/lat-$sys")
+done
+
+# (d) a chain of C afterok jobs.
+t0=$(now); prev=""
+for j in $(seq "$C"); do
+  dep=(); [ -n "$prev" ] && dep=(--deps "afterok:$prev")
+  prev=$("$rbs" job submit --parsable "${dep[@]}" -- sh -c "date +%s.%N > $work/out/chain-rbs-$j")
+done
+"$rbs" job wait "$prev" >/dev/null
+R[d_rbs]=$(sub "$(now)" "$t0")
+t0=$(now); prev=""
+for j in $(seq "$C"); do
+  dep=(); [ -n "$prev" ] && dep=(--dependency="afterok:$prev")
+  prev=$(sbatch --parsable -o /dev/null -e /dev/null "${dep[@]}" --wrap "date +%s.%N > $work/out/chain-slurm-$j")
+done
+slurm_idle
+R[d_slurm]=$(sub "$(now)" "$t0")
+for sys in rbs slurm; do
+  R[link_$sys]=$(sub "$(cat "$work/out/chain-$sys-$C")" "$(cat "$work/out/chain-$sys-1")" | awk -v c="$C" '{printf "%.3f", $1/(c-1)}')
+done
+
+ratio() { awk -v s="$1" -v r="$2" 'BEGIN{printf "%.1fx", s/r}'; }
+printf '%-42s %10s %10s %8s\n' "measurement (seconds)" "rbs" "Slurm" "Slurm/rbs"
+printf '%-42s %10s %10s %8s\n' "(a) $N single submissions, all complete" "${R[a_rbs]}" "${R[a_slurm]}" "$(ratio "${R[a_slurm]}" "${R[a_rbs]}")"
+printf '%-42s %10s %10s %8s\n' "(b) one $N-task array, all complete" "${R[b_rbs]}" "${R[b_slurm]}" "$(ratio "${R[b_slurm]}" "${R[b_rbs]}")"
+printf '%-42s %10s %10s %8s\n' "(c) submit->start, idle (median of $L)" "${R[c_rbs]}" "${R[c_slurm]}" "$(ratio "${R[c_slurm]}" "${R[c_rbs]}")"
+printf '%-42s %10s %10s %8s\n' "(d) chain of $C afterok jobs, total" "${R[d_rbs]}" "${R[d_slurm]}" "$(ratio "${R[d_slurm]}" "${R[d_rbs]}")"
+printf '%-42s %10s %10s %8s\n' "    per link (start to start)" "${R[link_rbs]}" "${R[link_slurm]}" "$(ratio "${R[link_slurm]}" "${R[link_rbs]}")"
