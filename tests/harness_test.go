@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -54,6 +55,25 @@ func requireTool(t *testing.T, name string) string {
 	return ""
 }
 
+// logBuffer collects a process's log lines; tests read it while the process
+// writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) WriteString(s string) {
+	l.mu.Lock()
+	l.b.WriteString(s)
+	l.mu.Unlock()
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // server is a running `rbs remote serve` process.
 type server struct {
 	Addr    string
@@ -61,7 +81,7 @@ type server struct {
 	token   string
 	args    []string
 	cmd     *exec.Cmd
-	log     *strings.Builder
+	log     *logBuffer
 }
 
 var listening = regexp.MustCompile(`listening on (\S+)`)
@@ -70,7 +90,7 @@ var listening = regexp.MustCompile(`listening on (\S+)`)
 // directory and waits until it listens.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	s := &server{DataDir: t.TempDir(), log: &strings.Builder{}, args: args}
+	s := &server{DataDir: t.TempDir(), log: &logBuffer{}, args: args}
 	for i, a := range args {
 		if a == "--token" && i+1 < len(args) {
 			s.token = args[i+1]
@@ -130,14 +150,14 @@ func (s *server) start(t *testing.T, listen string) {
 type worker struct {
 	Name string
 	cmd  *exec.Cmd
-	log  *strings.Builder
+	log  *logBuffer
 }
 
 // startWorker runs `rbs remote worker` against srv and waits until it has
 // registered.
 func startWorker(t *testing.T, srv *server, name string, args ...string) *worker {
 	t.Helper()
-	w := &worker{Name: name, log: &strings.Builder{}}
+	w := &worker{Name: name, log: &logBuffer{}}
 	full := append([]string{"remote", "worker", "--server", srv.Addr, "--name", name, "--work-dir", t.TempDir()}, args...)
 	w.cmd = exec.Command(rbsBin, full...)
 	w.cmd.Env = append(os.Environ(), "RBS_REMOTE_TOKEN="+srv.token)

@@ -331,7 +331,8 @@ func TestJobsRequeuedWhenWorkerDies(t *testing.T) {
 	waitFor(t, srv, again, "RUNNING", inState("RUNNING"))
 	waitFor(t, srv, lost, "RUNNING", inState("RUNNING"))
 	w1.cmd.Process.Signal(syscall.SIGKILL)
-	startWorker(t, srv, "w2", "--cpus", "2", "--job-slots", "2")
+	w1.cmd.Wait()
+	w2 := startWorker(t, srv, "w2", "--cpus", "2", "--job-slots", "2")
 	rbs(t, srv, "job", "wait", again)
 	j := show(t, srv, again)
 	if j.Attempts != 2 || j.Workers[0] != "w2" {
@@ -342,6 +343,10 @@ func TestJobsRequeuedWhenWorkerDies(t *testing.T) {
 	}
 	if j := waitFor(t, srv, lost, "NODE_FAIL", inState("NODE_FAIL")); j.Attempts != 1 {
 		t.Fatalf("--no-requeue job: %+v", j)
+	}
+	// The new worker removed the dead one's job memory groups.
+	if !strings.Contains(w2.log.String(), "removed the memory groups") {
+		t.Fatalf("w2 did not sweep w1's memory groups; log:\n%s", w2.log.String())
 	}
 }
 

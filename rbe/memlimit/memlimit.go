@@ -452,3 +452,35 @@ func readKey(path, key string) (int64, error) {
 	}
 	return 0, nil
 }
+
+// Sweep kills the processes of, and removes, the groups beside the ones New
+// creates whose names stale accepts — the groups of a previous process that
+// died without closing them. It returns how many it removed.
+func Sweep(stale func(name string) bool) (int, error) {
+	removed := 0
+	for _, find := range []func() (string, bool){v2Parent, v1Parent} {
+		parent, ok := find()
+		if !ok {
+			continue
+		}
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			return removed, fmt.Errorf("memlimit: list %s: %w", parent, err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !stale(e.Name()) {
+				continue
+			}
+			g := &Group{dir: filepath.Join(parent, e.Name())}
+			deadline := time.Now().Add(closeTimeout)
+			if err := g.killAll(deadline); err != nil {
+				return removed, err
+			}
+			if err := rmdir(g.dir, deadline); err != nil {
+				return removed, err
+			}
+			removed++
+		}
+	}
+	return removed, nil
+}

@@ -284,3 +284,41 @@ func TestFindMount(t *testing.T) {
 		}
 	}
 }
+
+func TestSweepRemovesStaleGroups(t *testing.T) {
+	stale, err := New(fmt.Sprintf("memlimit-sweep-%d", os.Getpid()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stale.Mode() == ModeRlimit {
+		if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
+			t.Fatal("no cgroup available (RBS_TEST_REQUIRE_ALL=1)")
+		}
+		t.Skip("no cgroup available")
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stale.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	keep, err := New(fmt.Sprintf("memlimit-keep-%d", os.Getpid()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Close()
+	n, err := Sweep(func(name string) bool { return strings.HasPrefix(name, "memlimit-sweep-") })
+	if err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v", n, err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the stale group's process survived")
+	}
+	if _, err := os.Stat(stale.Path()); !os.IsNotExist(err) {
+		t.Fatalf("stale group still there: %v", err)
+	}
+	if _, err := os.Stat(keep.Path()); err != nil {
+		t.Fatalf("Sweep removed a group it was not asked to: %v", err)
+	}
+}

@@ -2,11 +2,14 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rbs-build/rbs/proto/workerpb"
@@ -24,7 +27,28 @@ const (
 	// drainTimeout bounds the wait for output after a job's process ended,
 	// in case an escaped descendant holds the pipe open.
 	drainTimeout = 2 * time.Second
+	// groupPrefix starts the names of job memory groups, followed by the
+	// worker's pid, so that a later worker can sweep the groups of one that
+	// died.
+	groupPrefix = "rbs-job-"
 )
+
+// sweepGroups removes the memory groups, and kills the processes, of jobs
+// whose worker process is gone.
+func sweepGroups() (int, error) {
+	return memlimit.Sweep(func(name string) bool {
+		rest, ok := strings.CutPrefix(name, groupPrefix)
+		if !ok {
+			return false
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 {
+			return false
+		}
+		return syscall.Kill(pid, 0) == syscall.ESRCH
+	})
+}
 
 // jobEnv is the environment a job starts with: a few variables of the
 // worker's own, then the job's (RBS_JOB_ID and friends included).
@@ -71,7 +95,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 			args = []string{"/bin/sh", script}
 		}
 	}
-	group, err := memlimit.New("rbs-"+w.session+"-"+name, a.MemoryBytes)
+	group, err := memlimit.New(fmt.Sprintf("%s%d-%s-%s", groupPrefix, os.Getpid(), w.session, name), a.MemoryBytes)
 	if err != nil {
 		return fail("setting up the memory limit: " + err.Error())
 	}

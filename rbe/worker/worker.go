@@ -111,6 +111,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if n, err := sweepGroups(); err != nil {
+		cfg.Log.Warn("removing the memory groups of a previous worker", "err", err)
+	} else if n > 0 {
+		cfg.Log.Info("removed the memory groups of jobs of a previous worker", "groups", n)
+	}
 	rp := newReaper()
 	reapErr := make(chan error, 1)
 	go func() { reapErr <- rp.serve(ctx) }()
