@@ -1,29 +1,163 @@
 package cli
 
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/rbs-build/rbs/rules/session"
+	"golang.org/x/term"
+)
+
+// BuildFlags are shared by build, test and run.
+type BuildFlags struct {
+	Jobs   int    `help:"Actions run at once (default: the number of CPUs)."`
+	Remote string `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
+	Token  string `help:"Bearer token for --remote." env:"RBS_REMOTE_TOKEN"`
+	TLSCA  string `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
+}
+
+func (f BuildFlags) open() (*session.Session, context.Context, context.CancelFunc, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts := session.Options{Dir: dir, Jobs: f.Jobs, Out: os.Stdout}
+	if opts.Jobs == 0 {
+		opts.Jobs = runtime.NumCPU()
+	}
+	if f.Remote != "" {
+		opts.Remote = RemoteFlags{Server: f.Remote, Token: f.Token, TLSCA: f.TLSCA}.options()
+	}
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		opts.Progress = os.Stderr
+	}
+	s, err := session.Open(opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return s, ctx, cancel, nil
+}
+
 // BuildCmd is `rbs build`.
 type BuildCmd struct {
+	BuildFlags
+	NoBuild  bool     `name:"nobuild" help:"Load and analyse only."`
 	Patterns []string `arg:"" optional:"" help:"Target patterns such as //app:train or //...."`
 }
 
 // Run implements the command.
-func (c *BuildCmd) Run() error { return notImplemented("build") }
+func (c *BuildCmd) Run() error {
+	s, ctx, cancel, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer s.Close()
+	sum, err := s.Build(ctx, c.Patterns, c.NoBuild)
+	if err != nil {
+		return err
+	}
+	if c.NoBuild {
+		fmt.Printf("Analysed %d targets.\n", len(sum.Targets))
+		return nil
+	}
+	st := sum.Stats
+	fmt.Printf("Built %d targets: %d actions, %d executed, %d cached.\n", len(sum.Targets), st.Total, st.Executed, st.Cached)
+	return nil
+}
 
 // TestCmd is `rbs test`.
 type TestCmd struct {
-	Patterns []string `arg:"" optional:"" help:"Test target patterns."`
+	BuildFlags
+	TagFilters string   `name:"test_tag_filters" help:"Comma-separated tags: a keeps tests tagged a, -b drops tests tagged b."`
+	TestArg    []string `name:"test_arg" help:"Argument passed to every test (repeatable)."`
+	Patterns   []string `arg:"" optional:"" help:"Test target patterns."`
 }
 
 // Run implements the command.
-func (c *TestCmd) Run() error { return notImplemented("test") }
+func (c *TestCmd) Run() error {
+	s, ctx, cancel, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer s.Close()
+	var filters []string
+	if c.TagFilters != "" {
+		filters = strings.Split(c.TagFilters, ",")
+	}
+	results, err := s.Test(ctx, c.Patterns, filters, c.TestArg)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	failed := 0
+	for _, r := range results {
+		status := "PASSED"
+		if !r.Passed {
+			status, failed = "FAILED", failed+1
+		}
+		if r.Cached {
+			status = "(cached) " + status
+		}
+		fmt.Fprintf(tw, "%s\t%s\tin %.1fs\t%s\n", r.Label, status, r.Duration.Seconds(), r.Log)
+	}
+	tw.Flush()
+	fmt.Printf("%d tests: %d passed, %d failed.\n", len(results), len(results)-failed, failed)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d tests failed", failed, len(results))
+	}
+	return nil
+}
 
 // RunCmd is `rbs run`.
 type RunCmd struct {
+	BuildFlags
 	Target string   `arg:"" help:"The executable target to run."`
 	Args   []string `arg:"" optional:"" passthrough:"" help:"Arguments for the program, after --."`
 }
 
 // Run implements the command.
-func (c *RunCmd) Run() error { return notImplemented("run") }
+func (c *RunCmd) Run() error {
+	s, ctx, cancel, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer s.Close()
+	prog, dir, defaultArgs, err := s.Runnable(ctx, c.Target)
+	if err != nil {
+		return err
+	}
+	args := c.Args
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	cmd := exec.Command(prog, append(defaultArgs, args...)...)
+	cmd.Dir = dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "RUNFILES_DIR="+dir, "BUILD_WORKSPACE_DIRECTORY="+s.Root())
+	if err := cmd.Run(); err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return exitCode(ee.ExitCode())
+		}
+		return err
+	}
+	return nil
+}
+
+// exitCode is a program's non-zero exit, passed on as rbs's own.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // QueryCmd is `rbs query`.
 type QueryCmd struct {
@@ -31,10 +165,41 @@ type QueryCmd struct {
 }
 
 // Run implements the command.
-func (c *QueryCmd) Run() error { return notImplemented("query") }
+func (c *QueryCmd) Run() error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	s, err := session.Open(session.Options{Dir: dir})
+	if err != nil {
+		return err
+	}
+	labels, err := s.Query(c.Expr)
+	if err != nil {
+		return err
+	}
+	for _, l := range labels {
+		fmt.Println(l)
+	}
+	return nil
+}
 
 // CleanCmd is `rbs clean`.
 type CleanCmd struct{}
 
 // Run implements the command.
-func (c *CleanCmd) Run() error { return notImplemented("clean") }
+func (c *CleanCmd) Run() error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	s, err := session.Open(session.Options{Dir: dir})
+	if err != nil {
+		return err
+	}
+	return s.Clean()
+}
+
+
+// ExitCode makes rbs exit with the program's status.
+func (e exitCode) ExitCode() int { return int(e) }

@@ -1,0 +1,611 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/merkle"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Local runs actions on this machine, each in a fresh scratch directory
+// holding only its declared inputs, with a local CAS and action cache.
+//
+// The CAS keeps each blob as a read-only file, in two stores by mode (0444
+// and 0555), so that inputs are hard links into it rather than copies.
+type Local struct {
+	tmp        string
+	plain, exe *blobstore.Disk
+	ac         blobstore.Store
+}
+
+var _ Executor = (*Local)(nil)
+
+// NewLocal opens (creating if needed) a local executor whose CAS lives in
+// cacheDir/cas, its action cache in cacheDir/ac and its scratch
+// directories in cacheDir/tmp, all together bounded by maxSize bytes (0
+// for no bound). Scratch directories left by an earlier process are
+// removed.
+func NewLocal(cacheDir string, maxSize int64) (*Local, error) {
+	if maxSize < 0 {
+		return nil, fmt.Errorf("local cache %s: negative size bound %d", cacheDir, maxSize)
+	}
+	var acSize, casSize int64
+	if maxSize > 0 {
+		acSize = max(maxSize/32, 1)
+		casSize = max((maxSize-acSize)/2, 1)
+	}
+	plain, err := blobstore.NewDisk(filepath.Join(cacheDir, "cas", "r"), casSize, blobstore.WithFileMode(0o444))
+	if err != nil {
+		return nil, err
+	}
+	exe, err := blobstore.NewDisk(filepath.Join(cacheDir, "cas", "x"), casSize, blobstore.WithFileMode(0o555))
+	if err != nil {
+		return nil, err
+	}
+	ac, err := blobstore.NewDisk(filepath.Join(cacheDir, "ac"), acSize)
+	if err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(cacheDir, "tmp")
+	if err := removeAll(tmp); err != nil {
+		return nil, fmt.Errorf("local cache %s: clearing scratch directories: %w", cacheDir, err)
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	return &Local{tmp: tmp, plain: plain, exe: exe, ac: ac}, nil
+}
+
+func (l *Local) store(exec bool) *blobstore.Disk {
+	if exec {
+		return l.exe
+	}
+	return l.plain
+}
+
+// cas is the verifying view of a store.
+func (l *Local) cas(exec bool) blobstore.Store { return blobstore.ContentAddressed(l.store(exec)) }
+
+// Run implements Executor.
+func (l *Local) Run(ctx context.Context, a *Action, outRoot string) (*Result, error) {
+	p, err := Prepare(a)
+	if err != nil {
+		return nil, err
+	}
+	desc := describe(a)
+	if !a.NoCache {
+		res, err := l.lookup(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading the action cache: %w", desc, err)
+		}
+		if res != nil {
+			err := materialize(ctx, res.ar, a.Outputs, a.OutputDirs, outRoot, &localSource{l: l}, desc)
+			if err == nil {
+				return &Result{ExitCode: 0, Stdout: res.stdout, Stderr: res.stderr, Cached: true, Digest: p.ActionDigest}, nil
+			}
+			if status.Code(err) != codes.NotFound {
+				return nil, err
+			}
+			// Evicted between the lookup and now: run it again.
+		}
+	}
+	return l.execute(ctx, a, p, outRoot)
+}
+
+type hit struct {
+	ar             *repb.ActionResult
+	stdout, stderr []byte
+}
+
+// lookup returns the cached result of p when there is one whose blobs are
+// all in the CAS.
+func (l *Local) lookup(ctx context.Context, p *Prepared) (*hit, error) {
+	b, err := blobstore.GetBytes(ctx, l.ac, p.ActionDigest)
+	if blobstore.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ar := &repb.ActionResult{}
+	if err := proto.Unmarshal(b, ar); err != nil || ar.ExitCode != 0 {
+		return nil, nil
+	}
+	need := map[bool][]*repb.Digest{}
+	for _, f := range ar.OutputFiles {
+		need[f.IsExecutable] = append(need[f.IsExecutable], f.Digest)
+	}
+	for _, od := range ar.OutputDirectories {
+		need[false] = append(need[false], od.TreeDigest)
+		td, err := digest.FromProto(od.TreeDigest)
+		if err != nil {
+			return nil, nil
+		}
+		tb, err := blobstore.GetBytes(ctx, l.cas(false), td)
+		if err != nil {
+			return nil, nil
+		}
+		tree := &repb.Tree{}
+		if err := proto.Unmarshal(tb, tree); err != nil {
+			return nil, nil
+		}
+		for _, d := range append([]*repb.Directory{tree.Root}, tree.Children...) {
+			for _, f := range d.GetFiles() {
+				need[f.IsExecutable] = append(need[f.IsExecutable], f.Digest)
+			}
+		}
+	}
+	for exec, ps := range need {
+		ds := make([]digest.Digest, 0, len(ps))
+		for _, pd := range ps {
+			d, err := digest.FromProto(pd)
+			if err != nil {
+				return nil, nil
+			}
+			ds = append(ds, d)
+		}
+		missing, err := l.cas(exec).FindMissing(ctx, ds)
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) > 0 {
+			return nil, nil
+		}
+	}
+	h := &hit{ar: ar}
+	for _, s := range []struct {
+		d   *repb.Digest
+		out *[]byte
+	}{{ar.StdoutDigest, &h.stdout}, {ar.StderrDigest, &h.stderr}} {
+		if s.d == nil {
+			continue
+		}
+		d, err := digest.FromProto(s.d)
+		if err != nil {
+			return nil, nil
+		}
+		b, err := blobstore.GetBytes(ctx, l.cas(false), d)
+		if blobstore.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		*s.out = b
+	}
+	return h, nil
+}
+
+// execute runs the action in a scratch directory.
+func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot string) (*Result, error) {
+	desc := describe(a)
+	work, err := os.MkdirTemp(l.tmp, "run-")
+	if err != nil {
+		return nil, err
+	}
+	defer removeAll(work)
+	root := filepath.Join(work, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return nil, err
+	}
+	for _, f := range p.Tree.Files {
+		if err := l.stage(ctx, f, filepath.Join(root, filepath.FromSlash(f.Path))); err != nil {
+			return nil, fmt.Errorf("%s: staging input %q: %w", desc, f.Path, err)
+		}
+	}
+	for _, o := range append(append([]string(nil), a.Outputs...), a.OutputDirs...) {
+		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(path.Dir(o))), 0o755); err != nil {
+			return nil, fmt.Errorf("%s: creating the directory of output %q: %w", desc, o, err)
+		}
+	}
+	env := make([]string, 0, len(p.Command.EnvironmentVariables))
+	for _, v := range p.Command.EnvironmentVariables {
+		env = append(env, v.Name+"="+v.Value)
+	}
+	stdout, err := os.Create(filepath.Join(work, "stdout"))
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(work, "stderr"))
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close()
+
+	pr, runErr := runProcess(ctx, a.Args, env, root, stdout, stderr, a.Timeout)
+	if runErr != nil {
+		return nil, fmt.Errorf("%s: cannot run %q: %w", desc, a.Args[0], runErr)
+	}
+	res := &Result{ExitCode: pr.exitCode, Digest: p.ActionDigest}
+	if res.Stdout, err = os.ReadFile(stdout.Name()); err != nil {
+		return nil, err
+	}
+	if res.Stderr, err = os.ReadFile(stderr.Name()); err != nil {
+		return nil, err
+	}
+	if pr.exitCode != 0 {
+		return res, nil
+	}
+
+	c := &localCollector{root: root, desc: desc, ar: &repb.ActionResult{}, scratch: map[digest.Digest]string{}}
+	if err := c.collect(a); err != nil {
+		return nil, err
+	}
+	if err := checkUndeclared(root, a, desc); err != nil {
+		return nil, err
+	}
+	if !a.NoCache {
+		if err := l.fill(ctx, p, c, res); err != nil {
+			return nil, fmt.Errorf("%s: caching outputs: %w", desc, err)
+		}
+	}
+	if err := materialize(ctx, c.ar, a.Outputs, a.OutputDirs, outRoot, &localSource{l: l, scratch: c.scratch, trees: c.trees}, desc); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// stage places one input at dst: a hard link from the CAS, putting it
+// there first if needed, or a copy where that fails.
+func (l *Local) stage(ctx context.Context, f merkle.File, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	mode := os.FileMode(0o444)
+	if f.Executable {
+		mode = 0o555
+	}
+	if f.Digest.Size() == 0 {
+		if err := os.WriteFile(dst, nil, mode); err != nil {
+			return err
+		}
+		return os.Chmod(dst, mode)
+	}
+	store := l.store(f.Executable)
+	err := store.Link(f.Digest, dst)
+	if err == nil || !blobstore.IsNotFound(err) {
+		return err
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return err
+	}
+	err = l.cas(f.Executable).Put(ctx, f.Digest, rc)
+	rc.Close()
+	switch status.Code(err) {
+	case codes.OK:
+		if err := store.Link(f.Digest, dst); err == nil || !blobstore.IsNotFound(err) {
+			return err
+		}
+	case codes.InvalidArgument:
+		return fmt.Errorf("its content changed since it was hashed: %v", err)
+	case codes.ResourceExhausted:
+		// Larger than the cache: copied below.
+	default:
+		return err
+	}
+	rc, err = f.Open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	v := digest.NewVerifier(f.Digest)
+	_, err = io.Copy(io.MultiWriter(out, v), rc)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = v.Check()
+	}
+	if err == nil {
+		err = os.Chmod(dst, mode)
+	}
+	return err
+}
+
+// fill puts the outputs, stdout and stderr into the CAS and the result into
+// the action cache. Outputs too large for the cache leave the action
+// uncached.
+func (l *Local) fill(ctx context.Context, p *Prepared, c *localCollector, res *Result) error {
+	cacheable := true
+	put := func(exec bool, d digest.Digest, open func() (io.ReadCloser, error)) error {
+		if missing, err := l.cas(exec).FindMissing(ctx, []digest.Digest{d}); err != nil || len(missing) == 0 {
+			return err
+		}
+		rc, err := open()
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		err = l.cas(exec).Put(ctx, d, rc)
+		if status.Code(err) == codes.ResourceExhausted {
+			cacheable = false
+			return nil
+		}
+		return err
+	}
+	inMemory := func(b []byte) func() (io.ReadCloser, error) {
+		return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	onDisk := func(p string) func() (io.ReadCloser, error) {
+		return func() (io.ReadCloser, error) { return os.Open(p) }
+	}
+	for _, f := range c.files {
+		if err := put(f.exec, f.d, onDisk(f.abs)); err != nil {
+			return err
+		}
+	}
+	for d, b := range c.trees {
+		if err := put(false, d, inMemory(b)); err != nil {
+			return err
+		}
+	}
+	for _, s := range []struct {
+		b   []byte
+		set func(*repb.Digest)
+	}{{res.Stdout, func(d *repb.Digest) { c.ar.StdoutDigest = d }}, {res.Stderr, func(d *repb.Digest) { c.ar.StderrDigest = d }}} {
+		d := digest.FromBytes(s.b)
+		if err := put(false, d, inMemory(s.b)); err != nil {
+			return err
+		}
+		s.set(d.Proto())
+	}
+	if !cacheable {
+		return nil
+	}
+	b, err := marshal(c.ar)
+	if err != nil {
+		return err
+	}
+	return blobstore.PutBytes(ctx, l.ac, p.ActionDigest, b)
+}
+
+// localCollector turns the outputs in a scratch directory into an
+// ActionResult.
+type localCollector struct {
+	root    string
+	desc    string
+	ar      *repb.ActionResult
+	files   []collected
+	trees   map[digest.Digest][]byte
+	scratch map[digest.Digest]string // where each output blob is in the scratch directory
+}
+
+type collected struct {
+	d    digest.Digest
+	exec bool
+	abs  string
+}
+
+func (c *localCollector) file(abs string, info os.FileInfo) (digest.Digest, bool, error) {
+	f, err := os.Open(abs)
+	if err != nil {
+		return digest.Digest{}, false, err
+	}
+	d, err := digest.FromReader(f)
+	f.Close()
+	if err != nil {
+		return digest.Digest{}, false, err
+	}
+	exec := info.Mode()&0o111 != 0
+	c.files = append(c.files, collected{d, exec, abs})
+	c.scratch[d] = abs
+	return d, exec, nil
+}
+
+// collect checks that every declared output exists with its kind and
+// records it. A symlink declared as an output file counts as the file it
+// points to.
+func (c *localCollector) collect(a *Action) error {
+	for _, o := range a.Outputs {
+		abs := filepath.Join(c.root, filepath.FromSlash(o))
+		info, err := os.Stat(abs)
+		if os.IsNotExist(err) {
+			return fmt.Errorf("%s did not create its declared output %q", c.desc, o)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: output %q: %w", c.desc, o, err)
+		}
+		if info.IsDir() {
+			return fmt.Errorf("%s: declared output file %q is a directory", c.desc, o)
+		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s: declared output %q is not a regular file", c.desc, o)
+		}
+		d, exec, err := c.file(abs, info)
+		if err != nil {
+			return fmt.Errorf("%s: output %q: %w", c.desc, o, err)
+		}
+		c.ar.OutputFiles = append(c.ar.OutputFiles, &repb.OutputFile{Path: o, Digest: d.Proto(), IsExecutable: exec})
+	}
+	for _, o := range a.OutputDirs {
+		abs := filepath.Join(c.root, filepath.FromSlash(o))
+		info, err := os.Stat(abs)
+		if os.IsNotExist(err) {
+			return fmt.Errorf("%s did not create its declared output directory %q", c.desc, o)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: output %q: %w", c.desc, o, err)
+		}
+		if !info.IsDir() {
+			return fmt.Errorf("%s: declared output directory %q is not a directory", c.desc, o)
+		}
+		tree := &repb.Tree{}
+		children := map[digest.Digest]bool{}
+		rootDir, err := c.directory(abs, tree, children)
+		if err != nil {
+			return fmt.Errorf("%s: output directory %q: %w", c.desc, o, err)
+		}
+		tree.Root = rootDir
+		b, err := marshal(tree)
+		if err != nil {
+			return err
+		}
+		d := digest.FromBytes(b)
+		if c.trees == nil {
+			c.trees = map[digest.Digest][]byte{}
+		}
+		c.trees[d] = b
+		c.ar.OutputDirectories = append(c.ar.OutputDirectories, &repb.OutputDirectory{Path: o, TreeDigest: d.Proto()})
+	}
+	return nil
+}
+
+// directory builds the Directory message of abs, adding its descendants to
+// tree.Children.
+func (c *localCollector) directory(abs string, tree *repb.Tree, children map[digest.Digest]bool) (*repb.Directory, error) {
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	dir := &repb.Directory{}
+	for _, e := range entries {
+		p := filepath.Join(abs, e.Name())
+		info, err := os.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case info.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil, err
+			}
+			dir.Symlinks = append(dir.Symlinks, &repb.SymlinkNode{Name: e.Name(), Target: target})
+		case info.IsDir():
+			sub, err := c.directory(p, tree, children)
+			if err != nil {
+				return nil, err
+			}
+			b, err := marshal(sub)
+			if err != nil {
+				return nil, err
+			}
+			d := digest.FromBytes(b)
+			if !children[d] {
+				children[d] = true
+				tree.Children = append(tree.Children, sub)
+			}
+			dir.Directories = append(dir.Directories, &repb.DirectoryNode{Name: e.Name(), Digest: d.Proto()})
+		case info.Mode().IsRegular():
+			d, exec, err := c.file(p, info)
+			if err != nil {
+				return nil, err
+			}
+			dir.Files = append(dir.Files, &repb.FileNode{Name: e.Name(), Digest: d.Proto(), IsExecutable: exec})
+		default:
+			return nil, fmt.Errorf("%s is neither a file, a directory nor a symlink", p)
+		}
+	}
+	return dir, nil
+}
+
+// checkUndeclared reports the first file or directory (in path order) the
+// action left in its scratch directory that is neither an input, nor a
+// declared output, nor a directory holding either.
+func checkUndeclared(root string, a *Action, desc string) error {
+	known := map[string]bool{} // inputs and declared outputs: not looked into
+	parents := map[string]bool{}
+	addParents := func(p string) {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			parents[d] = true
+		}
+	}
+	for _, f := range a.Inputs {
+		known[f.Path] = true
+		addParents(f.Path)
+	}
+	for _, list := range [][]string{a.Outputs, a.OutputDirs} {
+		for _, o := range list {
+			known[o] = true
+			addParents(o)
+		}
+	}
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		entries, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil {
+			return fmt.Errorf("%s: %w", desc, err)
+		}
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+		for _, e := range entries {
+			p := path.Join(rel, e.Name())
+			switch {
+			case known[p]:
+			case parents[p] && e.IsDir():
+				if err := walk(p); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("%s wrote %s, which is not one of its declared outputs", desc, p)
+			}
+		}
+		return nil
+	}
+	return walk("")
+}
+
+// localSource reads output blobs from the scratch directory of the run
+// that made them, or else from the local CAS.
+type localSource struct {
+	l       *Local
+	scratch map[digest.Digest]string
+	trees   map[digest.Digest][]byte
+}
+
+func (s *localSource) bytes(ctx context.Context, d digest.Digest) ([]byte, error) {
+	if b, ok := s.trees[d]; ok {
+		return b, nil
+	}
+	return blobstore.GetBytes(ctx, s.l.cas(false), d)
+}
+
+func (s *localSource) open(ctx context.Context, f fileReq) (io.ReadCloser, error) {
+	if p, ok := s.scratch[f.d]; ok {
+		return os.Open(p)
+	}
+	rc, err := s.l.cas(f.exec).Get(ctx, f.d, 0)
+	if blobstore.IsNotFound(err) {
+		rc, err = s.l.cas(!f.exec).Get(ctx, f.d, 0)
+	}
+	return rc, err
+}
+
+func (s *localSource) writeFiles(ctx context.Context, reqs []fileReq) error {
+	for _, f := range reqs {
+		rc, err := s.open(ctx, f)
+		if err != nil {
+			return err
+		}
+		v := digest.NewVerifier(f.d)
+		err = writeFile(f.dst, f.exec, func(w io.Writer) error {
+			_, err := io.Copy(io.MultiWriter(w, v), rc)
+			if err == nil {
+				err = v.Check()
+			}
+			return err
+		})
+		rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,353 @@
+package rules
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/rbs-build/rbs/starlark/label"
+	"github.com/rbs-build/rbs/starlark/loader"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+)
+
+// Configured is an analysed target: its providers, its default files and
+// executable, and the actions it registered.
+type Configured struct {
+	Label      label.Label
+	Def        *TargetDef // nil for a source or generated file
+	Providers  map[*Provider]*ProviderInstance
+	Files      []*File
+	Executable *File
+	Runfiles   *Runfiles
+	Actions    []*Action
+}
+
+func (c *Configured) runfiles() *Runfiles {
+	if c.Runfiles == nil {
+		return emptyRunfiles()
+	}
+	return c.Runfiles
+}
+
+func (c *Configured) defaultInfo() *ProviderInstance {
+	fields := starlark.StringDict{
+		"files":            newDepset(c.Files),
+		"runfiles":         c.runfiles(),
+		"default_runfiles": c.runfiles(),
+		"data_runfiles":    c.runfiles(),
+		"executable":       starlark.None,
+	}
+	if c.Executable != nil {
+		fields["executable"] = c.Executable
+		fields["files_to_run"] = starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"executable": c.Executable})
+	}
+	return &ProviderInstance{p: defaultInfo, fields: fields}
+}
+
+// analyzer analyses targets once each, depth first, detecting cycles.
+type analyzer struct {
+	ws      *Workspace
+	done    map[string]*Configured
+	stack   []string
+	byFile  map[string]*File     // every generated file by exec path
+	runfile map[string][]*File   // an executable's runfiles by exec path
+	actions map[string]*Action   // producing action by output exec path
+}
+
+func (an *analyzer) runfilesOf(f *File) []*File { return an.runfile[f.Path()] }
+
+// analyze returns the configured target for a label.
+func (an *analyzer) analyze(l label.Label) (*Configured, error) {
+	key := l.String()
+	if c, ok := an.done[key]; ok {
+		return c, nil
+	}
+	for i, s := range an.stack {
+		if s == key {
+			return nil, fmt.Errorf("dependency cycle: %s", strings.Join(append(an.stack[i:], key), " -> "))
+		}
+	}
+	pkg, err := an.ws.Package(l.Pkg)
+	if err != nil {
+		return nil, err
+	}
+	def, ok := pkg.Targets[l.Name]
+	if !ok {
+		c, err := an.file(pkg, l)
+		if err != nil {
+			return nil, err
+		}
+		an.done[key] = c
+		return c, nil
+	}
+	an.stack = append(an.stack, key)
+	c, err := an.configure(pkg, def)
+	an.stack = an.stack[:len(an.stack)-1]
+	if err != nil {
+		return nil, err
+	}
+	an.done[key] = c
+	return c, nil
+}
+
+// file returns the target of a label that names a file: a generated file
+// of a rule in its package, or a source file that must exist.
+func (an *analyzer) file(pkg *Package, l label.Label) (*Configured, error) {
+	if owner, ok := pkg.Outputs[l.Name]; ok {
+		oc, err := an.analyze(label.Label{Pkg: pkg.Name, Name: owner})
+		if err != nil {
+			return nil, err
+		}
+		short := path.Join(pkg.Name, l.Name)
+		for _, a := range oc.Actions {
+			for _, o := range a.Outputs {
+				if o.ShortPath == short {
+					return &Configured{Label: l, Files: []*File{o}}, nil
+				}
+			}
+		}
+		return nil, fmt.Errorf("%s declares output %s but no action of it produces it", oc.Label, l)
+	}
+	info, err := os.Stat(filepath.Join(pkg.Dir, filepath.FromSlash(l.Name)))
+	if err != nil || info.IsDir() {
+		return nil, fmt.Errorf("no such target %s: no rule named %q in package %q and no file of that name", l, l.Name, pkg.Name)
+	}
+	// A file in a subpackage belongs to that package.
+	for dir := path.Dir(l.Name); dir != "."; dir = path.Dir(dir) {
+		if label.BuildFile(filepath.Join(pkg.Dir, filepath.FromSlash(dir))) != "" {
+			return nil, fmt.Errorf("label %s crosses into package %s: use //%s:%s", l, path.Join(pkg.Name, dir), path.Join(pkg.Name, dir), strings.TrimPrefix(l.Name, dir+"/"))
+		}
+	}
+	f := &File{ShortPath: path.Join(pkg.Name, l.Name), Owner: l}
+	return &Configured{Label: l, Files: []*File{f}}, nil
+}
+
+// configure analyses a rule target: its dependencies first, then its
+// implementation function.
+func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error) {
+	ctx := &ruleContext{
+		an: an, def: def, pkg: pkg, declared: map[string]*File{}, deps: map[string]*Configured{},
+		file: starlark.StringDict{}, files: starlark.StringDict{}, exe: starlark.StringDict{}, outputs: starlark.StringDict{},
+	}
+	attrs := starlark.StringDict{"name": starlark.String(def.Label.Name)}
+	for _, name := range sortedKeys(def.Rule.attrs) {
+		a := def.Rule.attrs[name]
+		v := def.Attrs[name]
+		switch a.kind {
+		case attrLabel, attrLabelList:
+			var targets []starlark.Value
+			var files []starlark.Value
+			for _, s := range labelStrings(v) {
+				dl, err := label.ParseRelative(s, pkg.Name)
+				if err != nil {
+					return nil, fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
+				}
+				dep, err := an.analyze(dl)
+				if err != nil {
+					if strings.HasPrefix(err.Error(), "dependency cycle") {
+						return nil, err
+					}
+					return nil, fmt.Errorf("%s: attribute %s: %w", def.Label, name, err)
+				}
+				ctx.deps[dl.String()] = dep
+				targets = append(targets, &Target{configured: dep})
+				for _, f := range dep.Files {
+					files = append(files, f)
+				}
+				if a.executable {
+					if dep.Executable == nil {
+						return nil, fmt.Errorf("%s: attribute %s: %s is not executable", def.Label, name, dl)
+					}
+					ctx.exe[name] = dep.Executable
+				}
+			}
+			ctx.files[name] = starlark.NewList(files)
+			if a.kind == attrLabel {
+				attrs[name] = starlark.None
+				if len(targets) == 1 {
+					attrs[name] = targets[0]
+				}
+				if a.single {
+					if len(files) > 1 {
+						return nil, fmt.Errorf("%s: attribute %s must name a single file, got %d", def.Label, name, len(files))
+					}
+					ctx.file[name] = starlark.None
+					if len(files) == 1 {
+						ctx.file[name] = files[0]
+					}
+				}
+			} else {
+				attrs[name] = starlark.NewList(targets)
+			}
+		case attrOutput, attrOutputList:
+			var outs []starlark.Value
+			var labels []starlark.Value
+			for _, s := range labelStrings(v) {
+				f, err := ctx.declare(s, false)
+				if err != nil {
+					return nil, fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
+				}
+				outs = append(outs, f)
+				labels = append(labels, Label{label.Label{Pkg: pkg.Name, Name: s}})
+			}
+			if a.kind == attrOutput {
+				attrs[name], ctx.outputs[name] = starlark.None, starlark.None
+				if len(outs) == 1 {
+					attrs[name], ctx.outputs[name] = labels[0], outs[0]
+				}
+			} else {
+				attrs[name], ctx.outputs[name] = starlark.NewList(labels), starlark.NewList(outs)
+			}
+		default:
+			attrs[name] = v
+		}
+	}
+	if _, ok := def.Rule.attrs["tags"]; !ok {
+		tags := make([]starlark.Value, len(def.Tags))
+		for i, t := range def.Tags {
+			tags[i] = starlark.String(t)
+		}
+		attrs["tags"] = starlark.NewList(tags)
+	}
+	if def.Rule.executable {
+		exe, err := ctx.declare(def.Label.Name, false)
+		if err != nil {
+			return nil, err
+		}
+		ctx.outputs["executable"] = exe
+	}
+	ctx.attr = starlarkstruct.FromStringDict(starlark.String("attr"), attrs)
+
+	thread := &starlark.Thread{Name: "analysis of " + def.Label.String()}
+	ret, err := starlark.Call(thread, def.Rule.impl, starlark.Tuple{ctx}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("analysis of %s failed: %w", def.Label, loader.Describe(err))
+	}
+	ctx.frozen = true
+	return an.finish(ctx, ret)
+}
+
+// finish turns what an implementation returned into a Configured target and
+// checks the actions it registered.
+func (an *analyzer) finish(ctx *ruleContext, ret starlark.Value) (*Configured, error) {
+	def := ctx.def
+	c := &Configured{Label: def.Label, Def: def, Providers: map[*Provider]*ProviderInstance{}, Actions: ctx.actions}
+	var infos []*ProviderInstance
+	switch r := ret.(type) {
+	case starlark.NoneType:
+	case *ProviderInstance:
+		infos = []*ProviderInstance{r}
+	case *starlark.List:
+		for i := 0; i < r.Len(); i++ {
+			p, ok := r.Index(i).(*ProviderInstance)
+			if !ok {
+				return nil, fmt.Errorf("%s: the implementation must return providers, got %s", def.Label, r.Index(i).Type())
+			}
+			infos = append(infos, p)
+		}
+	default:
+		return nil, fmt.Errorf("%s: the implementation must return a list of providers, got %s", def.Label, ret.Type())
+	}
+	var di *ProviderInstance
+	for _, p := range infos {
+		if p.p == defaultInfo {
+			di = p
+		} else {
+			c.Providers[p.p] = p
+		}
+	}
+	// Default outputs: DefaultInfo's files, else the predeclared outputs.
+	if di != nil {
+		if fs, ok := di.fields["files"].(*Depset); ok {
+			c.Files = fs.Files()
+		} else {
+			c.Files = predeclared(ctx)
+		}
+		if e, ok := di.fields["executable"].(*File); ok {
+			c.Executable = e
+		}
+		for _, k := range []string{"runfiles", "default_runfiles"} {
+			if r, ok := di.fields[k].(*Runfiles); ok {
+				c.Runfiles = r
+			}
+		}
+	} else {
+		c.Files = predeclared(ctx)
+	}
+	if def.Rule.executable && c.Executable == nil {
+		c.Executable = ctx.outputs["executable"].(*File)
+	}
+	if c.Executable != nil && !containsFile(c.Files, c.Executable) {
+		c.Files = append(c.Files, c.Executable)
+	}
+	// Every declared file must be produced by exactly one action.
+	produced := map[string]bool{}
+	for _, a := range ctx.actions {
+		for _, o := range a.Outputs {
+			produced[o.ShortPath] = true
+			an.actions[o.Path()] = a
+			an.byFile[o.Path()] = o
+		}
+	}
+	for _, short := range sortedFileKeys(ctx.declared) {
+		if !produced[short] {
+			return nil, fmt.Errorf("%s declares %s but no action produces it", def.Label, short)
+		}
+	}
+	if c.Executable != nil {
+		var rf []*File
+		if c.Runfiles != nil {
+			rf = c.Runfiles.files.Files()
+		}
+		an.runfile[c.Executable.Path()] = rf
+	}
+	return c, nil
+}
+
+func predeclared(ctx *ruleContext) []*File {
+	var out []*File
+	for _, name := range sortedDictKeys(ctx.outputs) {
+		switch v := ctx.outputs[name].(type) {
+		case *File:
+			if name != "executable" {
+				out = append(out, v)
+			}
+		case *starlark.List:
+			for i := 0; i < v.Len(); i++ {
+				out = append(out, v.Index(i).(*File))
+			}
+		}
+	}
+	return out
+}
+
+func containsFile(fs []*File, f *File) bool {
+	for _, x := range fs {
+		if x.Path() == f.Path() {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedFileKeys(m map[string]*File) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedDictKeys(d starlark.StringDict) []string {
+	out := make([]string, 0, len(d))
+	for k := range d {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,173 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+)
+
+// attrKind is the type of a rule attribute.
+type attrKind int
+
+const (
+	attrString attrKind = iota
+	attrInt
+	attrBool
+	attrLabel
+	attrLabelList
+	attrStringList
+	attrStringDict
+	attrOutput
+	attrOutputList
+)
+
+var attrKindNames = map[attrKind]string{
+	attrString: "string", attrInt: "int", attrBool: "bool", attrLabel: "label", attrLabelList: "label_list",
+	attrStringList: "string_list", attrStringDict: "string_dict", attrOutput: "output", attrOutputList: "output_list",
+}
+
+// Attr describes one attribute of a rule (attr.string(...) and friends).
+type Attr struct {
+	kind       attrKind
+	def        starlark.Value // nil: none
+	mandatory  bool
+	allowFiles bool
+	single     bool // allow_single_file
+	executable bool
+	values     []string
+}
+
+var _ starlark.Value = (*Attr)(nil)
+
+func (a *Attr) String() string        { return "<attr." + attrKindNames[a.kind] + ">" }
+func (a *Attr) Type() string          { return "Attribute" }
+func (a *Attr) Freeze()               {}
+func (a *Attr) Truth() starlark.Bool  { return true }
+func (a *Attr) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: Attribute") }
+
+// attrModule is the attr module of the rule API.
+func attrModule() *starlarkstruct.Module {
+	members := starlark.StringDict{}
+	for kind, name := range attrKindNames {
+		members[name] = attrConstructor(kind, name)
+	}
+	return &starlarkstruct.Module{Name: "attr", Members: members}
+}
+
+func attrConstructor(kind attrKind, name string) *starlark.Builtin {
+	return starlark.NewBuiltin("attr."+name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		a := &Attr{kind: kind}
+		var def starlark.Value
+		var doc string
+		var mandatory, executable, allowEmpty, nonEmpty bool
+		var allowFiles, cfg, providers, values, singleFile starlark.Value
+		err := starlark.UnpackArgs(b.Name(), args, kwargs,
+			"default?", &def, "doc?", &doc, "mandatory?", &mandatory, "allow_files?", &allowFiles,
+			"allow_single_file?", &singleFile, "executable?", &executable, "cfg?", &cfg, "providers?", &providers,
+			"values?", &values, "allow_empty?", &allowEmpty, "non_empty?", &nonEmpty)
+		if err != nil {
+			return nil, err
+		}
+		a.def, a.mandatory, a.executable = def, mandatory, executable
+		switch v := allowFiles.(type) {
+		case nil:
+		case starlark.Bool:
+			a.allowFiles = bool(v)
+		default:
+			a.allowFiles = true // a list of extensions
+		}
+		if singleFile != nil && singleFile != starlark.False {
+			a.allowFiles, a.single = true, true
+		}
+		if l, ok := values.(*starlark.List); ok {
+			for i := 0; i < l.Len(); i++ {
+				if s, ok := starlark.AsString(l.Index(i)); ok {
+					a.values = append(a.values, s)
+				}
+			}
+		}
+		return a, nil
+	})
+}
+
+// zero returns the value an attribute takes when a target does not set it.
+func (a *Attr) zero() starlark.Value {
+	if a.def != nil {
+		return a.def
+	}
+	switch a.kind {
+	case attrString:
+		return starlark.String("")
+	case attrInt:
+		return starlark.MakeInt(0)
+	case attrBool:
+		return starlark.False
+	case attrLabelList, attrStringList, attrOutputList:
+		return starlark.NewList(nil)
+	case attrStringDict:
+		return starlark.NewDict(0)
+	}
+	return starlark.None
+}
+
+// check validates a value given for the attribute.
+func (a *Attr) check(name string, v starlark.Value) error {
+	bad := func(want string) error {
+		return fmt.Errorf("attribute %s: want %s, got %s %s", name, want, v.Type(), v)
+	}
+	switch a.kind {
+	case attrString, attrLabel, attrOutput:
+		if v == starlark.None && a.kind != attrString {
+			return nil
+		}
+		s, ok := v.(starlark.String)
+		if !ok {
+			return bad("a string")
+		}
+		if len(a.values) > 0 && !contains(a.values, string(s)) {
+			return fmt.Errorf("attribute %s: %q is not one of %v", name, string(s), a.values)
+		}
+	case attrInt:
+		if _, ok := v.(starlark.Int); !ok {
+			return bad("an int")
+		}
+	case attrBool:
+		if _, ok := v.(starlark.Bool); !ok {
+			return bad("a bool")
+		}
+	case attrLabelList, attrStringList, attrOutputList:
+		l, ok := v.(*starlark.List)
+		if !ok {
+			return bad("a list of strings")
+		}
+		for i := 0; i < l.Len(); i++ {
+			if _, ok := l.Index(i).(starlark.String); !ok {
+				return bad("a list of strings")
+			}
+		}
+	case attrStringDict:
+		d, ok := v.(*starlark.Dict)
+		if !ok {
+			return bad("a dict of strings")
+		}
+		for _, kv := range d.Items() {
+			_, ok1 := kv[0].(starlark.String)
+			_, ok2 := kv[1].(starlark.String)
+			if !ok1 || !ok2 {
+				return bad("a dict of strings")
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]*Attr) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

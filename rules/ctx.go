@@ -1,0 +1,620 @@
+package rules
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/rbs-build/rbs/starlark/label"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+)
+
+// Action is one step of the build: a command that reads input files and
+// writes output files, or a file written or copied from analysis.
+type Action struct {
+	Owner    label.Label
+	Mnemonic string
+	Progress string
+	Args     []string
+	Env      map[string]string
+	Inputs   []*File
+	Outputs  []*File
+	// Write actions produce their one output from Content; Copy actions
+	// from another file; neither runs a process.
+	Write      bool
+	Content    string
+	Copy       *File
+	Executable bool
+}
+
+// Description names the action in progress output and errors.
+func (a *Action) Description() string {
+	if a.Progress != "" {
+		return a.Progress
+	}
+	return a.Mnemonic + " " + a.Owner.String()
+}
+
+// ruleContext is ctx, one per analysed target.
+type ruleContext struct {
+	an       *analyzer
+	def      *TargetDef
+	pkg      *Package
+	attr     *starlarkstruct.Struct
+	file     starlark.StringDict
+	files    starlark.StringDict
+	exe      starlark.StringDict
+	outputs  starlark.StringDict
+	declared map[string]*File // by short path
+	actions  []*Action
+	deps     map[string]*Configured // every label in attributes, by label string
+	frozen   bool
+}
+
+var _ starlark.HasAttrs = (*ruleContext)(nil)
+
+func (c *ruleContext) String() string        { return "<ctx for " + c.def.Label.String() + ">" }
+func (c *ruleContext) Type() string          { return "ctx" }
+func (c *ruleContext) Freeze()               {}
+func (c *ruleContext) Truth() starlark.Bool  { return true }
+func (c *ruleContext) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: ctx") }
+func (c *ruleContext) AttrNames() []string {
+	return []string{"actions", "attr", "bin_dir", "build_file_path", "executable", "expand_location", "file", "files",
+		"genfiles_dir", "label", "outputs", "runfiles", "var", "workspace_name"}
+}
+
+func (c *ruleContext) Attr(name string) (starlark.Value, error) {
+	mod := func(n string, d starlark.StringDict) starlark.Value { return starlarkstruct.FromStringDict(starlark.String(n), d) }
+	switch name {
+	case "label":
+		return Label{c.def.Label}, nil
+	case "attr":
+		return c.attr, nil
+	case "file":
+		return mod("file", c.file), nil
+	case "files":
+		return mod("files", c.files), nil
+	case "executable":
+		return mod("executable", c.exe), nil
+	case "outputs":
+		return mod("outputs", c.outputs), nil
+	case "actions":
+		return c.actionsModule(), nil
+	case "workspace_name":
+		return starlark.String(c.an.ws.Name), nil
+	case "bin_dir", "genfiles_dir":
+		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(BinDir)}), nil
+	case "build_file_path":
+		return starlark.String(path.Join(c.pkg.Name, "BUILD")), nil
+	case "var":
+		return makeVars(), nil
+	case "runfiles":
+		return starlark.NewBuiltin("runfiles", c.runfiles), nil
+	case "expand_location":
+		return starlark.NewBuiltin("expand_location", c.expandLocationBuiltin), nil
+	}
+	return nil, nil
+}
+
+func makeVars() *starlark.Dict {
+	d := starlark.NewDict(2)
+	d.SetKey(starlark.String("COMPILATION_MODE"), starlark.String("fastbuild"))
+	d.SetKey(starlark.String("TARGET_CPU"), starlark.String("k8"))
+	return d
+}
+
+func (c *ruleContext) runfiles(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var files *starlark.List
+	var transitive *Depset
+	var collectData, collectDefault bool
+	var symlinks, rootSymlinks starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "files?", &files, "transitive_files?", &transitive,
+		"collect_data?", &collectData, "collect_default?", &collectDefault, "symlinks?", &symlinks, "root_symlinks?", &rootSymlinks); err != nil {
+		return nil, err
+	}
+	d := &Depset{}
+	if transitive != nil {
+		d.transitive = append(d.transitive, transitive)
+	}
+	if files != nil {
+		for i := 0; i < files.Len(); i++ {
+			f, ok := files.Index(i).(*File)
+			if !ok {
+				return nil, fmt.Errorf("runfiles: files must be Files, got %s", files.Index(i).Type())
+			}
+			d.direct = append(d.direct, f)
+		}
+	}
+	if collectData || collectDefault {
+		for _, name := range []string{"data", "deps", "srcs"} {
+			for _, dep := range c.attrTargets(name) {
+				d.transitive = append(d.transitive, dep.runfiles().files)
+			}
+		}
+	}
+	return &Runfiles{files: d}, nil
+}
+
+// attrTargets returns the analysed targets of a label or label_list
+// attribute.
+func (c *ruleContext) attrTargets(name string) []*Configured {
+	a := c.def.Rule.attrs[name]
+	if a == nil || (a.kind != attrLabel && a.kind != attrLabelList) {
+		return nil
+	}
+	var out []*Configured
+	for _, s := range labelStrings(c.def.Attrs[name]) {
+		l, err := label.ParseRelative(s, c.pkg.Name)
+		if err == nil {
+			out = append(out, c.deps[l.String()])
+		}
+	}
+	return out
+}
+
+func labelStrings(v starlark.Value) []string {
+	switch x := v.(type) {
+	case starlark.String:
+		if x == "" {
+			return nil
+		}
+		return []string{string(x)}
+	case *starlark.List:
+		l, _ := stringList(x)
+		return l
+	}
+	return nil
+}
+
+var locationRef = regexp.MustCompile(`\$\((location|locations|execpath|execpaths|rootpath|rootpaths)\s+([^)]+)\)`)
+
+func (c *ruleContext) expandLocationBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var input string
+	var targets *starlark.List
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "input", &input, "targets?", &targets); err != nil {
+		return nil, err
+	}
+	s, err := c.expandLocation(input)
+	if err != nil {
+		return nil, fmt.Errorf("expand_location: %v", err)
+	}
+	return starlark.String(s), nil
+}
+
+// expandLocation replaces $(location //x), $(execpaths :y) and friends with
+// the paths of the files of targets named in the rule's attributes.
+func (c *ruleContext) expandLocation(s string) (string, error) {
+	var firstErr error
+	out := locationRef.ReplaceAllStringFunc(s, func(m string) string {
+		parts := locationRef.FindStringSubmatch(m)
+		kind, ref := parts[1], strings.TrimSpace(parts[2])
+		l, err := label.ParseRelative(ref, c.pkg.Name)
+		if err != nil {
+			firstErr = err
+			return m
+		}
+		dep, ok := c.deps[l.String()]
+		if !ok {
+			firstErr = fmt.Errorf("label %s in $(%s) is not declared in the attributes of %s", l, kind, c.def.Label)
+			return m
+		}
+		files := dep.Files
+		if dep.Executable != nil {
+			files = []*File{dep.Executable}
+		}
+		if !strings.HasSuffix(kind, "s") && len(files) != 1 {
+			firstErr = fmt.Errorf("$(%s %s) expands to %d files; use $(%ss %s)", kind, ref, len(files), kind, ref)
+			return m
+		}
+		paths := make([]string, len(files))
+		for i, f := range files {
+			if strings.HasPrefix(kind, "rootpath") {
+				paths[i] = f.ShortPath
+			} else {
+				paths[i] = f.Path()
+			}
+		}
+		return strings.Join(paths, " ")
+	})
+	return out, firstErr
+}
+
+// declare makes a generated file of this target.
+func (c *ruleContext) declare(name string, dir bool) (*File, error) {
+	if c.frozen {
+		return nil, fmt.Errorf("files can only be declared during analysis")
+	}
+	if name == "" || strings.HasPrefix(name, "/") || strings.Contains("/"+name+"/", "/../") {
+		return nil, fmt.Errorf("invalid file name %q", name)
+	}
+	short := path.Join(c.pkg.Name, name)
+	if f, ok := c.declared[short]; ok {
+		return f, nil
+	}
+	f := &File{ShortPath: short, Generated: true, Owner: c.def.Label, IsDirectory: dir}
+	c.declared[short] = f
+	return f, nil
+}
+
+func (c *ruleContext) actionsModule() starlark.Value {
+	b := func(name string, fn func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) starlark.Value {
+		return starlark.NewBuiltin(name, fn)
+	}
+	return starlarkstruct.FromStringDict(starlark.String("actions"), starlark.StringDict{
+		"declare_file":      b("declare_file", c.declareFile),
+		"declare_directory": b("declare_directory", c.declareDirectory),
+		"write":             b("write", c.write),
+		"run":               b("run", c.run),
+		"run_shell":         b("run_shell", c.runShell),
+		"symlink":           b("symlink", c.symlink),
+		"args":              b("args", newArgs),
+	})
+}
+
+func (c *ruleContext) declareFile(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name string
+	var sibling *File
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "filename", &name, "sibling?", &sibling); err != nil {
+		return nil, err
+	}
+	if sibling != nil {
+		rel := strings.TrimPrefix(path.Join(path.Dir(sibling.ShortPath), name), c.pkg.Name+"/")
+		name = rel
+	}
+	return c.declare(name, false)
+}
+
+func (c *ruleContext) declareDirectory(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name string
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "filename", &name); err != nil {
+		return nil, err
+	}
+	return c.declare(name, true)
+}
+
+func (c *ruleContext) write(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var out *File
+	var content starlark.Value
+	var executable bool
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "output", &out, "content", &content, "is_executable?", &executable); err != nil {
+		return nil, err
+	}
+	text, ok := starlark.AsString(content)
+	if !ok {
+		a, isArgs := content.(*Args)
+		if !isArgs {
+			return nil, fmt.Errorf("write: content must be a string or Args, got %s", content.Type())
+		}
+		text = strings.Join(a.strings(), "\n") + "\n"
+	}
+	return starlark.None, c.addAction(&Action{Mnemonic: "FileWrite", Outputs: []*File{out}, Write: true, Content: text, Executable: executable})
+}
+
+func (c *ruleContext) symlink(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var out, target *File
+	var executable bool
+	var progress string
+	var targetPath starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "output", &out, "target_file?", &target, "target_path?", &targetPath,
+		"is_executable?", &executable, "progress_message?", &progress); err != nil {
+		return nil, err
+	}
+	if target == nil {
+		return nil, fmt.Errorf("symlink: target_file is required")
+	}
+	return starlark.None, c.addAction(&Action{Mnemonic: "Symlink", Progress: progress, Outputs: []*File{out}, Inputs: []*File{target}, Copy: target, Executable: executable})
+}
+
+// actionArgs holds the arguments common to run and run_shell.
+type actionArgs struct {
+	outputs, inputs, tools, arguments starlark.Value
+	mnemonic, progress                string
+	env                               *starlark.Dict
+}
+
+func (c *ruleContext) collect(a *actionArgs) (*Action, error) {
+	act := &Action{Mnemonic: a.mnemonic, Progress: a.progress, Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}}
+	if act.Mnemonic == "" {
+		act.Mnemonic = "Action"
+	}
+	outs, err := fileList("outputs", a.outputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(outs) == 0 {
+		return nil, fmt.Errorf("an action must have outputs")
+	}
+	act.Outputs = outs
+	for _, name := range []string{"inputs", "tools"} {
+		v := a.inputs
+		if name == "tools" {
+			v = a.tools
+		}
+		fs, err := fileList(name, v)
+		if err != nil {
+			return nil, err
+		}
+		act.Inputs = append(act.Inputs, fs...)
+		if name == "tools" {
+			// A tool's runfiles come with it.
+			for _, f := range fs {
+				act.Inputs = append(act.Inputs, c.an.runfilesOf(f)...)
+			}
+		}
+	}
+	if a.env != nil {
+		for _, kv := range a.env.Items() {
+			k, _ := starlark.AsString(kv[0])
+			v, _ := starlark.AsString(kv[1])
+			act.Env[k] = v
+		}
+	}
+	return act, nil
+}
+
+func fileList(what string, v starlark.Value) ([]*File, error) {
+	switch x := v.(type) {
+	case nil, starlark.NoneType:
+		return nil, nil
+	case *Depset:
+		return x.Files(), nil
+	case *starlark.List:
+		var out []*File
+		for i := 0; i < x.Len(); i++ {
+			switch e := x.Index(i).(type) {
+			case *File:
+				out = append(out, e)
+			case *Depset:
+				out = append(out, e.Files()...)
+			default:
+				return nil, fmt.Errorf("%s: want Files, got %s", what, e.Type())
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s: want a list or depset of Files, got %s", what, v.Type())
+}
+
+func argStrings(v starlark.Value) ([]string, error) {
+	l, ok := v.(*starlark.List)
+	if v == nil || v == starlark.None {
+		return nil, nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("arguments: want a list, got %s", v.Type())
+	}
+	var out []string
+	for i := 0; i < l.Len(); i++ {
+		switch e := l.Index(i).(type) {
+		case starlark.String:
+			out = append(out, string(e))
+		case *File:
+			out = append(out, e.Path())
+		case *Args:
+			out = append(out, e.strings()...)
+		default:
+			out = append(out, e.String())
+		}
+	}
+	return out, nil
+}
+
+func (c *ruleContext) run(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var a actionArgs
+	var executable starlark.Value
+	var useEnv bool
+	var reqs, resourceSet, toolchain, execGroup, inputManifests starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "outputs", &a.outputs, "inputs?", &a.inputs, "executable", &executable,
+		"tools?", &a.tools, "arguments?", &a.arguments, "mnemonic?", &a.mnemonic, "progress_message?", &a.progress,
+		"use_default_shell_env?", &useEnv, "env?", &a.env, "execution_requirements?", &reqs, "input_manifests?", &inputManifests,
+		"exec_group?", &execGroup, "resource_set?", &resourceSet, "toolchain?", &toolchain); err != nil {
+		return nil, err
+	}
+	act, err := c.collect(&a)
+	if err != nil {
+		return nil, fmt.Errorf("run: %v", err)
+	}
+	switch e := executable.(type) {
+	case *File:
+		act.Args = []string{e.Path()}
+		act.Inputs = append(act.Inputs, e)
+		act.Inputs = append(act.Inputs, c.an.runfilesOf(e)...)
+	case starlark.String:
+		act.Args = []string{string(e)}
+	default:
+		return nil, fmt.Errorf("run: executable must be a File or a string, got %s", executable.Type())
+	}
+	rest, err := argStrings(a.arguments)
+	if err != nil {
+		return nil, fmt.Errorf("run: %v", err)
+	}
+	act.Args = append(act.Args, rest...)
+	return starlark.None, c.addAction(act)
+}
+
+func (c *ruleContext) runShell(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var a actionArgs
+	var command starlark.Value
+	var useEnv bool
+	var reqs, resourceSet, toolchain, execGroup, inputManifests starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "outputs", &a.outputs, "inputs?", &a.inputs, "tools?", &a.tools,
+		"arguments?", &a.arguments, "mnemonic?", &a.mnemonic, "command", &command, "progress_message?", &a.progress,
+		"use_default_shell_env?", &useEnv, "env?", &a.env, "execution_requirements?", &reqs, "input_manifests?", &inputManifests,
+		"exec_group?", &execGroup, "resource_set?", &resourceSet, "toolchain?", &toolchain); err != nil {
+		return nil, err
+	}
+	act, err := c.collect(&a)
+	if err != nil {
+		return nil, fmt.Errorf("run_shell: %v", err)
+	}
+	cmd, ok := starlark.AsString(command)
+	if !ok {
+		parts, err := argStrings(command)
+		if err != nil || len(parts) == 0 {
+			return nil, fmt.Errorf("run_shell: command must be a string")
+		}
+		cmd = strings.Join(parts, " ")
+	}
+	rest, err := argStrings(a.arguments)
+	if err != nil {
+		return nil, fmt.Errorf("run_shell: %v", err)
+	}
+	act.Args = append([]string{"/bin/bash", "-c", cmd}, rest...)
+	if len(rest) > 0 {
+		act.Args = append([]string{"/bin/bash", "-c", cmd, ""}, rest...)
+	}
+	return starlark.None, c.addAction(act)
+}
+
+// addAction records an action after checking that its outputs belong to
+// this target and are not produced twice.
+func (c *ruleContext) addAction(a *Action) error {
+	a.Owner = c.def.Label
+	for _, o := range a.Outputs {
+		if !o.Generated || o.Owner != c.def.Label {
+			return fmt.Errorf("%s: an action can only output files that %s declared, not %s", c.def.Label, c.def.Label, o.ShortPath)
+		}
+		for _, other := range c.actions {
+			for _, oo := range other.Outputs {
+				if oo.ShortPath == o.ShortPath {
+					return fmt.Errorf("%s: output %s is produced by two actions (%s and %s)", c.def.Label, o.ShortPath, other.Mnemonic, a.Mnemonic)
+				}
+			}
+		}
+	}
+	c.actions = append(c.actions, a)
+	return nil
+}
+
+// Args is ctx.actions.args(): a command line built up by add calls.
+type Args struct {
+	items []string
+}
+
+var _ starlark.HasAttrs = (*Args)(nil)
+
+func newArgs(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	return &Args{}, nil
+}
+
+func (a *Args) String() string        { return fmt.Sprintf("Args(%q)", a.items) }
+func (a *Args) Type() string          { return "Args" }
+func (a *Args) Freeze()               {}
+func (a *Args) Truth() starlark.Bool  { return true }
+func (a *Args) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: Args") }
+func (a *Args) strings() []string     { return a.items }
+func (a *Args) AttrNames() []string   { return []string{"add", "add_all", "add_joined", "set_param_file_format", "use_param_file"} }
+
+func (a *Args) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "add":
+		return starlark.NewBuiltin("add", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var first, second starlark.Value
+			var format string
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "arg_name_or_value", &first, "value?", &second, "format?", &format); err != nil {
+				return nil, err
+			}
+			for _, v := range []starlark.Value{first, second} {
+				if v == nil {
+					continue
+				}
+				s := argString(v)
+				if format != "" && v == lastNonNil(first, second) {
+					s = strings.Replace(format, "%s", s, 1)
+				}
+				a.items = append(a.items, s)
+			}
+			return a, nil
+		}), nil
+	case "add_all", "add_joined":
+		joined := name == "add_joined"
+		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var first, second starlark.Value
+			var format, before, sep string
+			var uniquify, omitEmpty, expandDirs bool
+			var mapEach starlark.Value
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "arg_name_or_values", &first, "values?", &second,
+				"join_with?", &sep, "format_each?", &format, "before_each?", &before, "uniquify?", &uniquify,
+				"omit_if_empty?", &omitEmpty, "expand_directories?", &expandDirs, "map_each?", &mapEach); err != nil {
+				return nil, err
+			}
+			values := first
+			var flag string
+			if second != nil {
+				flag, values = argString(first), second
+			}
+			var items []string
+			var list []starlark.Value
+			switch v := values.(type) {
+			case *Depset:
+				list = v.ToList()
+			case *starlark.List:
+				for i := 0; i < v.Len(); i++ {
+					list = append(list, v.Index(i))
+				}
+			default:
+				return nil, fmt.Errorf("%s: want a list or depset, got %s", name, values.Type())
+			}
+			for _, v := range list {
+				s := argString(v)
+				if format != "" {
+					s = strings.Replace(format, "%s", s, 1)
+				}
+				items = append(items, s)
+			}
+			if flag != "" && (len(items) > 0 || !omitEmpty) {
+				a.items = append(a.items, flag)
+			}
+			if joined {
+				if len(items) > 0 || !omitEmpty {
+					a.items = append(a.items, strings.Join(items, sep))
+				}
+				return a, nil
+			}
+			for _, s := range items {
+				if before != "" {
+					a.items = append(a.items, before)
+				}
+				a.items = append(a.items, s)
+			}
+			return a, nil
+		}), nil
+	case "set_param_file_format", "use_param_file":
+		return starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			return a, nil
+		}), nil
+	}
+	return nil, nil
+}
+
+func lastNonNil(a, b starlark.Value) starlark.Value {
+	if b != nil {
+		return b
+	}
+	return a
+}
+
+func argString(v starlark.Value) string {
+	switch x := v.(type) {
+	case starlark.String:
+		return string(x)
+	case *File:
+		return x.Path()
+	}
+	return v.String()
+}
+
+func sortedStrings(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,248 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/rbs-build/rbs/starlark/label"
+	"go.starlark.net/starlark"
+)
+
+// RuleClass is what rule() returns: calling it in a BUILD file (or a macro
+// called from one) declares a target.
+type RuleClass struct {
+	name       string // the global it was exported as, such as "genrule"
+	impl       starlark.Callable
+	attrs      map[string]*Attr
+	executable bool
+	test       bool
+	doc        string
+}
+
+var _ starlark.Callable = (*RuleClass)(nil)
+
+func (r *RuleClass) String() string        { return "<rule " + r.Name() + ">" }
+func (r *RuleClass) Type() string          { return "rule" }
+func (r *RuleClass) Freeze()               {}
+func (r *RuleClass) Truth() starlark.Bool  { return true }
+func (r *RuleClass) Hash() (uint32, error) { return starlark.String(r.Name()).Hash() }
+
+// Name is the rule's name, used by kind() queries and errors.
+func (r *RuleClass) Name() string {
+	if r.name == "" {
+		return "unnamed_rule"
+	}
+	return r.name
+}
+
+// commonAttrs are accepted by every rule; rbs uses tags, args and
+// testonly, and ignores the rest.
+var commonAttrs = map[string]bool{
+	"visibility": true, "tags": true, "testonly": true, "features": true, "deprecation": true,
+	"compatible_with": true, "restricted_to": true, "licenses": true, "exec_compatible_with": true,
+	"target_compatible_with": true, "size": true, "timeout": true, "flaky": true, "shard_count": true,
+	"local": true, "args": true, "env": true, "exec_properties": true,
+}
+
+func ruleBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var impl starlark.Callable
+	var attrs *starlark.Dict
+	var executable, test bool
+	var doc string
+	var outputs, toolchains, fragments, provides, cfg starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "implementation", &impl, "attrs?", &attrs,
+		"executable?", &executable, "test?", &test, "doc?", &doc, "outputs?", &outputs,
+		"toolchains?", &toolchains, "fragments?", &fragments, "provides?", &provides, "cfg?", &cfg); err != nil {
+		return nil, err
+	}
+	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test, test: test, doc: doc}
+	if attrs != nil {
+		for _, kv := range attrs.Items() {
+			name, ok := starlark.AsString(kv[0])
+			if !ok {
+				return nil, fmt.Errorf("rule: attribute names must be strings, got %s", kv[0])
+			}
+			a, ok := kv[1].(*Attr)
+			if !ok {
+				return nil, fmt.Errorf("rule: attribute %q must be an attr.* value, got %s", name, kv[1].Type())
+			}
+			if name == "name" || commonAttrs[name] && name != "env" && name != "args" {
+				return nil, fmt.Errorf("rule: attribute %q is predefined", name)
+			}
+			r.attrs[name] = a
+		}
+	}
+	return r, nil
+}
+
+// CallInternal declares a target in the package being evaluated.
+func (r *RuleClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	pkg, ok := thread.Local(packageKey).(*Package)
+	if !ok {
+		return nil, fmt.Errorf("%s: rules can only be called while a BUILD file is evaluated", r.Name())
+	}
+	if len(args) > 0 {
+		return nil, fmt.Errorf("%s: rules take keyword arguments only", r.Name())
+	}
+	t := &TargetDef{Rule: r, Attrs: map[string]starlark.Value{}, Pos: thread.CallFrame(1).Pos.String()}
+	for _, kv := range kwargs {
+		name := string(kv[0].(starlark.String))
+		v := kv[1]
+		switch {
+		case name == "name":
+			s, ok := v.(starlark.String)
+			if !ok {
+				return nil, fmt.Errorf("%s: name must be a string", r.Name())
+			}
+			t.Label = label.Label{Pkg: pkg.Name, Name: string(s)}
+		case name == "tags":
+			tags, err := stringList(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: tags: %v", r.Name(), err)
+			}
+			t.Tags = tags
+		case name == "args" && r.attrs["args"] == nil:
+			a, err := stringList(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: args: %v", r.Name(), err)
+			}
+			t.Args = a
+		case r.attrs[name] != nil:
+			if err := r.attrs[name].check(name, v); err != nil {
+				return nil, fmt.Errorf("%s %s: %v", r.Name(), pkg.labelOf(t), err)
+			}
+			t.Attrs[name] = v
+		case commonAttrs[name]:
+		default:
+			return nil, fmt.Errorf("%s %s: unknown attribute %q (attributes: %v)", r.Name(), pkg.labelOf(t), name, sortedKeys(r.attrs))
+		}
+	}
+	if t.Label.Name == "" {
+		return nil, fmt.Errorf("%s: missing name", r.Name())
+	}
+	if _, err := label.Parse("//" + pkg.Name + ":" + t.Label.Name); err != nil {
+		return nil, fmt.Errorf("%s: invalid name %q: %v", r.Name(), t.Label.Name, err)
+	}
+	for name, a := range r.attrs {
+		if _, set := t.Attrs[name]; !set {
+			if a.mandatory {
+				return nil, fmt.Errorf("%s %s: missing mandatory attribute %q", r.Name(), t.Label, name)
+			}
+			t.Attrs[name] = a.zero()
+		}
+	}
+	if err := pkg.add(t); err != nil {
+		return nil, err
+	}
+	return starlark.None, nil
+}
+
+func stringList(v starlark.Value) ([]string, error) {
+	l, ok := v.(*starlark.List)
+	if !ok {
+		return nil, fmt.Errorf("want a list of strings, got %s", v.Type())
+	}
+	out := make([]string, l.Len())
+	for i := range out {
+		s, ok := starlark.AsString(l.Index(i))
+		if !ok {
+			return nil, fmt.Errorf("want a list of strings, got %s", l.Index(i).Type())
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// packageKey is the thread-local key of the Package being evaluated.
+const packageKey = "rbs.package"
+
+// Package is an evaluated BUILD file: its targets and the files they output.
+type Package struct {
+	Name    string // package path, "" for the root
+	Dir     string // absolute directory
+	Targets map[string]*TargetDef
+	Order   []string            // target names in declaration order
+	Outputs map[string]string   // generated file name -> owning target name
+	Exports map[string]bool     // exports_files
+	Sources map[string]struct{} // files known to exist, from glob or exports_files
+}
+
+func newPackage(name, dir string) *Package {
+	return &Package{Name: name, Dir: dir, Targets: map[string]*TargetDef{}, Outputs: map[string]string{}, Exports: map[string]bool{}, Sources: map[string]struct{}{}}
+}
+
+func (p *Package) labelOf(t *TargetDef) string {
+	if t.Label.Name == "" {
+		return "//" + p.Name + ":<unnamed>"
+	}
+	return t.Label.String()
+}
+
+// TargetDef is a target as declared in a BUILD file.
+type TargetDef struct {
+	Label label.Label
+	Rule  *RuleClass
+	Attrs map[string]starlark.Value
+	Tags  []string
+	Args  []string
+	Pos   string
+}
+
+// Kind is the rule name, as kind() queries match it.
+func (t *TargetDef) Kind() string { return t.Rule.Name() + " rule" }
+
+// IsTest reports whether the target is a test.
+func (t *TargetDef) IsTest() bool { return t.Rule.test }
+
+func (p *Package) add(t *TargetDef) error {
+	if old, dup := p.Targets[t.Label.Name]; dup {
+		return fmt.Errorf("target %s is declared twice (first at %s)", t.Label, old.Pos)
+	}
+	if owner, ok := p.Outputs[t.Label.Name]; ok {
+		return fmt.Errorf("target %s has the name of a file that %s outputs", t.Label, label.Label{Pkg: p.Name, Name: owner})
+	}
+	for name, a := range t.Rule.attrs {
+		var outs []string
+		switch a.kind {
+		case attrOutput:
+			if s, ok := t.Attrs[name].(starlark.String); ok && s != "" {
+				outs = []string{string(s)}
+			}
+		case attrOutputList:
+			outs, _ = stringList(t.Attrs[name])
+		}
+		sort.Strings(outs)
+		for _, o := range outs {
+			if _, err := label.ParseRelative(o, p.Name); err != nil {
+				return fmt.Errorf("%s: output %v", t.Label, err)
+			}
+			if owner, dup := p.Outputs[o]; dup {
+				return fmt.Errorf("output %s is declared twice: by %s and by %s", label.Label{Pkg: p.Name, Name: o}, label.Label{Pkg: p.Name, Name: owner}, t.Label)
+			}
+			if _, clash := p.Targets[o]; clash {
+				return fmt.Errorf("%s outputs %s, which is the name of a target", t.Label, o)
+			}
+			p.Outputs[o] = t.Label.Name
+		}
+	}
+	p.Targets[t.Label.Name] = t
+	p.Order = append(p.Order, t.Label.Name)
+	return nil
+}
+
+// DepLabels returns the labels a target's label attributes name.
+func DepLabels(t *TargetDef) []label.Label {
+	var out []label.Label
+	for _, name := range sortedKeys(t.Rule.attrs) {
+		a := t.Rule.attrs[name]
+		if a.kind != attrLabel && a.kind != attrLabelList {
+			continue
+		}
+		for _, s := range labelStrings(t.Attrs[name]) {
+			if l, err := label.ParseRelative(s, t.Label.Pkg); err == nil {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}

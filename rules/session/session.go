@@ -1,0 +1,347 @@
+// Package session carries out rbs build, test, run, query and clean in a
+// workspace: it finds the workspace, loads and analyses the targets, and
+// executes their actions locally or on a remote REAPI server, reporting
+// progress on a terminal.
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/executor"
+	"github.com/rbs-build/rbs/rules"
+	"github.com/rbs-build/rbs/rules/engine"
+	"github.com/rbs-build/rbs/starlark/label"
+)
+
+// OutDir is where outputs land, relative to the workspace root; BinLink is
+// the convenience symlink to its bin directory.
+const (
+	OutDir  = "rbs-out"
+	BinLink = "rbs-bin"
+)
+
+// Options configure a Session.
+type Options struct {
+	Dir      string // where the command runs; the workspace is found from it
+	Jobs     int
+	Remote   client.Options // Target "" for local execution
+	CacheDir string         // the local CAS and action cache
+	Out      io.Writer      // results
+	Progress io.Writer      // a live progress line; nil for none
+}
+
+// Session is one command in a workspace.
+type Session struct {
+	opts Options
+	ws   *rules.Workspace
+	cwd  string // package of Dir
+	exec executor.Executor
+	done func()
+}
+
+// Open finds the workspace around opts.Dir.
+func Open(opts Options) (*Session, error) {
+	root, err := label.FindWorkspace(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := rules.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(root, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cwd := filepath.ToSlash(rel)
+	if cwd == "." {
+		cwd = ""
+	}
+	if opts.Jobs <= 0 {
+		opts.Jobs = 4
+	}
+	if opts.Out == nil {
+		opts.Out = os.Stdout
+	}
+	return &Session{opts: opts, ws: ws, cwd: cwd, done: func() {}}, nil
+}
+
+// Root is the workspace root.
+func (s *Session) Root() string { return s.ws.Root }
+
+// Close releases the session's connections.
+func (s *Session) Close() { s.done() }
+
+func (s *Session) executor() (executor.Executor, error) {
+	if s.exec != nil {
+		return s.exec, nil
+	}
+	if s.opts.Remote.Target != "" {
+		conn, err := client.Dial(s.opts.Remote)
+		if err != nil {
+			return nil, err
+		}
+		s.done = func() { conn.Close() }
+		s.exec = executor.NewRemote(conn, "")
+		return s.exec, nil
+	}
+	dir := s.opts.CacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = filepath.Join(base, "rbs", "build")
+	}
+	local, err := executor.NewLocal(dir, 10<<30)
+	if err != nil {
+		return nil, err
+	}
+	s.exec = local
+	return local, nil
+}
+
+func (s *Session) engine() (*engine.Engine, error) {
+	ex, err := s.executor()
+	if err != nil {
+		return nil, err
+	}
+	e := &engine.Engine{Root: s.ws.Root, Exec: ex, Jobs: s.opts.Jobs}
+	if s.opts.Progress != nil {
+		var mu sync.Mutex
+		last := time.Time{}
+		e.Progress = func(st engine.Stats) {
+			mu.Lock()
+			defer mu.Unlock()
+			if time.Since(last) < 50*time.Millisecond && st.Done != st.Total {
+				return
+			}
+			last = time.Now()
+			fmt.Fprintf(s.opts.Progress, "\r\033[K[%d / %d] %d running, %d executed, %d cached", st.Done, st.Total, st.Running, st.Executed, st.Cached)
+		}
+	}
+	return e, nil
+}
+
+func (s *Session) endProgress() {
+	if s.opts.Progress != nil {
+		fmt.Fprint(s.opts.Progress, "\r\033[K")
+	}
+}
+
+// Summary is what a build did.
+type Summary struct {
+	Targets []*rules.Configured
+	Stats   engine.Stats
+}
+
+// Build loads, analyses and (unless noBuild) builds the targets the
+// patterns name.
+func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*Summary, error) {
+	if len(patterns) == 0 {
+		return nil, fmt.Errorf("no targets given: name some, such as //... or //pkg:target")
+	}
+	labels, err := s.ws.Expand(patterns, s.cwd)
+	if err != nil {
+		return nil, err
+	}
+	an, err := s.ws.Analyze(labels)
+	if err != nil {
+		return nil, err
+	}
+	sum := &Summary{}
+	var files []*rules.File
+	for _, l := range labels {
+		c := an.Targets[l.String()]
+		sum.Targets = append(sum.Targets, c)
+		files = append(files, c.Files...)
+		if c.Executable != nil {
+			files = append(files, an.Runfiles[c.Executable.Path()]...)
+		}
+	}
+	if noBuild {
+		return sum, nil
+	}
+	e, err := s.engine()
+	if err != nil {
+		return nil, err
+	}
+	st, err := e.Build(ctx, an, files)
+	s.endProgress()
+	sum.Stats = st
+	if err != nil {
+		return sum, err
+	}
+	s.linkBin()
+	return sum, nil
+}
+
+// linkBin points the rbs-bin convenience link at rbs-out/bin.
+func (s *Session) linkBin() {
+	link := filepath.Join(s.ws.Root, BinLink)
+	if target, err := os.Readlink(link); err == nil && target == filepath.Join(OutDir, "bin") {
+		return
+	}
+	os.Remove(link)
+	os.Symlink(filepath.Join(OutDir, "bin"), link)
+}
+
+// TestResult is the outcome of one test target.
+type TestResult struct {
+	Label    label.Label
+	Passed   bool
+	Cached   bool
+	ExitCode int
+	Duration time.Duration
+	Log      string // path of the test log, relative to the workspace
+}
+
+// Test builds the test targets the patterns name and runs them. tagFilters
+// selects tests by tag: "a" keeps tests tagged a, "-b" drops those tagged b.
+func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []string, args []string) ([]TestResult, error) {
+	labels, err := s.ws.Expand(patterns, s.cwd)
+	if err != nil {
+		return nil, err
+	}
+	var tests []label.Label
+	for _, l := range labels {
+		pkg, err := s.ws.Package(l.Pkg)
+		if err != nil {
+			return nil, err
+		}
+		def, ok := pkg.Targets[l.Name]
+		if ok && def.IsTest() && tagsMatch(def.Tags, tagFilters) {
+			tests = append(tests, l)
+		}
+	}
+	if len(tests) == 0 {
+		return nil, fmt.Errorf("no test targets match %s", strings.Join(patterns, " "))
+	}
+	var patternsOfTests []string
+	for _, l := range tests {
+		patternsOfTests = append(patternsOfTests, l.String())
+	}
+	sum, err := s.Build(ctx, patternsOfTests, false)
+	if err != nil {
+		return nil, err
+	}
+	an, err := s.ws.Analyze(tests)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.engine()
+	if err != nil {
+		return nil, err
+	}
+	results := make([]TestResult, len(sum.Targets))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, s.opts.Jobs)
+	for i, c := range sum.Targets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i] = s.runTest(ctx, e, c, an.Runfiles[c.Executable.Path()], append(c.Def.Args, args...))
+		}()
+	}
+	wg.Wait()
+	return results, nil
+}
+
+func (s *Session) runTest(ctx context.Context, e *engine.Engine, c *rules.Configured, runfiles []*rules.File, args []string) TestResult {
+	start := time.Now()
+	r := TestResult{Label: c.Label, Log: filepath.Join(OutDir, "testlogs", c.Label.Pkg, c.Label.Name, "test.log")}
+	res, err := e.RunTest(ctx, s.ws.Name, c.Executable, runfiles, args, "Testing "+c.Label.String())
+	var log []byte
+	if err != nil {
+		log = []byte(err.Error() + "\n")
+		r.ExitCode = -1
+	} else {
+		log = append(res.Stdout, res.Stderr...)
+		r.ExitCode, r.Cached, r.Passed = res.ExitCode, res.Cached, res.ExitCode == 0
+	}
+	r.Duration = time.Since(start)
+	path := filepath.Join(s.ws.Root, r.Log)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, log, 0o644)
+	return r
+}
+
+func tagsMatch(tags, filters []string) bool {
+	has := map[string]bool{}
+	for _, t := range tags {
+		has[t] = true
+	}
+	wantAny := false
+	matched := false
+	for _, f := range filters {
+		if f == "" {
+			continue
+		}
+		if neg, ok := strings.CutPrefix(f, "-"); ok {
+			if has[neg] {
+				return false
+			}
+			continue
+		}
+		wantAny = true
+		if has[f] {
+			matched = true
+		}
+	}
+	if has["manual"] && !matched {
+		return false
+	}
+	return !wantAny || matched
+}
+
+// Runnable builds an executable target and lays out its runfiles tree; it
+// returns the program's path and the directory to run it in.
+func (s *Session) Runnable(ctx context.Context, target string) (program, dir string, args []string, err error) {
+	sum, err := s.Build(ctx, []string{target}, false)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if len(sum.Targets) != 1 {
+		return "", "", nil, fmt.Errorf("%s names %d targets; rbs run needs one", target, len(sum.Targets))
+	}
+	c := sum.Targets[0]
+	if c.Executable == nil {
+		return "", "", nil, fmt.Errorf("%s is not executable", c.Label)
+	}
+	an, err := s.ws.Analyze([]label.Label{c.Label})
+	if err != nil {
+		return "", "", nil, err
+	}
+	dir, err = engine.MakeRunfiles(s.ws.Root, s.ws.Name, c.Executable, an.Runfiles[c.Executable.Path()])
+	if err != nil {
+		return "", "", nil, err
+	}
+	return filepath.Join(dir, filepath.FromSlash(c.Executable.ShortPath)), dir, c.Def.Args, nil
+}
+
+// Clean removes the build outputs (the local action cache stays).
+func (s *Session) Clean() error {
+	os.Remove(filepath.Join(s.ws.Root, BinLink))
+	return os.RemoveAll(filepath.Join(s.ws.Root, OutDir))
+}
+
+// sortedLabels returns labels as sorted strings.
+func sortedLabels(ls []label.Label) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.String()
+	}
+	sort.Strings(out)
+	return out
+}

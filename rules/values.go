@@ -1,0 +1,284 @@
+package rules
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/rbs-build/rbs/starlark/label"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+	"go.starlark.net/syntax"
+)
+
+// Label is a label as a Starlark value (ctx.label, dep.label).
+type Label struct{ label.Label }
+
+var (
+	_ starlark.HasAttrs   = Label{}
+	_ starlark.Comparable = Label{}
+)
+
+func (l Label) String() string        { return l.Label.String() }
+func (l Label) Type() string          { return "Label" }
+func (l Label) Freeze()               {}
+func (l Label) Truth() starlark.Bool  { return true }
+func (l Label) Hash() (uint32, error) { return starlark.String(l.String()).Hash() }
+func (l Label) AttrNames() []string {
+	return []string{"name", "package", "workspace_name", "workspace_root"}
+}
+
+func (l Label) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "name":
+		return starlark.String(l.Name), nil
+	case "package":
+		return starlark.String(l.Pkg), nil
+	case "workspace_name", "repo_name":
+		return starlark.String(l.Repo), nil
+	case "workspace_root":
+		if l.Repo == "" {
+			return starlark.String(""), nil
+		}
+		return starlark.String("external/" + l.Repo), nil
+	}
+	return nil, nil
+}
+
+func (l Label) CompareSameType(op syntax.Token, y starlark.Value, depth int) (bool, error) {
+	return starlark.Compare(op, starlark.String(l.String()), starlark.String(y.(Label).String()))
+}
+
+// File is a source or generated file (ctx.file, ctx.outputs, declare_file).
+type File struct {
+	// ShortPath is the path relative to the workspace root: "pkg/out.txt".
+	ShortPath string
+	// Generated files live under the output root, rbs-out/bin.
+	Generated bool
+	Owner     label.Label
+	// IsDirectory marks a declared output directory.
+	IsDirectory bool
+}
+
+var _ starlark.HasAttrs = (*File)(nil)
+
+// BinDir is where generated files live, relative to the exec root.
+const BinDir = "rbs-out/bin"
+
+// Path is the exec path: where the file is relative to the exec root.
+func (f *File) Path() string {
+	if f.Generated {
+		return BinDir + "/" + f.ShortPath
+	}
+	return f.ShortPath
+}
+
+func (f *File) String() string {
+	if f.Generated {
+		return fmt.Sprintf("<generated file %s>", f.ShortPath)
+	}
+	return fmt.Sprintf("<source file %s>", f.ShortPath)
+}
+func (f *File) Type() string          { return "File" }
+func (f *File) Freeze()               {}
+func (f *File) Truth() starlark.Bool  { return true }
+func (f *File) Hash() (uint32, error) { return starlark.String(f.Path()).Hash() }
+func (f *File) AttrNames() []string {
+	return []string{"basename", "dirname", "extension", "is_directory", "is_source", "owner", "path", "root", "short_path"}
+}
+
+func (f *File) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "path":
+		return starlark.String(f.Path()), nil
+	case "short_path":
+		return starlark.String(f.ShortPath), nil
+	case "basename":
+		return starlark.String(path.Base(f.ShortPath)), nil
+	case "dirname":
+		return starlark.String(path.Dir(f.Path())), nil
+	case "extension":
+		return starlark.String(strings.TrimPrefix(path.Ext(f.ShortPath), ".")), nil
+	case "is_source":
+		return starlark.Bool(!f.Generated), nil
+	case "is_directory":
+		return starlark.Bool(f.IsDirectory), nil
+	case "owner":
+		return Label{f.Owner}, nil
+	case "root":
+		root := ""
+		if f.Generated {
+			root = BinDir
+		}
+		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(root)}), nil
+	}
+	return nil, nil
+}
+
+// Depset is an immutable set of values built from direct elements and
+// transitive depsets, flattened in order on demand.
+type Depset struct {
+	direct     []starlark.Value
+	transitive []*Depset
+}
+
+var _ starlark.HasAttrs = (*Depset)(nil)
+
+func (d *Depset) String() string        { return fmt.Sprintf("depset(%v)", d.ToList()) }
+func (d *Depset) Type() string          { return "depset" }
+func (d *Depset) Freeze()               {}
+func (d *Depset) Truth() starlark.Bool  { return len(d.ToList()) > 0 }
+func (d *Depset) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: depset") }
+func (d *Depset) AttrNames() []string   { return []string{"to_list"} }
+
+func (d *Depset) Attr(name string) (starlark.Value, error) {
+	if name != "to_list" {
+		return nil, nil
+	}
+	return starlark.NewBuiltin("to_list", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 0); err != nil {
+			return nil, err
+		}
+		return starlark.NewList(d.ToList()), nil
+	}), nil
+}
+
+// ToList flattens the depset: transitive members first (postorder), then
+// direct ones, each value once.
+func (d *Depset) ToList() []starlark.Value {
+	var out []starlark.Value
+	seen := map[string]bool{}
+	visited := map[*Depset]bool{}
+	var walk func(*Depset)
+	walk = func(x *Depset) {
+		if x == nil || visited[x] {
+			return
+		}
+		visited[x] = true
+		for _, t := range x.transitive {
+			walk(t)
+		}
+		for _, v := range x.direct {
+			k := key(v)
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, v)
+			}
+		}
+	}
+	walk(d)
+	return out
+}
+
+func key(v starlark.Value) string {
+	if f, ok := v.(*File); ok {
+		return "file:" + f.Path()
+	}
+	return v.Type() + ":" + v.String()
+}
+
+// Files returns the depset's File members.
+func (d *Depset) Files() []*File {
+	var out []*File
+	for _, v := range d.ToList() {
+		if f, ok := v.(*File); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func newDepset(files []*File, transitive ...*Depset) *Depset {
+	d := &Depset{transitive: transitive}
+	for _, f := range files {
+		d.direct = append(d.direct, f)
+	}
+	return d
+}
+
+func depsetBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var direct, transitive *starlark.List
+	var order string
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "direct?", &direct, "order?", &order, "transitive?", &transitive); err != nil {
+		return nil, err
+	}
+	d := &Depset{}
+	if direct != nil {
+		for i := 0; i < direct.Len(); i++ {
+			d.direct = append(d.direct, direct.Index(i))
+		}
+	}
+	if transitive != nil {
+		for i := 0; i < transitive.Len(); i++ {
+			t, ok := transitive.Index(i).(*Depset)
+			if !ok {
+				return nil, fmt.Errorf("depset: transitive must be a list of depsets, got %s", transitive.Index(i).Type())
+			}
+			d.transitive = append(d.transitive, t)
+		}
+	}
+	return d, nil
+}
+
+// Runfiles is the set of files an executable needs at run time.
+type Runfiles struct {
+	files *Depset
+}
+
+var _ starlark.HasAttrs = (*Runfiles)(nil)
+
+func (r *Runfiles) String() string        { return "runfiles" }
+func (r *Runfiles) Type() string          { return "runfiles" }
+func (r *Runfiles) Freeze()               {}
+func (r *Runfiles) Truth() starlark.Bool  { return true }
+func (r *Runfiles) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: runfiles") }
+func (r *Runfiles) AttrNames() []string   { return []string{"files", "merge", "merge_all"} }
+
+func (r *Runfiles) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "files":
+		return r.files, nil
+	case "merge":
+		return starlark.NewBuiltin("merge", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var other *Runfiles
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &other); err != nil {
+				return nil, err
+			}
+			return &Runfiles{files: &Depset{transitive: []*Depset{r.files, other.files}}}, nil
+		}), nil
+	case "merge_all":
+		return starlark.NewBuiltin("merge_all", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var others *starlark.List
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &others); err != nil {
+				return nil, err
+			}
+			d := &Depset{transitive: []*Depset{r.files}}
+			for i := 0; i < others.Len(); i++ {
+				o, ok := others.Index(i).(*Runfiles)
+				if !ok {
+					return nil, fmt.Errorf("merge_all: want runfiles, got %s", others.Index(i).Type())
+				}
+				d.transitive = append(d.transitive, o.files)
+			}
+			return &Runfiles{files: d}, nil
+		}), nil
+	}
+	return nil, nil
+}
+
+func emptyRunfiles() *Runfiles { return &Runfiles{files: &Depset{}} }
+
+// sortedFiles returns files sorted by exec path, without duplicates.
+func sortedFiles(fs []*File) []*File {
+	seen := map[string]bool{}
+	var out []*File
+	for _, f := range fs {
+		if !seen[f.Path()] {
+			seen[f.Path()] = true
+			out = append(out, f)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path() < out[j].Path() })
+	return out
+}

@@ -1,0 +1,376 @@
+package rules
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/rbs-build/rbs/starlark/label"
+	"github.com/rbs-build/rbs/starlark/loader"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkjson"
+	"go.starlark.net/starlarkstruct"
+)
+
+// Embedded holds the Starlark files served as the @rbs repository, such as
+// @rbs//python/rules.rbs.
+//
+//go:embed builtin/*.rbs python/*.rbs
+var Embedded embed.FS
+
+// builtinModules are loaded into every BUILD file's globals.
+var builtinModules = []loader.Module{
+	{Repo: "rbs", Path: "builtin/rules.rbs"},
+	{Repo: "rbs", Path: "python/rules.rbs"},
+}
+
+// Workspace is a source tree with its packages, loaded on demand.
+type Workspace struct {
+	Root string
+	// Name is the workspace's name, used for runfiles trees.
+	Name   string
+	loader *loader.Loader
+	native *starlarkstruct.Struct
+	build  starlark.StringDict // predeclared names of BUILD files
+
+	mu   sync.Mutex
+	pkgs map[string]*pkgEntry
+}
+
+type pkgEntry struct {
+	ready chan struct{}
+	pkg   *Package
+	err   error
+}
+
+// Open prepares the workspace at root (see label.FindWorkspace).
+func Open(root string) (*Workspace, error) {
+	w := &Workspace{Root: root, Name: "__main__", pkgs: map[string]*pkgEntry{}}
+	w.loader = loader.New(root, map[string]fs.FS{"rbs": Embedded}, w.moduleEnv, nameRules)
+	nativeMembers := w.nativeFunctions()
+	w.build = starlark.StringDict{}
+	for k, v := range nativeMembers {
+		w.build[k] = v
+	}
+	for _, m := range builtinModules {
+		globals, err := w.loader.Load(m)
+		if err != nil {
+			return nil, fmt.Errorf("loading built-in rules %s: %w", m, err)
+		}
+		for name, v := range globals {
+			if r, ok := v.(*RuleClass); ok {
+				nativeMembers[name] = r
+				w.build[name] = r
+			}
+		}
+	}
+	w.native = starlarkstruct.FromStringDict(starlark.String("native"), nativeMembers)
+	for k, v := range w.common() {
+		w.build[k] = v
+	}
+	return w, nil
+}
+
+// nameRules gives each rule a module exports its global name.
+func nameRules(_ loader.Module, globals starlark.StringDict) {
+	for name, v := range globals {
+		if r, ok := v.(*RuleClass); ok && r.name == "" {
+			r.name = name
+		}
+	}
+}
+
+// common are the names both BUILD files and rule files see.
+func (w *Workspace) common() starlark.StringDict {
+	return starlark.StringDict{
+		"struct":      starlark.NewBuiltin("struct", starlarkstruct.Make),
+		"depset":      starlark.NewBuiltin("depset", depsetBuiltin),
+		"select":      starlark.NewBuiltin("select", selectBuiltin),
+		"json":        starlarkjson.Module,
+		"DefaultInfo": defaultInfo,
+	}
+}
+
+// moduleEnv is what .rbs and .bzl files see.
+func (w *Workspace) moduleEnv(loader.Module) starlark.StringDict {
+	env := w.common()
+	env["rule"] = starlark.NewBuiltin("rule", ruleBuiltin)
+	env["attr"] = attrModule()
+	env["provider"] = starlark.NewBuiltin("provider", providerBuiltin)
+	if w.native != nil {
+		env["native"] = w.native
+	}
+	return env
+}
+
+// selectBuiltin supports select() with a //conditions:default branch only,
+// since rbs has no configurations.
+func selectBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var d *starlark.Dict
+	var msg string
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "x", &d, "no_match_error?", &msg); err != nil {
+		return nil, err
+	}
+	for _, key := range []string{"//conditions:default", "@platforms//os:linux"} {
+		if v, ok, _ := d.Get(starlark.String(key)); ok {
+			return v, nil
+		}
+	}
+	return nil, fmt.Errorf("select: rbs has no configurations; give a //conditions:default branch")
+}
+
+// nativeFunctions are the functions of native.* that are not rules.
+func (w *Workspace) nativeFunctions() starlark.StringDict {
+	return starlark.StringDict{
+		"glob":          starlark.NewBuiltin("glob", globBuiltin),
+		"exports_files": starlark.NewBuiltin("exports_files", exportsFiles),
+		"package":       starlark.NewBuiltin("package", packageBuiltin),
+		"package_name": starlark.NewBuiltin("package_name", func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			pkg, err := currentPackage(t, b.Name())
+			if err != nil {
+				return nil, err
+			}
+			return starlark.String(pkg.Name), nil
+		}),
+		"licenses": starlark.NewBuiltin("licenses", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			return starlark.None, nil
+		}),
+	}
+}
+
+func currentPackage(t *starlark.Thread, fn string) (*Package, error) {
+	pkg, ok := t.Local(packageKey).(*Package)
+	if !ok {
+		return nil, fmt.Errorf("%s can only be called while a BUILD file is evaluated", fn)
+	}
+	return pkg, nil
+}
+
+func globBuiltin(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var include, exclude *starlark.List
+	var excludeDirs int
+	var allowEmpty bool
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "include?", &include, "exclude?", &exclude, "exclude_directories?", &excludeDirs, "allow_empty?", &allowEmpty); err != nil {
+		return nil, err
+	}
+	pkg, err := currentPackage(t, b.Name())
+	if err != nil {
+		return nil, err
+	}
+	inc, err := optStringList(include)
+	if err != nil {
+		return nil, fmt.Errorf("glob: include: %v", err)
+	}
+	exc, err := optStringList(exclude)
+	if err != nil {
+		return nil, fmt.Errorf("glob: exclude: %v", err)
+	}
+	files, err := label.Glob(pkg.Dir, inc, exc)
+	if err != nil {
+		return nil, fmt.Errorf("glob: %v", err)
+	}
+	out := make([]starlark.Value, len(files))
+	for i, f := range files {
+		out[i] = starlark.String(f)
+		pkg.Sources[f] = struct{}{}
+	}
+	return starlark.NewList(out), nil
+}
+
+func optStringList(l *starlark.List) ([]string, error) {
+	if l == nil {
+		return nil, nil
+	}
+	return stringList(l)
+}
+
+func exportsFiles(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var srcs *starlark.List
+	var visibility, licenses starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "srcs", &srcs, "visibility?", &visibility, "licenses?", &licenses); err != nil {
+		return nil, err
+	}
+	pkg, err := currentPackage(t, b.Name())
+	if err != nil {
+		return nil, err
+	}
+	names, err := stringList(srcs)
+	if err != nil {
+		return nil, fmt.Errorf("exports_files: %v", err)
+	}
+	for _, n := range names {
+		pkg.Exports[n] = true
+	}
+	return starlark.None, nil
+}
+
+func packageBuiltin(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if _, err := currentPackage(t, b.Name()); err != nil {
+		return nil, err
+	}
+	return starlark.None, nil
+}
+
+// Package returns the evaluated package pkg, evaluating its BUILD file the
+// first time. It is safe for concurrent use.
+func (w *Workspace) Package(pkg string) (*Package, error) {
+	w.mu.Lock()
+	e, ok := w.pkgs[pkg]
+	if !ok {
+		e = &pkgEntry{ready: make(chan struct{})}
+		w.pkgs[pkg] = e
+		w.mu.Unlock()
+		e.pkg, e.err = w.evalPackage(pkg)
+		close(e.ready)
+		return e.pkg, e.err
+	}
+	w.mu.Unlock()
+	<-e.ready
+	return e.pkg, e.err
+}
+
+func (w *Workspace) evalPackage(name string) (*Package, error) {
+	dir := filepath.Join(w.Root, filepath.FromSlash(name))
+	file := label.BuildFile(dir)
+	if file == "" {
+		return nil, fmt.Errorf("no such package %q: %s has no BUILD file", name, dir)
+	}
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pkg := newPackage(name, dir)
+	thread := w.loader.Thread(path.Join("//"+name, filepath.Base(file)), "", name, nil)
+	thread.SetLocal(packageKey, pkg)
+	rel, _ := filepath.Rel(w.Root, file)
+	if err := w.loader.ExecBuild(thread, rel, src, w.build); err != nil {
+		return nil, err
+	}
+	return pkg, nil
+}
+
+// Packages evaluates several packages concurrently.
+func (w *Workspace) Packages(names []string) ([]*Package, error) {
+	out := make([]*Package, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, n := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i], errs[i] = w.Package(n)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Expand resolves target patterns (relative to package cwd) to the labels
+// of rule targets, in order, without duplicates.
+func (w *Workspace) Expand(patterns []string, cwd string) ([]label.Label, error) {
+	var out []label.Label
+	seen := map[string]bool{}
+	add := func(l label.Label) {
+		if !seen[l.String()] {
+			seen[l.String()] = true
+			out = append(out, l)
+		}
+	}
+	for _, s := range patterns {
+		p, err := label.ParsePattern(s, cwd)
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		if p.Recursive {
+			all, err := label.Packages(w.Root, p.Pkg)
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range all {
+				if !w.nested(n) {
+					names = append(names, n)
+				}
+			}
+		} else {
+			names = []string{p.Pkg}
+		}
+		pkgs, err := w.Packages(names)
+		if err != nil {
+			return nil, err
+		}
+		for _, pkg := range pkgs {
+			if p.Recursive || p.Name == "all" {
+				for _, n := range pkg.Order {
+					// As in Bazel, wildcards skip targets tagged manual.
+					if !contains(pkg.Targets[n].Tags, "manual") {
+						add(label.Label{Pkg: pkg.Name, Name: n})
+					}
+				}
+				continue
+			}
+			if _, ok := pkg.Targets[p.Name]; !ok {
+				if _, ok := pkg.Outputs[p.Name]; !ok {
+					return nil, fmt.Errorf("no such target //%s:%s in package %q (targets: %v)", pkg.Name, p.Name, pkg.Name, sortedTargetNames(pkg))
+				}
+			}
+			add(label.Label{Pkg: pkg.Name, Name: p.Name})
+		}
+	}
+	return out, nil
+}
+
+// nested reports whether package pkg lies in another workspace nested in
+// this one (a directory below the root with its own workspace file).
+func (w *Workspace) nested(pkg string) bool {
+	for dir := pkg; dir != "" && dir != "."; dir = path.Dir(dir) {
+		for _, f := range workspaceFiles {
+			if _, err := os.Stat(filepath.Join(w.Root, filepath.FromSlash(dir), f)); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var workspaceFiles = []string{"MODULE.bazel", "WORKSPACE.rbs", "WORKSPACE", "WORKSPACE.bazel"}
+
+func sortedTargetNames(p *Package) []string {
+	names := append([]string(nil), p.Order...)
+	sort.Strings(names)
+	return names
+}
+
+// Analysis is the result of analysing targets: each configured target and
+// every action reachable from them.
+type Analysis struct {
+	Targets map[string]*Configured
+	// Producer maps a generated file's exec path to the action making it.
+	Producer map[string]*Action
+	// Runfiles maps an executable's exec path to its runfiles.
+	Runfiles map[string][]*File
+}
+
+// Analyze analyses the targets and everything they depend on.
+func (w *Workspace) Analyze(targets []label.Label) (*Analysis, error) {
+	an := &analyzer{ws: w, done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]*File{}, actions: map[string]*Action{}}
+	for _, l := range targets {
+		if _, err := an.analyze(l); err != nil {
+			return nil, err
+		}
+	}
+	return &Analysis{Targets: an.done, Producer: an.actions, Runfiles: an.runfile}, nil
+}
