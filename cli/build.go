@@ -200,6 +200,5 @@ func (c *CleanCmd) Run() error {
 	return s.Clean()
 }
 
-
 // ExitCode makes rbs exit with the program's status.
 func (e exitCode) ExitCode() int { return int(e) }

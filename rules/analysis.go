@@ -53,9 +53,9 @@ type analyzer struct {
 	ws      *Workspace
 	done    map[string]*Configured
 	stack   []string
-	byFile  map[string]*File     // every generated file by exec path
-	runfile map[string][]*File   // an executable's runfiles by exec path
-	actions map[string]*Action   // producing action by output exec path
+	byFile  map[string]*File   // every generated file by exec path
+	runfile map[string][]*File // an executable's runfiles by exec path
+	actions map[string]*Action // producing action by output exec path
 }
 
 func (an *analyzer) runfilesOf(f *File) []*File { return an.runfile[f.Path()] }

@@ -67,7 +67,9 @@ func (c *ruleContext) AttrNames() []string {
 }
 
 func (c *ruleContext) Attr(name string) (starlark.Value, error) {
-	mod := func(n string, d starlark.StringDict) starlark.Value { return starlarkstruct.FromStringDict(starlark.String(n), d) }
+	mod := func(n string, d starlark.StringDict) starlark.Value {
+		return starlarkstruct.FromStringDict(starlark.String(n), d)
+	}
 	switch name {
 	case "label":
 		return Label{c.def.Label}, nil
@@ -509,7 +511,9 @@ func (a *Args) Freeze()               {}
 func (a *Args) Truth() starlark.Bool  { return true }
 func (a *Args) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: Args") }
 func (a *Args) strings() []string     { return a.items }
-func (a *Args) AttrNames() []string   { return []string{"add", "add_all", "add_joined", "set_param_file_format", "use_param_file"} }
+func (a *Args) AttrNames() []string {
+	return []string{"add", "add_all", "add_joined", "set_param_file_format", "use_param_file"}
+}
 
 func (a *Args) Attr(name string) (starlark.Value, error) {
 	switch name {

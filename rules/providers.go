@@ -62,10 +62,12 @@ type ProviderInstance struct {
 func (i *ProviderInstance) String() string {
 	return starlarkstruct.FromStringDict(starlark.String(i.p.name), i.fields).String()
 }
-func (i *ProviderInstance) Type() string          { return i.p.name }
-func (i *ProviderInstance) Freeze()               { i.fields.Freeze() }
-func (i *ProviderInstance) Truth() starlark.Bool  { return true }
-func (i *ProviderInstance) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: %s", i.p.name) }
+func (i *ProviderInstance) Type() string         { return i.p.name }
+func (i *ProviderInstance) Freeze()              { i.fields.Freeze() }
+func (i *ProviderInstance) Truth() starlark.Bool { return true }
+func (i *ProviderInstance) Hash() (uint32, error) {
+	return 0, fmt.Errorf("unhashable type: %s", i.p.name)
+}
 func (i *ProviderInstance) AttrNames() []string {
 	names := make([]string, 0, len(i.fields))
 	for k := range i.fields {
