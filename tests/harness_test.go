@@ -231,6 +231,15 @@ func copyTree(t *testing.T, src, dst string) {
 		}
 		rel, _ := filepath.Rel(src, p)
 		target := filepath.Join(dst, rel)
+		if rel == "rbs-out" || rel == "rbs-bin" || strings.HasPrefix(rel, "bazel-") {
+			if info.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if info.Mode()&os.ModeSymlink != 0 {
+			return nil
+		}
 		if info.IsDir() {
 			return os.MkdirAll(target, 0o755)
 		}

@@ -34,16 +34,21 @@ var _ Executor = (*Local)(nil)
 
 // NewLocal opens (creating if needed) a local executor whose CAS lives in
 // cacheDir/cas, its action cache in cacheDir/ac and its scratch
-// directories in cacheDir/tmp, all together bounded by maxSize bytes (0
-// for no bound). Scratch directories left by an earlier process are
+// directories in cacheDir/tmp; the CAS and action cache together are
+// bounded by about maxSize bytes (0 for no bound). Outputs too large for
+// the bound are written but not cached. Scratch directories left by an earlier process are
 // removed.
 func NewLocal(cacheDir string, maxSize int64) (*Local, error) {
 	if maxSize < 0 {
 		return nil, fmt.Errorf("local cache %s: negative size bound %d", cacheDir, maxSize)
 	}
+	cacheDir, err := filepath.Abs(cacheDir)
+	if err != nil {
+		return nil, err
+	}
 	var acSize, casSize int64
 	if maxSize > 0 {
-		acSize = max(maxSize/32, 1)
+		acSize = max(maxSize/32, 64<<10)
 		casSize = max((maxSize-acSize)/2, 1)
 	}
 	plain, err := blobstore.NewDisk(filepath.Join(cacheDir, "cas", "r"), casSize, blobstore.WithFileMode(0o444))
@@ -374,7 +379,10 @@ func (l *Local) fill(ctx context.Context, p *Prepared, c *localCollector, res *R
 	if err != nil {
 		return err
 	}
-	return blobstore.PutBytes(ctx, l.ac, p.ActionDigest, b)
+	if err := blobstore.PutBytes(ctx, l.ac, p.ActionDigest, b); status.Code(err) != codes.ResourceExhausted {
+		return err
+	}
+	return nil
 }
 
 // localCollector turns the outputs in a scratch directory into an

@@ -237,7 +237,12 @@ func TestLocalEnvironmentIsExactlyEnv(t *testing.T) {
 }
 
 func TestLocalExecutables(t *testing.T) {
-	l := newLocal(t)
+	// A relative cache directory works too.
+	t.Chdir(t.TempDir())
+	l, err := NewLocal("cache", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	outRoot := t.TempDir()
 	script := []byte("#!/bin/sh\necho generated > \"$1\"\ncp \"$0\" copy.sh\n")
 	tool := merkle.File{Path: "tools/gen.sh", Digest: digest.FromBytes(script), Data: script, Executable: true}
@@ -297,5 +302,20 @@ func TestLocalTimeoutAndCancel(t *testing.T) {
 	}
 	if time.Since(start) > 20*time.Second {
 		t.Fatal("the action was not stopped")
+	}
+}
+
+func TestLocalCacheTooSmall(t *testing.T) {
+	l, err := NewLocal(t.TempDir(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, strings.Repeat("big input\n", 100))
+	a := f.shAction("cat in.txt in.txt > out.txt", "out.txt")
+	for i := 0; i < 2; i++ {
+		res := run(t, l, a, f.outRoot)
+		if res.Cached || f.read("out.txt") != strings.Repeat("big input\n", 200) {
+			t.Fatalf("run %d: cached %v, out.txt of %d bytes", i, res.Cached, len(f.read("out.txt")))
+		}
 	}
 }

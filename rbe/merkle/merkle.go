@@ -98,6 +98,9 @@ func Build(files []File) (*Tree, error) {
 		if f.Digest.IsZero() {
 			return nil, fmt.Errorf("input file %q has no digest", f.Path)
 		}
+		if f.Source == "" && digest.FromBytes(f.Data) != f.Digest {
+			return nil, fmt.Errorf("input file %q: its Data do not have digest %s", f.Path, f.Digest)
+		}
 		if prev, dup := byPath[f.Path]; dup {
 			if prev.Digest != f.Digest || prev.Executable != f.Executable {
 				return nil, fmt.Errorf("input file %q is given twice with different contents (%s%s and %s%s)",

@@ -137,6 +137,7 @@ func TestBuildErrors(t *testing.T) {
 		{"dot", []File{mem("./a", "x", false)}, `"./a"`},
 		{"empty", []File{mem("", "x", false)}, `""`},
 		{"no digest", []File{{Path: "a"}}, `"a"`},
+		{"data of another digest", []File{{Path: "a", Digest: digest.FromBytes([]byte("x")), Data: []byte("y")}}, `"a"`},
 		{"different duplicates", []File{mem("a", "x", false), mem("a", "y", false)}, `"a"`},
 		{"different modes", []File{mem("a", "x", false), mem("a", "x", true)}, `"a"`},
 		{"file then directory", []File{mem("a", "x", false), mem("a/b", "y", false)}, `"a/b"`},

@@ -1,0 +1,113 @@
+package rules
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rbs-build/rbs/starlark/label"
+)
+
+// TestRuleAPI runs testdata/*.rbs. Each file holds cases separated by lines
+// "---"; a case is a rule file (defs.rbs) and, after a line "# BUILD", the
+// root BUILD file. Every target is analysed. A case with a line
+// `### "regex"` must fail with an error matching regex; others must succeed
+// (their implementations assert with fail()).
+func TestRuleAPI(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.rbs")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	expect := regexp.MustCompile(`(?m)^### "(.*)"\s*$`)
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, chunk := range strings.Split(string(b), "\n---\n") {
+			name := filepath.Base(file) + "#" + strings.TrimSpace(firstLine(chunk))
+			t.Run(name, func(t *testing.T) {
+				defs, build, ok := strings.Cut(chunk, "\n# BUILD\n")
+				if !ok {
+					t.Fatalf("case %d of %s has no \"# BUILD\" line", i, file)
+				}
+				dir := t.TempDir()
+				write(t, dir, "MODULE.bazel", "")
+				write(t, dir, "defs.rbs", defs)
+				write(t, dir, "BUILD", build)
+				write(t, dir, "data/BUILD", `exports_files(["a.txt", "b.txt"])`)
+				write(t, dir, "data/a.txt", "a\n")
+				write(t, dir, "data/b.txt", "b\n")
+				write(t, dir, "src.txt", "source\n")
+				err := analyzeAll(dir)
+				want := expect.FindStringSubmatch(chunk)
+				if want == nil {
+					if err != nil {
+						t.Fatalf("unexpected error: %v", err)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatalf("succeeded, want an error matching %q", want[1])
+				}
+				if !regexp.MustCompile(want[1]).MatchString(err.Error()) {
+					t.Fatalf("error %q does not match %q", err, want[1])
+				}
+			})
+		}
+	}
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimPrefix(line, "# ")
+}
+
+func write(t *testing.T, dir, name, content string) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func analyzeAll(dir string) error {
+	ws, err := Open(dir)
+	if err != nil {
+		return err
+	}
+	labels, err := ws.Expand([]string{"//..."}, "")
+	if err != nil {
+		return err
+	}
+	_, err = ws.Analyze(labels)
+	return err
+}
+
+func TestLoadResolution(t *testing.T) {
+	tests := []struct{ in, pkg, want string }{
+		{"//tools/rules.rbs", "", "//tools/rules.rbs"},
+		{"//tools:rules.rbs", "x", "//tools/rules.rbs"},
+		{":defs.bzl", "a/b", "//a/b/defs.bzl"},
+		{"@rbs//python/rules.rbs", "", "@rbs//python/rules.rbs"},
+		{"@rbs//python:rules.rbs", "", "@rbs//python/rules.rbs"},
+	}
+	for _, tt := range tests {
+		got, err := resolveForTest(tt.in, tt.pkg)
+		if err != nil || got != tt.want {
+			t.Errorf("Resolve(%q, %q) = %q, %v; want %q", tt.in, tt.pkg, got, err, tt.want)
+		}
+	}
+	if _, err := resolveForTest("//tools:rules.txt", ""); err == nil {
+		t.Error("loading a .txt file succeeded")
+	}
+	if _, err := label.Parse("//a/../b:c"); err == nil {
+		t.Error("a label with .. parsed")
+	}
+}
