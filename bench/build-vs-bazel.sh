@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Benchmarks the build tool against Debian's Bazel 4.2.3 in the same run, on
+# a generated workspace of P packages x 5 genrules (default P=1000):
+#   load + analysis: rbs build --nobuild //...   vs  bazel query //...
+#   no-op rebuild:   rbs build //... (built)     vs  bazel build //... (built)
+# Prints both times and Bazel/rbs ratios (above 1: rbs is faster).
+#
+#   bench/build-vs-bazel.sh [P]
+set -euo pipefail
+P=${1:-1000}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/rbs-bench-build.XXXXXX)
+cleanup() {
+  (cd "$work/bazel" 2>/dev/null && bazel --output_user_root="$work/bazel-root" shutdown 2>/dev/null) || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+command -v bazel >/dev/null || { echo "bazel is not installed (apt-get install bazel-bootstrap)" >&2; exit 1; }
+(cd "$root" && go build -o "$work/rbs" ./cmd/rbs)
+
+gen() {
+  local ws=$1
+  mkdir -p "$ws"
+  for p in $(seq "$P"); do
+    mkdir -p "$ws/p$p"
+    {
+      echo "genrule(name = \"a\", outs = [\"a.txt\"], cmd = \"echo $p > \$@\")"
+      for t in b c d e; do
+        echo "genrule(name = \"$t\", srcs = [\":a\"], outs = [\"$t.txt\"], cmd = \"cat \$< > \$@; echo $t >> \$@\")"
+      done
+    } > "$ws/p$p/BUILD"
+  done
+}
+gen "$work/rbs-ws"; echo 'module(name = "bench")' > "$work/rbs-ws/MODULE.bazel"
+gen "$work/bazel"; echo 'workspace(name = "bench")' > "$work/bazel/WORKSPACE"
+echo 'build --nosandbox_debug' > "$work/bazel/.bazelrc"
+
+now() { date +%s.%N; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f\n", a-b}'; }
+rbs() { (cd "$work/rbs-ws" && XDG_CACHE_HOME="$work/cache" "$work/rbs" "$@"); }
+bz() { (cd "$work/bazel" && bazel --output_user_root="$work/bazel-root" "$@"); }
+
+# Bazel's server start is not part of what is measured.
+bz version >/dev/null 2>&1 || true
+
+t0=$(now); rbs build --nobuild //... >/dev/null; t1=$(now); rbs_load=$(sub "$t1" "$t0")
+t0=$(now); bz query //... >/dev/null 2>&1; t1=$(now); bazel_load=$(sub "$t1" "$t0")
+
+echo "building $((P * 5)) genrules with each tool (not timed)..." >&2
+rbs build //... >/dev/null
+bz build //... >/dev/null 2>&1
+
+t0=$(now); rbs build //... > "$work/rbs-noop.txt"; t1=$(now); rbs_noop=$(sub "$t1" "$t0")
+t0=$(now); bz build //... > "$work/bazel-noop.txt" 2>&1; t1=$(now); bazel_noop=$(sub "$t1" "$t0")
+grep -h "Built\|processes" "$work/rbs-noop.txt" "$work/bazel-noop.txt" | sed 's/^/  /' >&2
+
+ratio() { awk -v b="$1" -v r="$2" 'BEGIN{printf "%.1fx", b/r}'; }
+printf '%-40s %8s %8s %10s\n' "$P packages x 5 genrules (seconds)" "rbs" "Bazel" "Bazel/rbs"
+printf '%-40s %8s %8s %10s\n' "load + analysis (build --nobuild / query)" "$rbs_load" "$bazel_load" "$(ratio "$bazel_load" "$rbs_load")"
+printf '%-40s %8s %8s %10s\n' "no-op rebuild" "$rbs_noop" "$bazel_noop" "$(ratio "$bazel_noop" "$rbs_noop")"
