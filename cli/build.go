@@ -17,10 +17,11 @@ import (
 
 // BuildFlags are shared by build, test and run.
 type BuildFlags struct {
-	Jobs   int    `help:"Actions run at once (default: the number of CPUs)."`
-	Remote string `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
-	Token  string `help:"Bearer token for --remote." env:"RBS_REMOTE_TOKEN"`
-	TLSCA  string `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
+	Jobs        int    `help:"Actions run at once (default: the number of CPUs)."`
+	Remote      string `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
+	RemoteCache string `name:"remote_cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
+	Token       string `help:"Bearer token for --remote." env:"RBS_REMOTE_TOKEN"`
+	TLSCA       string `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
 }
 
 func (f BuildFlags) open() (*session.Session, context.Context, context.CancelFunc, error) {
@@ -32,7 +33,11 @@ func (f BuildFlags) open() (*session.Session, context.Context, context.CancelFun
 	if opts.Jobs == 0 {
 		opts.Jobs = runtime.NumCPU()
 	}
-	if f.Remote != "" {
+	switch {
+	case f.RemoteCache != "":
+		opts.Remote = RemoteFlags{Server: f.RemoteCache, Token: f.Token, TLSCA: f.TLSCA}.options()
+		opts.RemoteCache = true
+	case f.Remote != "":
 		opts.Remote = RemoteFlags{Server: f.Remote, Token: f.Token, TLSCA: f.TLSCA}.options()
 	}
 	if term.IsTerminal(int(os.Stderr.Fd())) {

@@ -214,3 +214,21 @@ func TestBuildOnCluster(t *testing.T) {
 		t.Fatalf("second clean build on the cluster: %d ran, %d cached:\n%s", ran, cached, out)
 	}
 }
+
+// --remote_cache runs actions locally and shares their results: a second
+// machine (a fresh workspace and local cache) runs nothing.
+func TestBuildWithRemoteCache(t *testing.T) {
+	srv := startServer(t)
+	first := newWorkspace(t)
+	if ran, _ := executed(t, first.mustRbs("build", "--remote_cache", srv.Addr, "//...")); ran != 3 {
+		t.Fatal("the first build did not run its actions")
+	}
+	second := newWorkspace(t)
+	out := second.mustRbs("build", "--remote_cache", srv.Addr, "//...")
+	if ran, cached := executed(t, out); ran != 0 || cached != 3 {
+		t.Fatalf("with a warm remote cache: %d ran, %d cached:\n%s", ran, cached, out)
+	}
+	if got := second.read("rbs-bin/app/stamped.txt"); got != "stamp: rbs\n3\n" {
+		t.Fatalf("stamped.txt from the remote cache = %q", got)
+	}
+}

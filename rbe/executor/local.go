@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/rbs-build/rbs/rbe/process"
 	"io"
 	"os"
 	"path"
@@ -230,18 +231,24 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 	}
 	defer stderr.Close()
 
-	pr, runErr := runProcess(ctx, a.Args, env, root, stdout, stderr, a.Timeout)
+	pr, runErr := process.Run(ctx, process.Spec{Args: a.Args, Env: env, Dir: root, Stdout: stdout, Stderr: stderr, Timeout: a.Timeout})
 	if runErr != nil {
 		return nil, fmt.Errorf("%s: cannot run %q: %w", desc, a.Args[0], runErr)
 	}
-	res := &Result{ExitCode: pr.exitCode, Digest: p.ActionDigest}
+	if pr.Cancelled {
+		return nil, fmt.Errorf("%s: %w", desc, ctx.Err())
+	}
+	if pr.TimedOut {
+		pr.ExitCode = -1
+	}
+	res := &Result{ExitCode: pr.ExitCode, Digest: p.ActionDigest}
 	if res.Stdout, err = os.ReadFile(stdout.Name()); err != nil {
 		return nil, err
 	}
 	if res.Stderr, err = os.ReadFile(stderr.Name()); err != nil {
 		return nil, err
 	}
-	if pr.exitCode != 0 {
+	if pr.ExitCode != 0 {
 		return res, nil
 	}
 
@@ -403,19 +410,19 @@ type collected struct {
 }
 
 func (c *localCollector) file(abs string, info os.FileInfo) (digest.Digest, bool, error) {
-	f, err := os.Open(abs)
-	if err != nil {
-		return digest.Digest{}, false, err
-	}
-	d, err := digest.FromReader(f)
-	f.Close()
+	d, err := merkle.HashFile(abs)
 	if err != nil {
 		return digest.Digest{}, false, err
 	}
 	exec := info.Mode()&0o111 != 0
+	c.record(abs, d, exec)
+	return d, exec, nil
+}
+
+// record notes an output file to store.
+func (c *localCollector) record(abs string, d digest.Digest, exec bool) {
 	c.files = append(c.files, collected{d, exec, abs})
 	c.scratch[d] = abs
-	return d, exec, nil
 }
 
 // collect checks that every declared output exists with its kind and
@@ -455,13 +462,10 @@ func (c *localCollector) collect(a *Action) error {
 		if !info.IsDir() {
 			return fmt.Errorf("%s: declared output directory %q is not a directory", c.desc, o)
 		}
-		tree := &repb.Tree{}
-		children := map[digest.Digest]bool{}
-		rootDir, err := c.directory(abs, tree, children)
+		tree, err := merkle.TreeOf(abs, c.record)
 		if err != nil {
 			return fmt.Errorf("%s: output directory %q: %w", c.desc, o, err)
 		}
-		tree.Root = rootDir
 		b, err := marshal(tree)
 		if err != nil {
 			return err
@@ -474,55 +478,6 @@ func (c *localCollector) collect(a *Action) error {
 		c.ar.OutputDirectories = append(c.ar.OutputDirectories, &repb.OutputDirectory{Path: o, TreeDigest: d.Proto()})
 	}
 	return nil
-}
-
-// directory builds the Directory message of abs, adding its descendants to
-// tree.Children.
-func (c *localCollector) directory(abs string, tree *repb.Tree, children map[digest.Digest]bool) (*repb.Directory, error) {
-	entries, err := os.ReadDir(abs)
-	if err != nil {
-		return nil, err
-	}
-	dir := &repb.Directory{}
-	for _, e := range entries {
-		p := filepath.Join(abs, e.Name())
-		info, err := os.Lstat(p)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case info.Mode()&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return nil, err
-			}
-			dir.Symlinks = append(dir.Symlinks, &repb.SymlinkNode{Name: e.Name(), Target: target})
-		case info.IsDir():
-			sub, err := c.directory(p, tree, children)
-			if err != nil {
-				return nil, err
-			}
-			b, err := marshal(sub)
-			if err != nil {
-				return nil, err
-			}
-			d := digest.FromBytes(b)
-			if !children[d] {
-				children[d] = true
-				tree.Children = append(tree.Children, sub)
-			}
-			dir.Directories = append(dir.Directories, &repb.DirectoryNode{Name: e.Name(), Digest: d.Proto()})
-		case info.Mode().IsRegular():
-			d, exec, err := c.file(p, info)
-			if err != nil {
-				return nil, err
-			}
-			dir.Files = append(dir.Files, &repb.FileNode{Name: e.Name(), Digest: d.Proto(), IsExecutable: exec})
-		default:
-			return nil, fmt.Errorf("%s is neither a file, a directory nor a symlink", p)
-		}
-	}
-	return dir, nil
 }
 
 // checkUndeclared reports the first file or directory (in path order) the

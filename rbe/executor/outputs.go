@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rbs-build/rbs/rbe/merkle"
 	"io"
 	"os"
 	"path"
@@ -72,6 +73,17 @@ func writeFile(dst string, exec bool, fill func(io.Writer) error) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// upToDate reports whether the output file is already in place: a regular
+// file with the right mode and content (a no-op rebuild writes nothing).
+func upToDate(f fileReq) bool {
+	info, err := os.Lstat(f.dst)
+	if err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != fileMode(f.exec) || info.Size() != f.d.Size() {
+		return false
+	}
+	d, err := merkle.HashFile(f.dst)
+	return err == nil && d == f.d
 }
 
 // copyFile writes the content of src to dst as an output.
@@ -345,6 +357,9 @@ func (pl *plan) apply(ctx context.Context, outRoot string, src source, desc stri
 	var fetch []fileReq
 	var copies []fileReq
 	for _, f := range pl.files {
+		if upToDate(f) {
+			continue
+		}
 		if err := parent(f.dst); err != nil {
 			return fmt.Errorf("%s: %w", desc, err)
 		}

@@ -164,12 +164,16 @@ func (g *Group) Add(pid int) error {
 			return nil
 		}
 		lim := unix.Rlimit{Cur: uint64(g.limit), Max: uint64(g.limit)}
-		if err := unix.Prlimit(pid, unix.RLIMIT_AS, &lim, nil); err != nil {
+		if err := unix.Prlimit(pid, unix.RLIMIT_AS, &lim, nil); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("memlimit: set RLIMIT_AS=%d on pid %d: %w", g.limit, pid, err)
 		}
 		return nil
 	}
-	return writeFile(g.file("cgroup.procs"), strconv.Itoa(pid))
+	// A process that has already exited (a fast payload) needs no limit.
+	if err := writeFile(g.file("cgroup.procs"), strconv.Itoa(pid)); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
 }
 
 // Stats reports the group's peak memory in bytes and whether the kernel

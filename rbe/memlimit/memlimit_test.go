@@ -322,3 +322,18 @@ func TestSweepRemovesStaleGroups(t *testing.T) {
 		t.Fatalf("Sweep removed a group it was not asked to: %v", err)
 	}
 }
+
+func TestAddExitedProcess(t *testing.T) {
+	g, err := New(fmt.Sprintf("memlimit-exited-%d", os.Getpid()), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		t.Fatalf("adding a process that already exited: %v", err)
+	}
+}

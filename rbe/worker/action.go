@@ -13,6 +13,7 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/process"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -149,7 +150,7 @@ func (r *actionRunner) execute(ctx context.Context, taskID string, ad digest.Dig
 
 	meta.ExecutionStartTimestamp = timestamppb.Now()
 	tr.ExecutionStartNs = time.Now().UnixNano()
-	pr, runErr := r.reaper.run(ctx, procSpec{Args: cmd.Arguments, Env: env, Dir: wd, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace})
+	pr, runErr := process.Run(ctx, r.reaper.wrap(process.Spec{Args: cmd.Arguments, Env: env, Dir: wd, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace}))
 	tr.ExecutionEndNs = time.Now().UnixNano()
 	meta.ExecutionCompletedTimestamp = timestamppb.Now()
 	if runErr != nil {

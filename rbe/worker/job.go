@@ -14,6 +14,7 @@ import (
 
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/memlimit"
+	"github.com/rbs-build/rbs/rbe/process"
 )
 
 const (
@@ -108,7 +109,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	streamed := make(chan int64, 1)
 	go func() { streamed <- w.streamOutput(a.TaskId, pr) }()
 
-	res, runErr := w.runner.reaper.run(ctx, procSpec{
+	res, runErr := process.Run(ctx, w.runner.reaper.wrap(process.Spec{
 		Args:    args,
 		Env:     jobEnv(dir, a.Env),
 		Dir:     dir,
@@ -117,7 +118,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		Timeout: time.Duration(a.TimeLimitMs) * time.Millisecond,
 		Grace:   jobGrace,
 		OnStart: group.Add,
-	})
+	}))
 	pw.Close()
 	select {
 	case end.OutputBytes = <-streamed:

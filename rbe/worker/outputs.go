@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/merkle"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -61,12 +61,7 @@ type collector struct {
 }
 
 func fileBlob(p string) (client.Blob, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return client.Blob{}, err
-	}
-	d, err := digest.FromReader(f)
-	f.Close()
+	d, err := merkle.HashFile(p)
 	if err != nil {
 		return client.Blob{}, err
 	}
@@ -120,13 +115,12 @@ func (c *collector) add(o declared, abs string) error {
 			c.res.OutputSymlinks = append(c.res.OutputSymlinks, link)
 		}
 	case info.IsDir():
-		tree := &repb.Tree{}
-		children := map[digest.Digest]bool{}
-		root, err := c.directory(abs, tree, children)
+		tree, err := merkle.TreeOf(abs, func(p string, d digest.Digest, _ bool) {
+			c.blobs = append(c.blobs, client.Blob{Digest: d, Open: func() (io.ReadCloser, error) { return os.Open(p) }})
+		})
 		if err != nil {
 			return err
 		}
-		tree.Root = root
 		b, err := proto.Marshal(tree)
 		if err != nil {
 			return err
@@ -145,54 +139,4 @@ func (c *collector) add(o declared, abs string) error {
 		return status.Errorf(codes.InvalidArgument, "output %s is neither a file, a directory nor a symlink", o.path)
 	}
 	return nil
-}
-
-// directory builds the Directory message for abs, adding its descendants to
-// tree.Children and its files to the upload.
-func (c *collector) directory(abs string, tree *repb.Tree, children map[digest.Digest]bool) (*repb.Directory, error) {
-	entries, err := os.ReadDir(abs)
-	if err != nil {
-		return nil, err
-	}
-	dir := &repb.Directory{}
-	for _, e := range entries {
-		p := filepath.Join(abs, e.Name())
-		info, err := os.Lstat(p)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case info.Mode()&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return nil, err
-			}
-			dir.Symlinks = append(dir.Symlinks, &repb.SymlinkNode{Name: e.Name(), Target: target})
-		case info.IsDir():
-			sub, err := c.directory(p, tree, children)
-			if err != nil {
-				return nil, err
-			}
-			b, err := proto.Marshal(sub)
-			if err != nil {
-				return nil, err
-			}
-			d := digest.FromBytes(b)
-			if !children[d] {
-				children[d] = true
-				tree.Children = append(tree.Children, sub)
-			}
-			dir.Directories = append(dir.Directories, &repb.DirectoryNode{Name: e.Name(), Digest: d.Proto()})
-		case info.Mode().IsRegular():
-			blob, err := fileBlob(p)
-			if err != nil {
-				return nil, err
-			}
-			c.blobs = append(c.blobs, blob)
-			dir.Files = append(dir.Files, &repb.FileNode{Name: e.Name(), Digest: blob.Digest.Proto(), IsExecutable: info.Mode()&0o111 != 0})
-		default:
-			return nil, fmt.Errorf("output %s is neither a file, a directory nor a symlink", p)
-		}
-	}
-	return dir, nil
 }

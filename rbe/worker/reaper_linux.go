@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rbs-build/rbs/rbe/process"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,6 +28,14 @@ type reaper struct {
 }
 
 func newReaper() *reaper { return &reaper{ours: map[int]bool{}} }
+
+// wrap makes spec start and finish through the reaper.
+func (r *reaper) wrap(spec process.Spec) process.Spec {
+	spec.Start = r.start
+	spec.Finish = func(cmd *exec.Cmd) { r.forget(cmd.Process.Pid) }
+	spec.HostPath = true
+	return spec
+}
 
 func (r *reaper) start(cmd *exec.Cmd) error {
 	r.starting.RLock()

@@ -31,12 +31,15 @@ const (
 
 // Options configure a Session.
 type Options struct {
-	Dir      string // where the command runs; the workspace is found from it
-	Jobs     int
-	Remote   client.Options // Target "" for local execution
-	CacheDir string         // the local CAS and action cache
-	Out      io.Writer      // results
-	Progress io.Writer      // a live progress line; nil for none
+	Dir    string // where the command runs; the workspace is found from it
+	Jobs   int
+	Remote client.Options // Target "" for local execution
+	// RemoteCache, with Remote set, runs actions locally and only shares
+	// results through the remote cache.
+	RemoteCache bool
+	CacheDir    string    // the local CAS and action cache
+	Out         io.Writer // results
+	Progress    io.Writer // a live progress line; nil for none
 }
 
 // Session is one command in a workspace.
@@ -85,14 +88,18 @@ func (s *Session) executor() (executor.Executor, error) {
 	if s.exec != nil {
 		return s.exec, nil
 	}
+	var remote *executor.Remote
 	if s.opts.Remote.Target != "" {
 		conn, err := client.Dial(s.opts.Remote)
 		if err != nil {
 			return nil, err
 		}
 		s.done = func() { conn.Close() }
-		s.exec = executor.NewRemote(conn, "")
-		return s.exec, nil
+		remote = executor.NewRemote(conn, "")
+		if !s.opts.RemoteCache {
+			s.exec = remote
+			return s.exec, nil
+		}
 	}
 	dir := s.opts.CacheDir
 	if dir == "" {
@@ -107,7 +114,10 @@ func (s *Session) executor() (executor.Executor, error) {
 		return nil, err
 	}
 	s.exec = local
-	return local, nil
+	if remote != nil {
+		s.exec = executor.NewRemoteCache(remote, local)
+	}
+	return s.exec, nil
 }
 
 func (s *Session) engine() (*engine.Engine, error) {

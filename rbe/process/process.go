@@ -1,4 +1,9 @@
-package worker
+// Package process runs payload processes the way rbs workers and the local
+// executor need: exactly the given environment, the program found in that
+// environment's PATH, its own process group, a time limit, and on timeout
+// or cancellation SIGTERM to the whole group, then SIGKILL after a grace
+// period; whatever the payload leaves in its group is killed when it ends.
+package process
 
 import (
 	"context"
@@ -13,24 +18,31 @@ import (
 	"time"
 )
 
-// procSpec is one payload process to run: an action's command, later a job.
-type procSpec struct {
+// Spec is a process to run.
+type Spec struct {
 	Args    []string
 	Env     []string // exactly the payload's environment
 	Dir     string
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Timeout time.Duration // 0: none
-	// Grace is how long a process group has between SIGTERM and SIGKILL
-	// when it is stopped.
+	// Grace is how long the group has between SIGTERM and SIGKILL.
 	Grace time.Duration
-	// OnStart, when set, is called with the new process's pid right after
-	// it starts (to put it in a memory cgroup); an error stops it.
+	// HostPath lets a bare program name be found in this process's PATH
+	// when Env has none.
+	HostPath bool
+	// Start starts the command (default cmd.Start); Finish is called once
+	// it has been waited for. Workers use them to tell their own children
+	// from orphans.
+	Start  func(*exec.Cmd) error
+	Finish func(*exec.Cmd)
+	// OnStart is called with the pid right after the start (to put the
+	// process in a memory cgroup); an error stops it.
 	OnStart func(pid int) error
 }
 
-// procResult says how a payload ended.
-type procResult struct {
+// Result says how a process ended.
+type Result struct {
 	ExitCode  int // 128+signal when killed by a signal
 	TimedOut  bool
 	Cancelled bool
@@ -38,24 +50,27 @@ type procResult struct {
 	MaxRSS int64
 }
 
-// lookPath resolves the program the way a shell with the payload's PATH
-// would: a name with a slash is relative to dir; a bare name is searched in
-// PATH from env (the worker's own PATH when env has none).
-func lookPath(name, dir string, env []string) (string, error) {
+// LookPath resolves argv[0]: a name with a slash is relative to dir; a bare
+// name is searched in the PATH of env (relative entries relative to dir),
+// or, with hostPath, in this process's PATH when env has none.
+func LookPath(name, dir string, env []string, hostPath bool) (string, error) {
 	if strings.Contains(name, "/") {
 		if !filepath.IsAbs(name) {
 			name = filepath.Join(dir, name)
 		}
 		return name, nil
 	}
-	pathVar, found := os.LookupEnv("PATH")
+	pathVar, found := "", false
+	if hostPath {
+		pathVar, found = os.LookupEnv("PATH")
+	}
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			pathVar, found = v, true
 		}
 	}
 	if !found {
-		pathVar = "/usr/local/bin:/usr/bin:/bin"
+		return "", fmt.Errorf("program %q has no slash and the environment has no PATH", name)
 	}
 	for _, p := range filepath.SplitList(pathVar) {
 		if p == "" {
@@ -72,17 +87,14 @@ func lookPath(name, dir string, env []string) (string, error) {
 	return "", fmt.Errorf("program %q not found in PATH %q", name, pathVar)
 }
 
-// run starts the payload in its own process group, waits for it, and stops
-// the whole group on timeout or when ctx is cancelled (SIGTERM, then SIGKILL
-// after the grace period). Whatever is left of the group afterwards is
-// killed.
-func (r *reaper) run(ctx context.Context, spec procSpec) (procResult, error) {
+// Run runs the process and waits for it.
+func Run(ctx context.Context, spec Spec) (Result, error) {
 	if len(spec.Args) == 0 {
-		return procResult{}, errors.New("empty command")
+		return Result{}, errors.New("empty command")
 	}
-	prog, err := lookPath(spec.Args[0], spec.Dir, spec.Env)
+	prog, err := LookPath(spec.Args[0], spec.Dir, spec.Env, spec.HostPath)
 	if err != nil {
-		return procResult{}, err
+		return Result{}, err
 	}
 	cmd := &exec.Cmd{
 		Path:        prog,
@@ -96,20 +108,28 @@ func (r *reaper) run(ctx context.Context, spec procSpec) (procResult, error) {
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
-	if err := r.start(cmd); err != nil {
-		return procResult{}, err
+	start := spec.Start
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
+	if err := start(cmd); err != nil {
+		return Result{}, err
 	}
 	pgid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if spec.Finish != nil {
+			spec.Finish(cmd)
+		}
+	}()
 	if spec.OnStart != nil {
 		if err := spec.OnStart(pgid); err != nil {
 			syscall.Kill(-pgid, syscall.SIGKILL)
-			cmd.Wait()
-			r.forget(pgid)
-			return procResult{}, err
+			<-done
+			return Result{}, err
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 
 	var timeout <-chan time.Time
 	if spec.Timeout > 0 {
@@ -117,7 +137,7 @@ func (r *reaper) run(ctx context.Context, spec procSpec) (procResult, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	var res procResult
+	var res Result
 	var werr error
 	select {
 	case werr = <-done:
@@ -128,12 +148,13 @@ func (r *reaper) run(ctx context.Context, spec procSpec) (procResult, error) {
 		res.Cancelled = true
 		werr = stopGroup(pgid, spec.Grace, done)
 	}
-	r.forget(pgid)
 	// Stragglers that stayed in the group (daemons, background jobs).
 	syscall.Kill(-pgid, syscall.SIGKILL)
 
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); cmd.ProcessState != nil && ok {
-		res.MaxRSS = ru.Maxrss << 10
+	if st := cmd.ProcessState; st != nil {
+		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+			res.MaxRSS = ru.Maxrss << 10
+		}
 	}
 	var exit *exec.ExitError
 	switch {
