@@ -14,6 +14,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 )
@@ -74,10 +75,19 @@ func FromBytes(b []byte) Digest {
 	return Digest{hash: hex.EncodeToString(sum[:]), size: int64(len(b))}
 }
 
+// copyBuffers holds the buffers FromReader hashes through.
+var copyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 64<<10)
+	return &b
+}}
+
 // FromReader reads r to EOF and returns the digest of what it read.
 func FromReader(r io.Reader) (Digest, error) {
 	h := sha256.New()
-	n, err := io.Copy(h, r)
+	buf := copyBuffers.Get().(*[]byte)
+	// Hide r's WriteTo, which would allocate a buffer of its own.
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{r}, *buf)
+	copyBuffers.Put(buf)
 	if err != nil {
 		return Digest{}, err
 	}

@@ -231,19 +231,14 @@ func (t *Tree) Blobs() []client.Blob {
 // FileFromDisk hashes the regular file at abs (following symlinks) and
 // returns it as the input path.
 func FileFromDisk(path, abs string, executable bool) (File, error) {
-	f, err := os.Open(abs)
-	if err != nil {
-		return File{}, fmt.Errorf("input %q: %w", path, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
+	info, err := os.Stat(abs)
 	if err != nil {
 		return File{}, fmt.Errorf("input %q: %w", path, err)
 	}
 	if !info.Mode().IsRegular() {
 		return File{}, fmt.Errorf("input %q: %s is not a regular file", path, abs)
 	}
-	d, err := digest.FromReader(f)
+	d, err := HashFile(abs)
 	if err != nil {
 		return File{}, fmt.Errorf("input %q: reading %s: %w", path, abs, err)
 	}

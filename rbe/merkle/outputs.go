@@ -4,19 +4,47 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/digest"
 )
 
+// hashes remembers file digests by path and file identity (device, inode,
+// size, modification time), so a build hashes each unchanged file once.
+var hashes sync.Map // string -> hashed
+
+type hashed struct {
+	dev, ino, size uint64
+	mtime          int64
+	d              digest.Digest
+}
+
 // HashFile returns the digest of the file at abs.
 func HashFile(abs string) (digest.Digest, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(abs, &st); err != nil {
+		return digest.Digest{}, &os.PathError{Op: "stat", Path: abs, Err: err}
+	}
+	id := hashed{dev: uint64(st.Dev), ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}
+	if v, ok := hashes.Load(abs); ok {
+		if h := v.(hashed); h.dev == id.dev && h.ino == id.ino && h.size == id.size && h.mtime == id.mtime {
+			return h.d, nil
+		}
+	}
 	f, err := os.Open(abs)
 	if err != nil {
 		return digest.Digest{}, err
 	}
 	defer f.Close()
-	return digest.FromReader(f)
+	d, err := digest.FromReader(f)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	id.d = d
+	hashes.Store(abs, id)
+	return d, nil
 }
 
 // TreeOf builds the REAPI Tree of an output directory on disk: files are
