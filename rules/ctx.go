@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/rbs-build/rbs/starlark/label"
@@ -612,13 +611,4 @@ func argString(v starlark.Value) string {
 		return x.Path()
 	}
 	return v.String()
-}
-
-func sortedStrings(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -3,7 +3,6 @@ package rules
 import (
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 
 	"github.com/rbs-build/rbs/starlark/label"
@@ -268,17 +267,3 @@ func (r *Runfiles) Attr(name string) (starlark.Value, error) {
 }
 
 func emptyRunfiles() *Runfiles { return &Runfiles{files: &Depset{}} }
-
-// sortedFiles returns files sorted by exec path, without duplicates.
-func sortedFiles(fs []*File) []*File {
-	seen := map[string]bool{}
-	var out []*File
-	for _, f := range fs {
-		if !seen[f.Path()] {
-			seen[f.Path()] = true
-			out = append(out, f)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path() < out[j].Path() })
-	return out
-}

@@ -388,9 +388,19 @@ func (c *Core) Cancel(keys []Key) {
 	}
 }
 
+// move changes a job's state along the transition table; anything else is
+// a bug in the Core.
+func (c *Core) move(j *job, to State) {
+	if !CanMove(j.state(), to) {
+		panic(fmt.Sprintf("sched: job %s cannot go from %s to %s", j.key, j.state(), to))
+	}
+	j.rec.State = string(to)
+	c.touch(j)
+}
+
 // end moves a job to a terminal state and frees what it held.
 func (c *Core) end(j *job, s State, nowMs int64) {
-	j.rec.State = string(s)
+	c.move(j, s)
 	j.rec.PendingReason = ""
 	j.rec.EndUnixMs = nowMs
 	if w := c.workers[j.rec.Worker]; w != nil {
@@ -417,7 +427,7 @@ func (c *Core) requeue(j *job, why string) {
 		delete(w.running, j.key)
 	}
 	delete(c.byTask, j.task)
-	j.rec.State = string(Pending)
+	c.move(j, Pending)
 	j.rec.Worker = ""
 	j.rec.GpuIndices = nil
 	j.rec.StartUnixMs = 0

@@ -267,7 +267,7 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 			gpus = append(gpus, g)
 		}
 	}
-	j.rec.State = string(Running)
+	c.move(j, Running)
 	j.rec.PendingReason = ""
 	j.rec.StartUnixMs = now.UnixMilli()
 	j.rec.Attempts++
