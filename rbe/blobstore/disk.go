@@ -19,9 +19,10 @@ import (
 )
 
 // touchInterval bounds how often a blob's modification time is refreshed on
-// use: the on-disk LRU order only needs to be roughly right after a restart,
-// and refreshing on every hit would cost a syscall per blob.
-const touchInterval = time.Minute
+// use: the on-disk LRU order only needs to be roughly right after a restart
+// (to the hour), and refreshing on every hit would cost a syscall per blob,
+// which a no-op build touching thousands of cached blobs would feel.
+const touchInterval = time.Hour
 
 // copyBuffers holds the buffers Put copies through.
 var copyBuffers = sync.Pool{New: func() any {
