@@ -835,9 +835,13 @@ func (x *Digest) GetSizeBytes() int64 {
 // AssignAction asks the worker to run a REAPI action whose Action, Command
 // and input root are in the CAS.
 type AssignAction struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	ActionDigest  *Digest                `protobuf:"bytes,2,opt,name=action_digest,json=actionDigest,proto3" json:"action_digest,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	TaskId       string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	ActionDigest *Digest                `protobuf:"bytes,2,opt,name=action_digest,json=actionDigest,proto3" json:"action_digest,omitempty"`
+	// The serialized Action and Command, which the server has already read,
+	// sparing the worker two round trips; empty when too large to inline.
+	Action        []byte `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Command       []byte `protobuf:"bytes,4,opt,name=command,proto3" json:"command,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -882,6 +886,20 @@ func (x *AssignAction) GetTaskId() string {
 func (x *AssignAction) GetActionDigest() *Digest {
 	if x != nil {
 		return x.ActionDigest
+	}
+	return nil
+}
+
+func (x *AssignAction) GetAction() []byte {
+	if x != nil {
+		return x.Action
+	}
+	return nil
+}
+
+func (x *AssignAction) GetCommand() []byte {
+	if x != nil {
+		return x.Command
 	}
 	return nil
 }
@@ -1788,10 +1806,12 @@ const file_worker_proto_rawDesc = "" +
 	"\x06Digest\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"c\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\x95\x01\n" +
 	"\fAssignAction\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12:\n" +
-	"\raction_digest\x18\x02 \x01(\v2\x15.rbs.worker.v1.DigestR\factionDigest\"!\n" +
+	"\raction_digest\x18\x02 \x01(\v2\x15.rbs.worker.v1.DigestR\factionDigest\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
+	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xd6\x02\n" +
 	"\tAssignJob\x12\x17\n" +

@@ -82,6 +82,9 @@ type Action struct {
 	Timeout    time.Duration // 0: none
 	DoNotCache bool
 	Priority   int32 // lower runs first, as in REAPI's ExecutionPolicy
+	// ActionBlob and CommandBlob are the serialized Action and Command,
+	// passed to the worker with the assignment.
+	ActionBlob, CommandBlob []byte
 }
 
 // Scheduler is the execution queue. Its methods are safe for concurrent use.
@@ -257,6 +260,8 @@ func (s *Scheduler) dispatchLocked() {
 		w.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignAction{AssignAction: &workerpb.AssignAction{
 			TaskId:       t.id,
 			ActionDigest: &workerpb.Digest{Hash: t.action.Digest.Hash(), SizeBytes: t.action.Digest.Size()},
+			Action:       t.action.ActionBlob,
+			Command:      t.action.CommandBlob,
 		}}})
 		s.changedLocked(t)
 	}

@@ -39,19 +39,24 @@ func missing(ds ...digest.Digest) error {
 	return st.Err()
 }
 
-func (e *execution) getProto(ctx context.Context, d digest.Digest, m proto.Message) error {
+// getProto reads a message from the CAS and returns its bytes too.
+func (e *execution) getProto(ctx context.Context, d digest.Digest, m proto.Message) ([]byte, error) {
 	b, err := blobstore.GetBytes(ctx, e.cas, d)
 	if blobstore.IsNotFound(err) {
-		return missing(d)
+		return nil, missing(d)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := proto.Unmarshal(b, m); err != nil {
-		return status.Errorf(codes.InvalidArgument, "blob %s is not a %s: %v", d, m.ProtoReflect().Descriptor().Name(), err)
+		return nil, status.Errorf(codes.InvalidArgument, "blob %s is not a %s: %v", d, m.ProtoReflect().Descriptor().Name(), err)
 	}
-	return nil
+	return b, nil
 }
+
+// maxInlineProto bounds the Action and Command bytes sent with an
+// assignment; larger ones the worker reads from the CAS.
+const maxInlineProto = 1 << 20
 
 func (e *execution) Execute(req *repb.ExecuteRequest, stream repb.Execution_ExecuteServer) error {
 	ctx := stream.Context()
@@ -90,7 +95,8 @@ func (e *execution) Execute(req *repb.ExecuteRequest, stream repb.Execution_Exec
 // that the input root is present.
 func (e *execution) load(ctx context.Context, d digest.Digest) (scheduler.Action, error) {
 	action := &repb.Action{}
-	if err := e.getProto(ctx, d, action); err != nil {
+	actionBlob, err := e.getProto(ctx, d, action)
+	if err != nil {
 		return scheduler.Action{}, err
 	}
 	cd, err := digest.FromProto(action.CommandDigest)
@@ -102,7 +108,8 @@ func (e *execution) load(ctx context.Context, d digest.Digest) (scheduler.Action
 		return scheduler.Action{}, status.Errorf(codes.InvalidArgument, "action %s: input root digest: %v", d, err)
 	}
 	command := &repb.Command{}
-	if err := e.getProto(ctx, cd, command); err != nil {
+	commandBlob, err := e.getProto(ctx, cd, command)
+	if err != nil {
 		return scheduler.Action{}, err
 	}
 	if gone, err := e.cas.FindMissing(ctx, []digest.Digest{rd}); err != nil {
@@ -115,6 +122,9 @@ func (e *execution) load(ctx context.Context, d digest.Digest) (scheduler.Action
 		platform = command.Platform // REAPI 2.0 clients put it on the Command
 	}
 	a := scheduler.Action{Digest: d, DoNotCache: action.DoNotCache}
+	if len(actionBlob)+len(commandBlob) <= maxInlineProto {
+		a.ActionBlob, a.CommandBlob = actionBlob, commandBlob
+	}
 	for _, p := range platform.GetProperties() {
 		a.Platform = append(a.Platform, scheduler.Property{Name: p.Name, Value: p.Value})
 	}

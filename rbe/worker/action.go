@@ -33,20 +33,11 @@ type actionRunner struct {
 	reaper   *reaper
 }
 
-func (r *actionRunner) readProto(ctx context.Context, d digest.Digest, m proto.Message) error {
-	var b []byte
-	if d.Size() > client.BatchLimit {
-		var buf bytes.Buffer
-		if err := r.cas.Read(ctx, d, &buf); err != nil {
-			return err
-		}
-		b = buf.Bytes()
-	} else if d.Size() > 0 {
-		blobs, err := r.cas.ReadBatch(ctx, []digest.Digest{d})
-		if err != nil {
-			return err
-		}
-		b = blobs[d]
+// readProto reads a message from the CAS, unless inline holds its bytes.
+func (r *actionRunner) readProto(ctx context.Context, d digest.Digest, inline []byte, m proto.Message) error {
+	b, err := r.blob(ctx, d, inline)
+	if err != nil {
+		return err
 	}
 	if err := proto.Unmarshal(b, m); err != nil {
 		return status.Errorf(codes.InvalidArgument, "blob %s is not a %s: %v", d, m.ProtoReflect().Descriptor().Name(), err)
@@ -54,12 +45,32 @@ func (r *actionRunner) readProto(ctx context.Context, d digest.Digest, m proto.M
 	return nil
 }
 
+func (r *actionRunner) blob(ctx context.Context, d digest.Digest, inline []byte) ([]byte, error) {
+	switch {
+	case len(inline) > 0 && digest.FromBytes(inline) == d:
+		return inline, nil
+	case d.Size() == 0:
+		return nil, nil
+	case d.Size() > client.BatchLimit:
+		var buf bytes.Buffer
+		if err := r.cas.Read(ctx, d, &buf); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	blobs, err := r.cas.ReadBatch(ctx, []digest.Digest{d})
+	if err != nil {
+		return nil, err
+	}
+	return blobs[d], nil
+}
+
 // run executes one action and returns what to report. Errors that prevent
 // running the action become the result's status; a command that runs and
 // fails is a normal result with its exit code.
-func (r *actionRunner) run(ctx context.Context, taskID string, ad digest.Digest) *workerpb.TaskResult {
-	tr := &workerpb.TaskResult{TaskId: taskID}
-	res, err := r.execute(ctx, taskID, ad, tr)
+func (r *actionRunner) run(ctx context.Context, a *workerpb.AssignAction, ad digest.Digest) *workerpb.TaskResult {
+	tr := &workerpb.TaskResult{TaskId: a.TaskId}
+	res, err := r.execute(ctx, a, ad, tr)
 	if res != nil {
 		b, merr := proto.Marshal(res)
 		if merr != nil {
@@ -77,11 +88,12 @@ func (r *actionRunner) run(ctx context.Context, taskID string, ad digest.Digest)
 	return tr
 }
 
-func (r *actionRunner) execute(ctx context.Context, taskID string, ad digest.Digest, tr *workerpb.TaskResult) (*repb.ActionResult, error) {
+func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad digest.Digest, tr *workerpb.TaskResult) (*repb.ActionResult, error) {
+	taskID := a.TaskId
 	meta := &repb.ExecutedActionMetadata{Worker: r.name, WorkerStartTimestamp: timestamppb.Now(), InputFetchStartTimestamp: timestamppb.Now()}
 	tr.FetchStartNs = time.Now().UnixNano()
 	action := &repb.Action{}
-	if err := r.readProto(ctx, ad, action); err != nil {
+	if err := r.readProto(ctx, ad, a.Action, action); err != nil {
 		return nil, err
 	}
 	cd, err := digest.FromProto(action.CommandDigest)
@@ -93,7 +105,7 @@ func (r *actionRunner) execute(ctx context.Context, taskID string, ad digest.Dig
 		return nil, status.Errorf(codes.InvalidArgument, "input root digest: %v", err)
 	}
 	cmd := &repb.Command{}
-	if err := r.readProto(ctx, cd, cmd); err != nil {
+	if err := r.readProto(ctx, cd, a.Command, cmd); err != nil {
 		return nil, err
 	}
 	if len(cmd.Arguments) == 0 {

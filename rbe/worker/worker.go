@@ -287,7 +287,7 @@ func (w *Worker) startAction(a *workerpb.AssignAction) {
 		if d, err := digest.New(a.GetActionDigest().GetHash(), a.GetActionDigest().GetSizeBytes()); err != nil {
 			r.StatusMessage = "bad action digest: " + err.Error()
 		} else {
-			r = w.runner.run(ctx, a.TaskId, d)
+			r = w.runner.run(ctx, a, d)
 		}
 		return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Result{Result: r}}
 	})
