@@ -191,3 +191,36 @@ func TestFileFromDisk(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+func TestDigestsCarryOver(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f.txt")
+	if err := os.WriteFile(file, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d1, err := HashFile(file)
+	if err != nil || d1 != digest.FromBytes([]byte("one")) {
+		t.Fatalf("HashFile = %v, %v", d1, err)
+	}
+	saved := filepath.Join(dir, "digests")
+	if err := SaveDigests(saved); err != nil {
+		t.Fatal(err)
+	}
+	hashes.Clear()
+	LoadDigests(saved)
+	if v, ok := hashes.Load(file); !ok || v.(hashed).d != d1 {
+		t.Fatal("the digest was not loaded back")
+	}
+	// A changed file is hashed again: its identity no longer matches.
+	if err := os.WriteFile(file+".new", []byte("two!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".new", file); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := HashFile(file)
+	if err != nil || d2 != digest.FromBytes([]byte("two!")) {
+		t.Fatalf("after a change HashFile = %v, %v", d2, err)
+	}
+	LoadDigests(filepath.Join(dir, "missing"))
+}

@@ -1,6 +1,8 @@
 package merkle
 
 import (
+	"bufio"
+	"encoding/gob"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,13 +14,73 @@ import (
 )
 
 // hashes remembers file digests by path and file identity (device, inode,
-// size, modification time), so a build hashes each unchanged file once.
+// size, modification time), so a build hashes each unchanged file once, and
+// with LoadDigests/SaveDigests not again in the next build.
 var hashes sync.Map // string -> hashed
 
 type hashed struct {
 	dev, ino, size uint64
 	mtime          int64
 	d              digest.Digest
+}
+
+// savedDigest is a hashed entry as SaveDigests writes it.
+type savedDigest struct {
+	Path           string
+	Dev, Ino, Size uint64
+	Mtime          int64
+	Hash           string
+	DigestSize     int64
+}
+
+// LoadDigests remembers the digests saved in file; a missing or unreadable
+// file only means files are hashed again.
+func LoadDigests(file string) {
+	f, err := os.Open(file)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var saved []savedDigest
+	if gob.NewDecoder(bufio.NewReader(f)).Decode(&saved) != nil {
+		return
+	}
+	for _, e := range saved {
+		d, err := digest.New(e.Hash, e.DigestSize)
+		if err != nil {
+			continue
+		}
+		hashes.Store(e.Path, hashed{dev: e.Dev, ino: e.Ino, size: e.Size, mtime: e.Mtime, d: d})
+	}
+}
+
+// SaveDigests writes the remembered digests to file, atomically.
+func SaveDigests(file string) error {
+	var saved []savedDigest
+	hashes.Range(func(k, v any) bool {
+		h := v.(hashed)
+		saved = append(saved, savedDigest{Path: k.(string), Dev: h.dev, Ino: h.ino, Size: h.size, Mtime: h.mtime, Hash: h.d.Hash(), DigestSize: h.d.Size()})
+		return true
+	})
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".digests-")
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(tmp)
+	err = gob.NewEncoder(w).Encode(saved)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }
 
 // HashFile returns the digest of the file at abs.

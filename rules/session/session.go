@@ -17,6 +17,7 @@ import (
 
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/executor"
+	"github.com/rbs-build/rbs/rbe/merkle"
 	"github.com/rbs-build/rbs/rules"
 	"github.com/rbs-build/rbs/rules/engine"
 	"github.com/rbs-build/rbs/starlark/label"
@@ -112,6 +113,14 @@ func (s *Session) executor() (executor.Executor, error) {
 	local, err := executor.NewLocal(dir, 10<<30)
 	if err != nil {
 		return nil, err
+	}
+	// Digests of unchanged files carry over from the previous build.
+	digests := filepath.Join(dir, "digests")
+	merkle.LoadDigests(digests)
+	closeConn := s.done
+	s.done = func() {
+		closeConn()
+		merkle.SaveDigests(digests)
 	}
 	s.exec = local
 	if remote != nil {
