@@ -2,63 +2,21 @@ package executor
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/rbs-build/rbs/rbe/blobstore"
-	"github.com/rbs-build/rbs/rbe/client"
-	"github.com/rbs-build/rbs/rbe/scheduler"
-	"github.com/rbs-build/rbs/rbe/server"
-	"github.com/rbs-build/rbs/rbe/worker"
+	"github.com/rbs-build/rbs/rbe/clustertest"
 	"google.golang.org/grpc"
 )
 
-// newCluster starts an in-process rbs server with a scheduler and one
-// in-process worker, as rbe/worker's tests do, and returns a connection to
-// it.
-//
-// The worker makes the test process a child subreaper that reaps orphaned
-// processes, so Local must not run while a cluster is up: tests using one
-// live in this file, which runs last, and run Local before starting it.
-func newCluster(t *testing.T) *grpc.ClientConn {
-	store := blobstore.ContentAddressed(blobstore.NewMemory())
-	sched := scheduler.New(scheduler.Config{NewID: uuid.NewString})
-	srv := server.New(server.Config{CAS: store, AC: blobstore.NewMemory(), Scheduler: sched, HeartbeatInterval: 200 * time.Millisecond})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	conn, err := client.Dial(client.Options{Target: lis.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- worker.Run(ctx, worker.Config{Server: client.Options{Target: lis.Addr().String()}, WorkDir: t.TempDir(), Name: "w", ActionSlots: 4, CPUs: 1, CacheMaxSize: 1 << 30})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-	for deadline := time.Now().Add(10 * time.Second); len(sched.Status().Workers) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("worker never registered")
-		}
-	}
-	return conn
-}
+// newCluster starts an in-process cluster. Its worker makes the test
+// process a child subreaper that reaps orphaned processes, so Local must not
+// run while a cluster is up: tests using one live in this file, which runs
+// last, and run Local before starting it.
+func newCluster(t *testing.T) *grpc.ClientConn { return clustertest.Start(t).Conn }
 
 func TestRemote(t *testing.T) {
 	f := newFixture(t, "remote input\n")

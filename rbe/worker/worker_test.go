@@ -1,9 +1,8 @@
-package worker
+package worker_test
 
 import (
 	"context"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,12 +12,11 @@ import (
 
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
-	"github.com/google/uuid"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/clustertest"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/scheduler"
-	"github.com/rbs-build/rbs/rbe/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -37,38 +35,8 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
-	store := blobstore.ContentAddressed(blobstore.NewMemory())
-	sched := scheduler.New(scheduler.Config{NewID: uuid.NewString})
-	srv := server.New(server.Config{CAS: store, AC: blobstore.NewMemory(), Scheduler: sched, HeartbeatInterval: 200 * time.Millisecond})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	conn, err := client.Dial(client.Options{Target: lis.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{Server: client.Options{Target: lis.Addr().String()}, WorkDir: t.TempDir(), Name: "w", ActionSlots: 4, CPUs: 1, CacheMaxSize: 1 << 30})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-	for deadline := time.Now().Add(10 * time.Second); len(sched.Status().Workers) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("worker never registered")
-		}
-	}
-	return &rig{t: t, conn: conn, cas: client.NewCAS(conn, ""), exec: repb.NewExecutionClient(conn), store: store, sched: sched}
+	c := clustertest.Start(t)
+	return &rig{t: t, conn: c.Conn, cas: client.NewCAS(c.Conn, ""), exec: repb.NewExecutionClient(c.Conn), store: c.CAS, sched: c.Sched}
 }
 
 func (r *rig) put(m proto.Message) digest.Digest {
