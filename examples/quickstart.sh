@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# The rbs quickstart: builds rbs, starts `rbs remote serve` on a free local
-# port with a throw-away data directory, and builds the examples/bazel
-# workspace twice with Bazel using rbs as its remote cache. The second build,
-# after `bazel clean`, is served entirely from the rbs cache.
+# The rbs quickstart: builds rbs and starts a local cluster — `rbs remote
+# serve` on a free port with a throw-away data directory, and one `rbs remote
+# worker` — then uses it three ways:
+#   1. Bazel builds examples/bazel with rbs as its remote cache, twice; the
+#      second build, after `bazel clean`, is served entirely from the cache.
+#   2. rbs builds and tests the examples/ workspace on the cluster.
+#   3. A four-task job array runs on the worker's job slots, two at a time.
 #
 #   ./examples/quickstart.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-command -v bazel >/dev/null || { echo "quickstart: bazel is not installed (Debian: apt-get install bazel-bootstrap)" >&2; exit 1; }
+for tool in bazel python3; do
+  command -v $tool >/dev/null || { echo "quickstart: $tool is not installed (Debian: apt-get install bazel-bootstrap python3)" >&2; exit 1; }
+done
 work=$(mktemp -d)
-pid=""
+pids=()
 bazel_() { bazel --output_user_root="$work/bazel" "$@"; }
 cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   (cd "$work/ws" 2>/dev/null && bazel_ shutdown 2>/dev/null) || true
   rm -rf "$work"
 }
@@ -21,10 +26,11 @@ trap cleanup EXIT
 
 echo "== building rbs"
 (cd "$root" && go build -o "$work/rbs" ./cmd/rbs)
+rbs=$work/rbs
 
-echo "== starting rbs remote serve"
-"$work/rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/data" 2>"$work/server.log" &
-pid=$!
+echo "== starting a local cluster: rbs remote serve + rbs remote worker"
+"$rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/data" 2>"$work/server.log" &
+pids+=($!)
 addr=""
 for _ in $(seq 100); do
   addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server.log")
@@ -32,16 +38,36 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [ -n "$addr" ] || { cat "$work/server.log" >&2; exit 1; }
-echo "   listening on $addr"
+export RBS_REMOTE=$addr
+"$rbs" remote worker --name quickstart --work-dir "$work/worker" --job-slots 2 2>"$work/worker.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q registered "$work/worker.log" && break; sleep 0.1; done
+"$rbs" remote status
 
+echo
+echo "== 1. Bazel with rbs as its remote cache"
 cp -r "$root/examples/bazel" "$work/ws"
 cd "$work/ws"
-echo "== first build: runs the actions, fills the rbs cache"
 bazel_ build --remote_cache="grpc://$addr" //:counted 2>&1 | grep -E "processes|ERROR" || true
 bazel_ clean 2>/dev/null
-echo "== bazel clean; second build: every action comes from the rbs cache"
+echo "   bazel clean; the second build comes from the rbs cache:"
 out=$(bazel_ build --remote_cache="grpc://$addr" //:counted 2>&1)
 echo "$out" | grep -E "processes|ERROR"
 echo "$out" | grep -q "remote cache hit" || { echo "quickstart: no remote cache hits" >&2; exit 1; }
-echo "== result"
 cat bazel-bin/counted.txt
+
+echo
+echo "== 2. rbs build and rbs test of examples/ on the cluster"
+mkdir -p "$work/app"
+(cd "$root/examples" && tar --exclude=rbs-out --exclude=rbs-bin --exclude=bazel -cf - .) | tar -C "$work/app" -xf -
+cd "$work/app"
+XDG_CACHE_HOME="$work/cache" "$rbs" build //...
+XDG_CACHE_HOME="$work/cache" "$rbs" test //...
+cat rbs-bin/app/stamped.txt
+
+echo
+echo "== 3. a job array on the worker's job slots, at most two tasks at once"
+id=$("$rbs" job submit --parsable --name hello --array "0-3%2" -- sh -c 'echo "task $RBS_ARRAY_INDEX of job $RBS_JOB_ID on $(hostname)"; sleep 1')
+"$rbs" job wait "$id"
+for i in 0 1 2 3; do "$rbs" job logs "${id}_$i"; done
+"$rbs" job list --history
