@@ -40,6 +40,8 @@ type Service struct {
 	// Owned by the loop goroutine.
 	core *sched.Core
 	send map[string]func(*workerpb.ServerMessage)
+	gen  map[string]uint64 // registration generation of each worker
+	next uint64
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every committed round
@@ -91,6 +93,7 @@ func New(cfg Config) (*Service, error) {
 		done:    make(chan struct{}),
 		core:    core,
 		send:    map[string]func(*workerpb.ServerMessage){},
+		gen:     map[string]uint64{},
 		changed: make(chan struct{}),
 	}, nil
 }
@@ -197,8 +200,10 @@ func (s *Service) changes() <-chan struct{} {
 // Register adds the Jobs API to a gRPC server.
 func (s *Service) Register(r grpc.ServiceRegistrar) { jobspb.RegisterJobsServer(r, s) }
 
-// WorkerUp is called when a worker's stream registers.
-func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) {
+// WorkerUp is called when a worker's stream registers. It returns the
+// registration's generation, which WorkerDown must present, so that the end
+// of a replaced stream does not mark its successor down.
+func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) uint64 {
 	info := sched.WorkerInfo{
 		Name:     name,
 		CPUs:     reg.GetResources().GetCpus(),
@@ -214,17 +219,26 @@ func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*worke
 			info.Running = append(info.Running, r.TaskId)
 		}
 	}
+	var gen uint64
 	s.do(context.Background(), func(c *sched.Core) error {
+		s.next++
+		gen = s.next
+		s.gen[name] = gen
 		s.send[name] = send
 		c.WorkerUp(info)
 		return nil
 	})
+	return gen
 }
 
-// WorkerDown is called when a worker's stream ends.
-func (s *Service) WorkerDown(name string) {
+// WorkerDown is called when the stream of registration gen ends.
+func (s *Service) WorkerDown(name string, gen uint64) {
 	s.post(func(c *sched.Core) error {
+		if s.gen[name] != gen {
+			return nil // a newer stream has taken over
+		}
 		delete(s.send, name)
+		delete(s.gen, name)
 		c.WorkerDown(name)
 		return nil
 	})

@@ -69,8 +69,10 @@ type Config struct {
 // its share of the cluster status.
 type Jobs interface {
 	Register(grpc.ServiceRegistrar)
-	WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage))
-	WorkerDown(name string)
+	// WorkerUp returns a generation that WorkerDown presents, so that the
+	// end of a replaced stream does not mark its successor down.
+	WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) uint64
+	WorkerDown(name string, gen uint64)
 	FromWorker(name string, m *workerpb.WorkerMessage)
 	// Status returns job counts by state and job slots in use by worker.
 	Status() (map[string]int64, map[string]int32)

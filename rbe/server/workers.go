@@ -61,10 +61,11 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 	}
 	ws.log.Info("worker registered", "worker", w.ID(), "action_slots", reg.ActionSlots, "job_slots", reg.JobSlots)
 	reason := "stream ended"
+	var gen uint64
 	defer func() {
 		ws.sched.Disconnect(w, reason)
 		if ws.jobs != nil {
-			ws.jobs.WorkerDown(w.ID())
+			ws.jobs.WorkerDown(w.ID(), gen)
 		}
 		ws.log.Info("worker disconnected", "worker", w.ID(), "reason", reason)
 	}()
@@ -75,7 +76,7 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 	}
 
 	if ws.jobs != nil {
-		ws.jobs.WorkerUp(w.ID(), reg, w.Send)
+		gen = ws.jobs.WorkerUp(w.ID(), reg, w.Send)
 	}
 
 	ctx, cancel := context.WithCancel(stream.Context())
