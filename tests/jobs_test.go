@@ -301,12 +301,16 @@ func TestJobOutOfMemory(t *testing.T) {
 func TestJobsSurviveServerKill(t *testing.T) {
 	srv := startServer(t)
 	startWorker(t, srv, "w1", "--cpus", "1", "--job-slots", "1")
-	running := submit(t, srv, "--", "sh", "-c", "echo before; sleep 4; echo after")
+	running := submit(t, srv, "--", "sh", "-c", "echo before; sleep 1; echo during; sleep 3; echo after")
 	waitFor(t, srv, running, "RUNNING", inState("RUNNING"))
 	queued := submit(t, srv, "--", "echo", "queued")
 	waitFor(t, srv, running, "some output", func(jobView) bool { return rbs(t, srv, "job", "logs", running) == "before\n" })
 
-	srv.restart(t, syscall.SIGKILL)
+	// The job writes "during" while the server is down.
+	srv.cmd.Process.Signal(syscall.SIGKILL)
+	srv.cmd.Wait()
+	time.Sleep(2 * time.Second)
+	srv.start(t, srv.Addr)
 
 	if got := rbs(t, srv, "job", "logs", running); got != "before\n" {
 		t.Fatalf("logs after the crash %q", got)
@@ -318,8 +322,8 @@ func TestJobsSurviveServerKill(t *testing.T) {
 	if j := show(t, srv, running); j.Attempts != 1 {
 		t.Fatalf("the running job was restarted (attempt %d) instead of carrying on", j.Attempts)
 	}
-	if got := rbs(t, srv, "job", "logs", running); got != "before\nafter\n" {
-		t.Fatalf("logs %q", got)
+	if got := rbs(t, srv, "job", "logs", running); got != "before\nduring\nafter\n" {
+		t.Fatalf("logs %q, want the output written while the server was down too", got)
 	}
 }
 

@@ -68,10 +68,9 @@ func (k Key) String() string {
 }
 
 type job struct {
-	rec       *jobspb.JobRecord
-	key       Key
-	task      string // current attempt's task id
-	logOffset int64  // output bytes received of the current attempt
+	rec  *jobspb.JobRecord
+	key  Key
+	task string // current attempt's task id
 }
 
 func (j *job) state() State { return State(j.rec.State) }
@@ -494,20 +493,37 @@ func (c *Core) attempt(workerName, task string) *job {
 }
 
 // Log appends output of a running attempt. offset is where data starts in
-// the attempt's output; repeats after a reconnect are dropped.
+// the attempt's output: repeats are dropped, and output past a gap (chunks
+// lost with a broken stream) waits for the worker to send the gap again.
 func (c *Core) Log(workerName, task string, offset int64, data []byte) {
 	j := c.attempt(workerName, task)
 	if j == nil {
 		return
 	}
-	if skip := j.logOffset - offset; skip > 0 {
-		if skip >= int64(len(data)) {
-			return
-		}
-		data = data[skip:]
+	have := j.rec.OutputBytes
+	if offset > have {
+		return
 	}
-	j.logOffset += int64(len(data))
+	skip := have - offset
+	if skip >= int64(len(data)) {
+		return
+	}
+	data = data[skip:]
+	j.rec.OutputBytes += int64(len(data))
+	c.touch(j)
 	c.logs = append(c.logs, store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: append([]byte(nil), data...)})
+}
+
+// OutputStored returns, for each attempt running on the worker, how much of
+// its output is stored.
+func (c *Core) OutputStored(workerName string) map[string]int64 {
+	out := map[string]int64{}
+	if w := c.workers[workerName]; w != nil {
+		for _, j := range w.running {
+			out[j.task] = j.rec.OutputBytes
+		}
+	}
+	return out
 }
 
 // Ended records how a worker's attempt ended.

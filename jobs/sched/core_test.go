@@ -346,3 +346,32 @@ func TestSubmitValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestOutputIsContiguous(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 1, 1)
+	id := h.submit(&jobspb.JobSpec{})
+	h.step()
+	j := h.c.jobs[Key{id, -1}]
+	logs := func() string {
+		b, _ := h.c.Flush()
+		var out string
+		for _, l := range b.Logs {
+			out += string(l.Data)
+		}
+		return out
+	}
+	h.c.Log("w", j.task, 0, []byte("abc"))
+	h.c.Log("w", j.task, 6, []byte("ghi")) // after a gap: waits for the resend
+	h.c.Log("w", j.task, 1, []byte("bcdef"))
+	if got := logs(); got != "abcdef" {
+		t.Fatalf("stored output %q, want abcdef", got)
+	}
+	if got := h.c.OutputStored("w"); got[j.task] != 6 {
+		t.Fatalf("OutputStored = %v, want 6 for %s", got, j.task)
+	}
+	h.c.Log("other", j.task, 6, []byte("x")) // not its worker
+	if got := logs(); got != "" {
+		t.Fatalf("output from another worker was stored: %q", got)
+	}
+}

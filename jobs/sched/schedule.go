@@ -274,7 +274,7 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 	j.rec.Worker = w.name
 	j.rec.GpuIndices = gpus
 	j.task = taskID(j)
-	j.logOffset = 0
+	j.rec.OutputBytes = 0
 	w.running[j.key] = j
 	c.byTask[j.task] = j
 	c.touch(j)

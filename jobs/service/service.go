@@ -202,8 +202,9 @@ func (s *Service) Register(r grpc.ServiceRegistrar) { jobspb.RegisterJobsServer(
 
 // WorkerUp is called when a worker's stream registers. It returns the
 // registration's generation, which WorkerDown must present, so that the end
-// of a replaced stream does not mark its successor down.
-func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) uint64 {
+// of a replaced stream does not mark its successor down, and how much output
+// of each job attempt the worker runs is stored.
+func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) (uint64, map[string]int64) {
 	info := sched.WorkerInfo{
 		Name:     name,
 		CPUs:     reg.GetResources().GetCpus(),
@@ -220,15 +221,17 @@ func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*worke
 		}
 	}
 	var gen uint64
+	var stored map[string]int64
 	s.do(context.Background(), func(c *sched.Core) error {
 		s.next++
 		gen = s.next
 		s.gen[name] = gen
 		s.send[name] = send
 		c.WorkerUp(info)
+		stored = c.OutputStored(name)
 		return nil
 	})
-	return gen
+	return gen, stored
 }
 
 // WorkerDown is called when the stream of registration gen ends.

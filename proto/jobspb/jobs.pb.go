@@ -313,7 +313,9 @@ type JobRecord struct {
 	CancelRequested bool     `protobuf:"varint,15,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	Message         string   `protobuf:"bytes,16,opt,name=message,proto3" json:"message,omitempty"`
 	// time_limit_ms is the limit in force (the job's, else its queue's).
-	TimeLimitMs   int64 `protobuf:"varint,17,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
+	TimeLimitMs int64 `protobuf:"varint,17,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
+	// output_bytes is how much output of the current attempt is stored.
+	OutputBytes   int64 `protobuf:"varint,18,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -463,6 +465,13 @@ func (x *JobRecord) GetMessage() string {
 func (x *JobRecord) GetTimeLimitMs() int64 {
 	if x != nil {
 		return x.TimeLimitMs
+	}
+	return 0
+}
+
+func (x *JobRecord) GetOutputBytes() int64 {
+	if x != nil {
+		return x.OutputBytes
 	}
 	return 0
 }
@@ -1415,7 +1424,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\tArraySpec\x12\x18\n" +
 	"\aindices\x18\x01 \x03(\x05R\aindices\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"\xa8\x04\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\xcb\x04\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -1436,7 +1445,8 @@ const file_jobs_proto_rawDesc = "" +
 	"gpuIndices\x12)\n" +
 	"\x10cancel_requested\x18\x0f \x01(\bR\x0fcancelRequested\x12\x18\n" +
 	"\amessage\x18\x10 \x01(\tR\amessage\x12\"\n" +
-	"\rtime_limit_ms\x18\x11 \x01(\x03R\vtimeLimitMs\"9\n" +
+	"\rtime_limit_ms\x18\x11 \x01(\x03R\vtimeLimitMs\x12!\n" +
+	"\foutput_bytes\x18\x12 \x01(\x03R\voutputBytes\"9\n" +
 	"\rSubmitRequest\x12(\n" +
 	"\x04spec\x18\x01 \x01(\v2\x14.rbs.jobs.v1.JobSpecR\x04spec\"'\n" +
 	"\x0eSubmitResponse\x12\x15\n" +

@@ -732,8 +732,11 @@ type Registered struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId            string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	HeartbeatIntervalMs int64                  `protobuf:"varint,2,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// job_output holds, for each job attempt the worker runs, how many bytes
+	// of its output the server has stored; the worker sends the rest again.
+	JobOutput     map[string]int64 `protobuf:"bytes,3,rep,name=job_output,json=jobOutput,proto3" json:"job_output,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Registered) Reset() {
@@ -778,6 +781,13 @@ func (x *Registered) GetHeartbeatIntervalMs() int64 {
 		return x.HeartbeatIntervalMs
 	}
 	return 0
+}
+
+func (x *Registered) GetJobOutput() map[string]int64 {
+	if x != nil {
+		return x.JobOutput
+	}
+	return nil
 }
 
 type Digest struct {
@@ -1798,11 +1808,16 @@ const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"slot_class\x18\x02 \x01(\x0e2\x18.rbs.worker.v1.SlotClassR\tslotClass\"A\n" +
 	"\tHeartbeat\x124\n" +
-	"\arunning\x18\x01 \x03(\v2\x1a.rbs.worker.v1.RunningTaskR\arunning\"]\n" +
+	"\arunning\x18\x01 \x03(\v2\x1a.rbs.worker.v1.RunningTaskR\arunning\"\xe4\x01\n" +
 	"\n" +
 	"Registered\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\";\n" +
+	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12G\n" +
+	"\n" +
+	"job_output\x18\x03 \x03(\v2(.rbs.worker.v1.Registered.JobOutputEntryR\tjobOutput\x1a<\n" +
+	"\x0eJobOutputEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\";\n" +
 	"\x06Digest\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x1d\n" +
 	"\n" +
@@ -1909,7 +1924,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_worker_proto_goTypes = []any{
 	(SlotClass)(0),         // 0: rbs.worker.v1.SlotClass
 	(*WorkerMessage)(nil),  // 1: rbs.worker.v1.WorkerMessage
@@ -1935,8 +1950,9 @@ var file_worker_proto_goTypes = []any{
 	(*SlotUse)(nil),        // 21: rbs.worker.v1.SlotUse
 	(*QueueStatus)(nil),    // 22: rbs.worker.v1.QueueStatus
 	(*ActionStats)(nil),    // 23: rbs.worker.v1.ActionStats
-	nil,                    // 24: rbs.worker.v1.AssignJob.EnvEntry
-	nil,                    // 25: rbs.worker.v1.StatusResponse.JobsEntry
+	nil,                    // 24: rbs.worker.v1.Registered.JobOutputEntry
+	nil,                    // 25: rbs.worker.v1.AssignJob.EnvEntry
+	nil,                    // 26: rbs.worker.v1.StatusResponse.JobsEntry
 }
 var file_worker_proto_depIdxs = []int32{
 	3,  // 0: rbs.worker.v1.WorkerMessage.register:type_name -> rbs.worker.v1.Register
@@ -1955,25 +1971,26 @@ var file_worker_proto_depIdxs = []int32{
 	5,  // 13: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
 	0,  // 14: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
 	7,  // 15: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
-	10, // 16: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
-	24, // 17: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
-	20, // 18: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
-	22, // 19: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
-	25, // 20: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
-	23, // 21: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
-	4,  // 22: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 23: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
-	21, // 24: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
-	21, // 25: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
-	1,  // 26: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
-	18, // 27: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
-	2,  // 28: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
-	19, // 29: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
-	28, // [28:30] is the sub-list for method output_type
-	26, // [26:28] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	24, // 16: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
+	10, // 17: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
+	25, // 18: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
+	20, // 19: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
+	22, // 20: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
+	26, // 21: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
+	23, // 22: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
+	4,  // 23: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 24: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
+	21, // 25: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
+	21, // 26: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
+	1,  // 27: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
+	18, // 28: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
+	2,  // 29: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
+	19, // 30: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
+	29, // [29:31] is the sub-list for method output_type
+	27, // [27:29] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -2001,7 +2018,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -70,8 +70,9 @@ type Config struct {
 type Jobs interface {
 	Register(grpc.ServiceRegistrar)
 	// WorkerUp returns a generation that WorkerDown presents, so that the
-	// end of a replaced stream does not mark its successor down.
-	WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) uint64
+	// end of a replaced stream does not mark its successor down, and how
+	// much output of each job attempt the worker runs is stored.
+	WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) (uint64, map[string]int64)
 	WorkerDown(name string, gen uint64)
 	FromWorker(name string, m *workerpb.WorkerMessage)
 	// Status returns job counts by state and job slots in use by worker.

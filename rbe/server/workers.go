@@ -69,14 +69,14 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 		}
 		ws.log.Info("worker disconnected", "worker", w.ID(), "reason", reason)
 	}()
+	var stored map[string]int64
+	if ws.jobs != nil {
+		gen, stored = ws.jobs.WorkerUp(w.ID(), reg, w.Send)
+	}
 	if err := stream.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Registered{Registered: &workerpb.Registered{
-		WorkerId: w.ID(), HeartbeatIntervalMs: ws.heartbeat,
+		WorkerId: w.ID(), HeartbeatIntervalMs: ws.heartbeat, JobOutput: stored,
 	}}}); err != nil {
 		return err
-	}
-
-	if ws.jobs != nil {
-		gen = ws.jobs.WorkerUp(w.ID(), reg, w.Send)
 	}
 
 	ctx, cancel := context.WithCancel(stream.Context())

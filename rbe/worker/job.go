@@ -106,8 +106,15 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	if err != nil {
 		return fail(err.Error())
 	}
+	// The output is also kept in a file until the job's end is delivered,
+	// so that what a broken stream lost can be sent again.
+	keep, err := os.Create(w.outputFile(a.TaskId))
+	if err != nil {
+		return fail("creating the job's output file: " + err.Error())
+	}
+	defer keep.Close()
 	streamed := make(chan int64, 1)
-	go func() { streamed <- w.streamOutput(a.TaskId, pr) }()
+	go func() { streamed <- w.streamOutput(a.TaskId, io.TeeReader(pr, keep)) }()
 
 	res, runErr := process.Run(ctx, w.runner.reaper.wrap(process.Spec{
 		Args:    args,
@@ -148,6 +155,36 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		end.State = "FAILED"
 	}
 	return end
+}
+
+// outputFile is where a job attempt's output is kept.
+func (w *Worker) outputFile(task string) string {
+	return filepath.Join(w.jobsRoot, strings.NewReplacer("#", "-", "/", "-").Replace(task)+".out")
+}
+
+// resendOutput returns the output of running or finished job attempts that
+// the server lacks, given how much of each it has stored.
+func (w *Worker) resendOutput(stored map[string]int64) []*workerpb.WorkerMessage {
+	var out []*workerpb.WorkerMessage
+	for task, have := range stored {
+		f, err := os.Open(w.outputFile(task))
+		if err != nil {
+			continue
+		}
+		buf := make([]byte, logChunk)
+		for off := have; ; {
+			n, err := f.ReadAt(buf, off)
+			if n > 0 {
+				out = append(out, &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobLog{JobLog: &workerpb.JobLog{TaskId: task, Offset: off, Data: append([]byte(nil), buf[:n]...)}}})
+				off += int64(n)
+			}
+			if err != nil {
+				break
+			}
+		}
+		f.Close()
+	}
+	return out
 }
 
 // streamOutput sends what the job writes, in chunks, and returns how many

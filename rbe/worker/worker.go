@@ -53,17 +53,30 @@ type Worker struct {
 
 	mu      sync.Mutex
 	running map[string]running // by task id
+	// ended remembers the ends of job attempts for a while: a stream can
+	// break after a send seemed to succeed, so each new stream reports them
+	// again (the server ignores ends it already has).
+	ended map[string]endedJob
 	// outbox holds results, job output and job ends for the server, in
-	// order; it outlives any one stream. held is a message whose send
-	// failed, sent first on the next stream.
+	// order; it outlives any one stream. held are messages to send first on
+	// the next stream: one whose send failed, and output to send again.
 	outbox chan *workerpb.WorkerMessage
-	held   *workerpb.WorkerMessage
+	held   []*workerpb.WorkerMessage
 }
 
 type running struct {
 	stop  context.CancelFunc
 	class workerpb.SlotClass
 }
+
+type endedJob struct {
+	msg *workerpb.WorkerMessage
+	at  time.Time
+}
+
+// endedRetention is how long the end of a job attempt is reported again on
+// every new stream.
+const endedRetention = 10 * time.Minute
 
 // ISA returns the REAPI ISA name of this machine's architecture.
 func ISA() string {
@@ -129,6 +142,7 @@ func Run(ctx context.Context, cfg Config) error {
 		runner:   &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp},
 		jobsRoot: jobsRoot,
 		running:  map[string]running{},
+		ended:    map[string]endedJob{},
 		outbox:   make(chan *workerpb.WorkerMessage, 1024),
 	}
 	api := workerpb.NewWorkersClient(conn)
@@ -180,6 +194,16 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 	for id, r := range w.running {
 		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: r.class})
 	}
+	var ends []*workerpb.WorkerMessage
+	for id, e := range w.ended {
+		if time.Since(e.at) > endedRetention {
+			delete(w.ended, id)
+			os.Remove(w.outputFile(id))
+			continue
+		}
+		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: workerpb.SlotClass_SLOT_CLASS_JOB})
+		ends = append(ends, e.msg)
+	}
 	w.mu.Unlock()
 	if err := stream.Send(&workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Register{Register: reg}}); err != nil {
 		return err
@@ -197,6 +221,9 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
+	// Output the server lacks (sent into a stream that broke) goes first,
+	// then the ends of attempts it may not have heard of.
+	w.held = append(append(w.resendOutput(registered.JobOutput), ends...), w.held...)
 
 	// One goroutine sends: heartbeats, and the outbox in order. It has
 	// stopped before this function returns, so held passes safely to the
@@ -212,9 +239,10 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
-			m := w.held
-			w.held = nil
-			if m == nil {
+			var m *workerpb.WorkerMessage
+			if len(w.held) > 0 {
+				m, w.held = w.held[0], w.held[1:]
+			} else {
 				select {
 				case <-ctx.Done():
 					return
@@ -224,13 +252,16 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 				}
 			}
 			if err := stream.Send(m); err != nil {
-				if m.GetHeartbeat() == nil {
-					w.held = m // for the next connection
+				if m.GetHeartbeat() == nil && m.GetJobLog() == nil && m.GetJobEnded() == nil {
+					// For the next connection. Output is sent again from
+					// what the server says it has, job ends from ended.
+					w.held = append([]*workerpb.WorkerMessage{m}, w.held...)
 				}
 				sendErr <- err
 				cancel()
 				return
 			}
+
 		}
 	}()
 
@@ -298,6 +329,10 @@ func (w *Worker) startJob(a *workerpb.AssignJob) {
 		w.log.Info("job started", "job", a.JobId, "task", a.TaskId)
 		end := w.runJob(ctx, a)
 		w.log.Info("job ended", "job", a.JobId, "state", end.State, "exit_code", end.ExitCode)
-		return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobEnded{JobEnded: end}}
+		m := &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobEnded{JobEnded: end}}
+		w.mu.Lock()
+		w.ended[a.TaskId] = endedJob{msg: m, at: time.Now()}
+		w.mu.Unlock()
+		return m
 	})
 }
