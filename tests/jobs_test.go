@@ -398,3 +398,26 @@ queue(name = "debug", priority = 100, max_time = "1m")
 		t.Fatalf("a bad cluster.rbs: %v\n%s", err, out)
 	}
 }
+
+// Waiting raises a job's priority: with age_priority(every = "1s") an old
+// job overtakes a newer one of higher base priority.
+func TestAgeBonus(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "cluster.rbs")
+	os.WriteFile(cfg, []byte(`queue(name = "batch")
+age_priority(weight = 1, every = "1s", max = 100)
+`), 0o644)
+	srv := startServer(t, "--config", cfg)
+	startWorker(t, srv, "w1", "--cpus", "1", "--job-slots", "1")
+	blocker := submit(t, srv, "--", "sleep", "4")
+	waitFor(t, srv, blocker, "RUNNING", inState("RUNNING"))
+	old := submit(t, srv, "--", "true")
+	time.Sleep(3 * time.Second)
+	newer := submit(t, srv, "--priority", "2", "--", "true")
+	if o, n := show(t, srv, old), show(t, srv, newer); o.Priority.Age < 3 || o.Priority.Total <= n.Priority.Total {
+		t.Fatalf("priorities: old %+v, newer %+v", o.Priority, n.Priority)
+	}
+	rbs(t, srv, "job", "wait", old, newer)
+	if o, n := show(t, srv, old), show(t, srv, newer); *o.StartTime > *n.StartTime {
+		t.Fatalf("the newer job started first: old %s, newer %s", *o.StartTime, *n.StartTime)
+	}
+}

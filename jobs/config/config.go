@@ -1,13 +1,16 @@
 // Package config reads a cluster's configuration from a Starlark file,
-// cluster.rbs, which declares the job queues:
+// cluster.rbs, which declares the job queues and, optionally, how waiting
+// raises a job's priority:
 //
 //	queue(name = "batch", priority = 0, default = True)
 //	queue(name = "gpu", priority = 10, max_time = "2d")
 //	queue(name = "debug", priority = 100, max_time = "30m")
+//	age_priority(weight = 1, every = "1m", max = 10000)
 package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/spec"
@@ -15,10 +18,40 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// Load reads the queues a cluster.rbs file declares.
-func Load(path string) ([]sched.Queue, error) {
+// Cluster is what a cluster.rbs file declares.
+type Cluster struct {
+	Queues []sched.Queue
+	// AgeWeight, AgeInterval and AgeCap are zero unless age_priority()
+	// sets them (the scheduler's defaults then apply).
+	AgeWeight   int64
+	AgeInterval time.Duration
+	AgeCap      int64
+}
+
+// Load reads a cluster.rbs file.
+func Load(path string) (*Cluster, error) {
+	c := &Cluster{}
 	var queues []sched.Queue
 	seen := map[string]bool{}
+	agePriority := starlark.NewBuiltin("age_priority", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var weight, maxAge int
+		var every string
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "weight?", &weight, "every?", &every, "max?", &maxAge); err != nil {
+			return nil, err
+		}
+		if weight < 0 || maxAge < 0 {
+			return nil, fmt.Errorf("age_priority: weight and max must not be negative")
+		}
+		c.AgeWeight, c.AgeCap = int64(weight), int64(maxAge)
+		if every != "" {
+			d, err := spec.ParseDuration(every)
+			if err != nil {
+				return nil, fmt.Errorf("age_priority: %v", err)
+			}
+			c.AgeInterval = d
+		}
+		return starlark.None, nil
+	})
 	queue := starlark.NewBuiltin("queue", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var name, maxTime string
 		var priority int
@@ -45,7 +78,7 @@ func Load(path string) ([]sched.Queue, error) {
 		return starlark.None, nil
 	})
 	thread := &starlark.Thread{Name: path}
-	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, path, nil, starlark.StringDict{"queue": queue}); err != nil {
+	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, path, nil, starlark.StringDict{"queue": queue, "age_priority": agePriority}); err != nil {
 		if evalErr, ok := err.(*starlark.EvalError); ok {
 			return nil, fmt.Errorf("%s", evalErr.Backtrace())
 		}
@@ -66,5 +99,6 @@ func Load(path string) ([]sched.Queue, error) {
 	if defaults == 0 {
 		queues[0].Default = true
 	}
-	return queues, nil
+	c.Queues = queues
+	return c, nil
 }

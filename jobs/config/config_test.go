@@ -27,6 +27,8 @@ queue(name = "b", default = True)`, "", "marks 2 queues as default"},
 		{"none", `x = 1`, "", "declares no queue"},
 		{"unknown argument", `queue(name = "a", size = 3)`, "", "unexpected keyword argument"},
 		{"syntax", `queue(`, "", "cluster.rbs"},
+		{"bad age interval", `queue(name = "a")
+age_priority(every = "sometimes")`, "", `age_priority: invalid time limit "sometimes"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,16 +36,17 @@ queue(name = "b", default = True)`, "", "marks 2 queues as default"},
 			if err := os.WriteFile(path, []byte(tt.src), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			qs, err := Load(path)
+			c, err := Load(path)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("Load = %v, %v; want error %q", qs, err, tt.err)
+					t.Fatalf("Load = %v, %v; want error %q", c, err, tt.err)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
+			qs := c.Queues
 			var parts []string
 			for _, q := range qs {
 				name := q.Name
@@ -56,5 +59,17 @@ queue(name = "b", default = True)`, "", "marks 2 queues as default"},
 				t.Fatalf("queues %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestAgePriority(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cluster.rbs")
+	os.WriteFile(path, []byte("queue(name = \"a\")\nage_priority(weight = 5, every = \"10s\", max = 50)\n"), 0o644)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AgeWeight != 5 || c.AgeInterval.String() != "10s" || c.AgeCap != 50 {
+		t.Fatalf("age priority %d/%s/%d", c.AgeWeight, c.AgeInterval, c.AgeCap)
 	}
 }

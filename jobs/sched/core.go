@@ -42,10 +42,11 @@ var DefaultQueues = []Queue{{Name: "batch", Default: true}}
 type Config struct {
 	Now    func() time.Time
 	Queues []Queue
-	// AgeWeight is the priority a job gains per minute of waiting, up to
-	// AgeCap, so that nothing starves.
-	AgeWeight int64
-	AgeCap    int64
+	// AgeWeight is the priority a job gains per AgeInterval of waiting (by
+	// default one per minute), up to AgeCap, so that nothing starves.
+	AgeWeight   int64
+	AgeInterval time.Duration
+	AgeCap      int64
 	// LostAfter is how long a disconnected worker's jobs wait for it to
 	// come back before they are requeued (or end as NODE_FAIL).
 	LostAfter time.Duration
@@ -173,6 +174,9 @@ func New(cfg Config, records []*jobspb.JobRecord, nextID int64) (*Core, error) {
 	}
 	if cfg.AgeWeight == 0 {
 		cfg.AgeWeight = 1
+	}
+	if cfg.AgeInterval <= 0 {
+		cfg.AgeInterval = time.Minute
 	}
 	if cfg.AgeCap == 0 {
 		cfg.AgeCap = 10000

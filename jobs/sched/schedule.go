@@ -18,7 +18,7 @@ func (c *Core) PriorityOf(j *jobspb.JobRecord) *jobspb.Priority {
 	p := &jobspb.Priority{Base: int64(j.Spec.Priority), Queue: int64(c.queues[j.Spec.Queue].Priority)}
 	if State(j.State) == Pending {
 		waited := c.cfg.Now().Sub(time.UnixMilli(j.SubmitUnixMs))
-		p.Age = min(int64(waited/time.Minute)*c.cfg.AgeWeight, c.cfg.AgeCap)
+		p.Age = min(int64(waited/c.cfg.AgeInterval)*c.cfg.AgeWeight, c.cfg.AgeCap)
 	}
 	p.Total = p.Base + p.Queue + p.Age
 	return p

@@ -90,13 +90,15 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	queues := sched.DefaultQueues
+	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout}
 	if cfg.Config != "" {
-		if queues, err = config.Load(cfg.Config); err != nil {
+		c, err := config.Load(cfg.Config)
+		if err != nil {
 			return err
 		}
+		schedCfg.Queues, schedCfg.AgeWeight, schedCfg.AgeInterval, schedCfg.AgeCap = c.Queues, c.AgeWeight, c.AgeInterval, c.AgeCap
 	}
-	jobs, err := service.New(service.Config{Store: st, Sched: sched.Config{Queues: queues, LostAfter: cfg.WorkerTimeout}, Log: cfg.Log})
+	jobs, err := service.New(service.Config{Store: st, Sched: schedCfg, Log: cfg.Log})
 	if err != nil {
 		return err
 	}
