@@ -24,12 +24,10 @@ type BuildFlags struct {
 	TLSCA       string `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
 }
 
-func (f BuildFlags) open() (*session.Session, context.Context, context.CancelFunc, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	opts := session.Options{Dir: dir, Jobs: f.Jobs, Out: os.Stdout}
+// session runs fn in a build session opened in the working directory,
+// closing it afterwards; the context ends on SIGINT or SIGTERM.
+func (f BuildFlags) session(fn func(ctx context.Context, s *session.Session) error) error {
+	opts := session.Options{Jobs: f.Jobs, Out: os.Stdout}
 	if opts.Jobs == 0 {
 		opts.Jobs = runtime.NumCPU()
 	}
@@ -43,12 +41,24 @@ func (f BuildFlags) open() (*session.Session, context.Context, context.CancelFun
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		opts.Progress = os.Stderr
 	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	return withSession(opts, func(s *session.Session) error { return fn(ctx, s) })
+}
+
+// withSession opens a session in the working directory for fn.
+func withSession(opts session.Options, fn func(*session.Session) error) error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	opts.Dir = dir
 	s, err := session.Open(opts)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	return s, ctx, cancel, nil
+	defer s.Close()
+	return fn(s)
 }
 
 // BuildCmd is `rbs build`.
@@ -59,13 +69,9 @@ type BuildCmd struct {
 }
 
 // Run implements the command.
-func (c *BuildCmd) Run() error {
-	s, ctx, cancel, err := c.open()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer s.Close()
+func (c *BuildCmd) Run() error { return c.session(c.run) }
+
+func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
 	sum, err := s.Build(ctx, c.Patterns, c.NoBuild)
 	if err != nil {
 		return err
@@ -88,13 +94,9 @@ type TestCmd struct {
 }
 
 // Run implements the command.
-func (c *TestCmd) Run() error {
-	s, ctx, cancel, err := c.open()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer s.Close()
+func (c *TestCmd) Run() error { return c.session(c.run) }
+
+func (c *TestCmd) run(ctx context.Context, s *session.Session) error {
 	var filters []string
 	if c.TagFilters != "" {
 		filters = strings.Split(c.TagFilters, ",")
@@ -131,13 +133,9 @@ type RunCmd struct {
 }
 
 // Run implements the command.
-func (c *RunCmd) Run() error {
-	s, ctx, cancel, err := c.open()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer s.Close()
+func (c *RunCmd) Run() error { return c.session(c.run) }
+
+func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 	prog, dir, defaultArgs, err := s.Runnable(ctx, c.Target)
 	if err != nil {
 		return err
@@ -171,22 +169,16 @@ type QueryCmd struct {
 
 // Run implements the command.
 func (c *QueryCmd) Run() error {
-	dir, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	s, err := session.Open(session.Options{Dir: dir})
-	if err != nil {
-		return err
-	}
-	labels, err := s.Query(c.Expr)
-	if err != nil {
-		return err
-	}
-	for _, l := range labels {
-		fmt.Println(l)
-	}
-	return nil
+	return withSession(session.Options{}, func(s *session.Session) error {
+		labels, err := s.Query(c.Expr)
+		if err != nil {
+			return err
+		}
+		for _, l := range labels {
+			fmt.Println(l)
+		}
+		return nil
+	})
 }
 
 // CleanCmd is `rbs clean`.
@@ -194,15 +186,7 @@ type CleanCmd struct{}
 
 // Run implements the command.
 func (c *CleanCmd) Run() error {
-	dir, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	s, err := session.Open(session.Options{Dir: dir})
-	if err != nil {
-		return err
-	}
-	return s.Clean()
+	return withSession(session.Options{}, func(s *session.Session) error { return s.Clean() })
 }
 
 // ExitCode makes rbs exit with the program's status.

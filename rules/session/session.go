@@ -161,6 +161,8 @@ func (s *Session) endProgress() {
 type Summary struct {
 	Targets []*rules.Configured
 	Stats   engine.Stats
+	// Runfiles maps an executable's exec path to its runfiles.
+	Runfiles map[string][]*rules.File
 }
 
 // Build loads, analyses and (unless noBuild) builds the targets the
@@ -177,7 +179,7 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if err != nil {
 		return nil, err
 	}
-	sum := &Summary{}
+	sum := &Summary{Runfiles: an.Runfiles}
 	var files []*rules.File
 	for _, l := range labels {
 		c := an.Targets[l.String()]
@@ -253,10 +255,6 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 	if err != nil {
 		return nil, err
 	}
-	an, err := s.ws.Analyze(tests)
-	if err != nil {
-		return nil, err
-	}
 	e, err := s.engine()
 	if err != nil {
 		return nil, err
@@ -270,7 +268,7 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = s.runTest(ctx, e, c, an.Runfiles[c.Executable.Path()], append(c.Def.Args, args...))
+			results[i] = s.runTest(ctx, e, c, sum.Runfiles[c.Executable.Path()], append(c.Def.Args, args...))
 		}()
 	}
 	wg.Wait()
@@ -338,11 +336,7 @@ func (s *Session) Runnable(ctx context.Context, target string) (program, dir str
 	if c.Executable == nil {
 		return "", "", nil, fmt.Errorf("%s is not executable", c.Label)
 	}
-	an, err := s.ws.Analyze([]label.Label{c.Label})
-	if err != nil {
-		return "", "", nil, err
-	}
-	dir, err = engine.MakeRunfiles(s.ws.Root, s.ws.Name, c.Executable, an.Runfiles[c.Executable.Path()])
+	dir, err = engine.MakeRunfiles(s.ws.Root, s.ws.Name, c.Executable, sum.Runfiles[c.Executable.Path()])
 	if err != nil {
 		return "", "", nil, err
 	}

@@ -151,9 +151,14 @@ func checkPkg(pkg string) string {
 	case strings.Contains(pkg, "//"):
 		return "package path must not contain '//'"
 	}
-	for seg := range strings.SplitSeq(pkg, "/") {
+	return dotSegments("package path", pkg)
+}
+
+// dotSegments complains about "." and ".." segments of a path.
+func dotSegments(what, p string) string {
+	for seg := range strings.SplitSeq(p, "/") {
 		if seg == "." || seg == ".." {
-			return fmt.Sprintf("package path must not contain %q segments", seg)
+			return fmt.Sprintf("%s must not contain %q segments", what, seg)
 		}
 	}
 	return ""
@@ -173,10 +178,5 @@ func checkName(name string) string {
 	case strings.Contains(name, "//"):
 		return "target name must not contain '//'"
 	}
-	for seg := range strings.SplitSeq(name, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Sprintf("target name must not contain %q segments", seg)
-		}
-	}
-	return ""
+	return dotSegments("target name", name)
 }
