@@ -49,7 +49,8 @@ type JobSubmitCmd struct {
 	Time      string   `help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
 	Deps      string   `help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
 	Array     string   `help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
-	Env       []string `help:"KEY=VALUE for the job's environment (repeatable)."`
+	Export    string   `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
+	Env       []string `help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
 	NoRequeue bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
 	Parsable  bool     `help:"Print only the job id."`
 	Script    string   `help:"Run this script file (its #! line, else /bin/sh)." type:"existingfile"`
@@ -97,10 +98,15 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 	}
 	s := &jobspb.JobSpec{
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, Command: args,
-		Cpus: c.CPUs, Gpus: c.GPUs, NoRequeue: c.NoRequeue, Env: map[string]string{},
+		Cpus: c.CPUs, Gpus: c.GPUs, NoRequeue: c.NoRequeue,
 	}
-	if c.CPUs < 1 || c.GPUs < 0 || c.MemoryGB < 0 {
-		return nil, fmt.Errorf("--cpus must be at least 1, --gpus and --memory-gb not negative")
+	switch {
+	case c.CPUs < 1:
+		return nil, fmt.Errorf("invalid --cpus %d: want at least 1", c.CPUs)
+	case c.GPUs < 0:
+		return nil, fmt.Errorf("invalid --gpus %d: want 0 or more", c.GPUs)
+	case c.MemoryGB < 0:
+		return nil, fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
 	}
 	s.MemoryBytes = int64(c.MemoryGB * (1 << 30))
 	if c.Script != "" {
@@ -143,10 +149,15 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 			s.Array.Indices = append(s.Array.Indices, int32(i))
 		}
 	}
+	export, err := spec.ParseExport(c.Export)
+	if err != nil {
+		return nil, err
+	}
+	s.Env = export.Env(os.Environ())
 	for _, kv := range c.Env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
-			return nil, fmt.Errorf("invalid --env %q: want KEY=VALUE", kv)
+		k, v, err := spec.ParseEnvVar(kv)
+		if err != nil {
+			return nil, err
 		}
 		s.Env[k] = v
 	}

@@ -421,3 +421,36 @@ age_priority(weight = 1, every = "1s", max = 100)
 		t.Fatalf("the newer job started first: old %s, newer %s", *o.StartTime, *n.StartTime)
 	}
 }
+
+func TestJobEnvironment(t *testing.T) {
+	srv := startServer(t, "--token", "s3cret")
+	startWorker(t, srv, "w1", "--cpus", "4", "--job-slots", "4")
+
+	show := `echo "data=${RBSTEST_DATA-unset} extra=${EXTRA-unset} token=${RBS_REMOTE_TOKEN-unset} remote=${RBS_REMOTE-unset} home=$HOME"`
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "data=/data extra=unset token=unset remote=" + srv.Addr},
+		{[]string{"--export", "NONE"}, "data=unset extra=unset token=unset remote=unset"},
+		{[]string{"--export", "RBSTEST_DATA,EXTRA=1"}, "data=/data extra=1 token=unset remote=unset"},
+		{[]string{"--export", "ALL,EXTRA=2", "--env", "RBSTEST_DATA=override"}, "data=override extra=2 token=unset remote=" + srv.Addr},
+	} {
+		cmd := exec.Command(rbsBin, append(append([]string{"job", "submit", "--parsable"}, tc.flags...), "--", "sh", "-c", show)...)
+		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token, "RBSTEST_DATA=/data", "HOME=/submitter-home")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("submit %v: %v", tc.flags, err)
+		}
+		id := strings.TrimSpace(string(out))
+		rbs(t, srv, "job", "wait", id)
+		got := strings.TrimSpace(rbs(t, srv, "job", "logs", id))
+		if !strings.HasPrefix(got, tc.want+" home=") || strings.HasSuffix(got, "home=/submitter-home") {
+			t.Errorf("--export %v: job saw %q, want %q and the worker's HOME", tc.flags, got, tc.want)
+		}
+	}
+	_, stderr, err := rbsRun(srv, "job", "submit", "--export", "NONE,X", "--", "true")
+	if err == nil || !strings.Contains(stderr, `"NONE,X"`) {
+		t.Errorf("--export NONE,X: %v, stderr %q; want an error naming the value", err, stderr)
+	}
+}
