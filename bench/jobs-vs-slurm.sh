@@ -6,7 +6,10 @@
 #   (c) submit->start latency of one job on an idle cluster (median of L samples;
 #       the job writes its own start time)
 #   (d) a chain of C jobs, each afterok on the previous, total and per link
-# and prints Slurm/rbs ratios (above 1: rbs is faster). Needs slurm-wlm
+# and prints Slurm/rbs ratios (above 1: rbs is faster). For (a) it also times
+# the same loop with only `rbs --version` (the cost of starting the CLI) and
+# with /bin/true (what this machine charges for a process per job at all).
+# Needs slurm-wlm
 # (apt-get install slurm-wlm) and root.
 #
 #   bench/jobs-vs-slurm.sh [N] [C] [L]
@@ -58,6 +61,14 @@ for _ in $(seq "$N"); do sbatch --parsable -o /dev/null -e /dev/null --wrap true
 slurm_idle
 R[a_slurm]=$(sub "$(now)" "$t0")
 
+# (a) references: the same loop shape, no job submitted.
+t0=$(now)
+for _ in $(seq "$N"); do x=$("$rbs" --version); done
+R[a_start]=$(sub "$(now)" "$t0")
+t0=$(now)
+for _ in $(seq "$N"); do x=$(/bin/true); done
+R[a_true]=$(sub "$(now)" "$t0")
+
 # (b) one N-task array.
 t0=$(now)
 id=$("$rbs" job submit --parsable --array "0-$((N - 1))" -- true)
@@ -107,6 +118,8 @@ done
 ratio() { awk -v s="$1" -v r="$2" 'BEGIN{printf "%.1fx", s/r}'; }
 printf '%-42s %10s %10s %8s\n' "measurement (seconds)" "rbs" "Slurm" "Slurm/rbs"
 printf '%-42s %10s %10s %8s\n' "(a) $N single submissions, all complete" "${R[a_rbs]}" "${R[a_slurm]}" "$(ratio "${R[a_slurm]}" "${R[a_rbs]}")"
+printf '%-42s %10s %10s %8s\n' "    the same loop, 'rbs --version' only" "${R[a_start]}" "" ""
+printf '%-42s %10s %10s %8s\n' "    the same loop, /bin/true only" "${R[a_true]}" "" "$(ratio "${R[a_slurm]}" "${R[a_true]}")"
 printf '%-42s %10s %10s %8s\n' "(b) one $N-task array, all complete" "${R[b_rbs]}" "${R[b_slurm]}" "$(ratio "${R[b_slurm]}" "${R[b_rbs]}")"
 printf '%-42s %10s %10s %8s\n' "(c) submit->start, idle (median of $L)" "${R[c_rbs]}" "${R[c_slurm]}" "$(ratio "${R[c_slurm]}" "${R[c_rbs]}")"
 printf '%-42s %10s %10s %8s\n' "(d) chain of $C afterok jobs, total" "${R[d_rbs]}" "${R[d_slurm]}" "$(ratio "${R[d_slurm]}" "${R[d_rbs]}")"
