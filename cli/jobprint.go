@@ -121,7 +121,7 @@ func printJSON(w io.Writer, v any) error {
 
 func elapsed(r *jobspb.JobRecord) string {
 	if r.StartUnixMs == 0 {
-		return "0:00"
+		return spec.FormatDuration(0)
 	}
 	end := time.Now()
 	if r.EndUnixMs != 0 {

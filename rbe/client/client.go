@@ -47,6 +47,8 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
 		grpc.WithInitialWindowSize(windowSize),
 		grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithChainUnaryInterceptor(readableUnary),
+		grpc.WithChainStreamInterceptor(readableStream),
 	}
 	if secure {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
