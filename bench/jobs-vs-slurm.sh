@@ -8,7 +8,9 @@
 #   (d) a chain of C jobs, each afterok on the previous, total and per link
 # and prints Slurm/rbs ratios (above 1: rbs is faster). For (a) it also times
 # the same loop with only `rbs --version` (the cost of starting the CLI) and
-# with /bin/true (what this machine charges for a process per job at all).
+# with /bin/true (what this machine charges for a process per job at all),
+# and (a') submits the same N single jobs from one process over one
+# connection (bench/jobsubmit); Slurm's counterpart (slurmrestd) is not run.
 # Needs slurm-wlm
 # (apt-get install slurm-wlm) and root.
 #
@@ -32,7 +34,7 @@ now() { date +%s.%N; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-(cd "$root" && go build -o "$work/rbs" ./cmd/rbs)
+(cd "$root" && go build -o "$work/rbs" ./cmd/rbs && go build -o "$work/jobsubmit" ./bench/jobsubmit)
 rbs=$work/rbs
 
 # ---- the two clusters ----
@@ -68,6 +70,9 @@ R[a_start]=$(sub "$(now)" "$t0")
 t0=$(now)
 for _ in $(seq "$N"); do x=$(/bin/true); done
 R[a_true]=$(sub "$(now)" "$t0")
+
+# (a') the same N single jobs from one process.
+R[a_api]=$("$work/jobsubmit" -n "$N")
 
 # (b) one N-task array.
 t0=$(now)
@@ -120,6 +125,7 @@ printf '%-42s %10s %10s %8s\n' "measurement (seconds)" "rbs" "Slurm" "Slurm/rbs"
 printf '%-42s %10s %10s %8s\n' "(a) $N single submissions, all complete" "${R[a_rbs]}" "${R[a_slurm]}" "$(ratio "${R[a_slurm]}" "${R[a_rbs]}")"
 printf '%-42s %10s %10s %8s\n' "    the same loop, 'rbs --version' only" "${R[a_start]}" "" ""
 printf '%-42s %10s %10s %8s\n' "    the same loop, /bin/true only" "${R[a_true]}" "" "$(ratio "${R[a_slurm]}" "${R[a_true]}")"
+printf '%-42s %10s %10s %8s\n' "(a') $N single jobs from one process" "${R[a_api]}" "" ""
 printf '%-42s %10s %10s %8s\n' "(b) one $N-task array, all complete" "${R[b_rbs]}" "${R[b_slurm]}" "$(ratio "${R[b_slurm]}" "${R[b_rbs]}")"
 printf '%-42s %10s %10s %8s\n' "(c) submit->start, idle (median of $L)" "${R[c_rbs]}" "${R[c_slurm]}" "$(ratio "${R[c_slurm]}" "${R[c_rbs]}")"
 printf '%-42s %10s %10s %8s\n' "(d) chain of $C afterok jobs, total" "${R[d_rbs]}" "${R[d_slurm]}" "$(ratio "${R[d_slurm]}" "${R[d_rbs]}")"
