@@ -121,6 +121,17 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("stderr in logs: %q", got)
 	}
 
+	// Output larger than what the server reads at once comes back whole.
+	big := submit(t, srv, "--", "seq", "1500000")
+	rbs(t, srv, "job", "wait", big)
+	var want strings.Builder
+	for i := 1; i <= 1500000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if got := rbs(t, srv, "job", "logs", big); got != want.String() {
+		t.Fatalf("logs of a %d-byte output: %d bytes, not the same", want.Len(), len(got))
+	}
+
 	// logs -f follows until the end.
 	slow := submit(t, srv, "--", "sh", "-c", "echo one; sleep 1; echo two")
 	if got := rbs(t, srv, "job", "logs", "-f", slow); got != "one\ntwo\n" {
@@ -146,8 +157,8 @@ func TestJobLifecycle(t *testing.T) {
 	// list and queues.
 	var listed []jobView
 	json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--history", "--json")), &listed)
-	if len(listed) != 6 {
-		t.Fatalf("list --history has %d jobs, want 6", len(listed))
+	if len(listed) != 7 {
+		t.Fatalf("list --history has %d jobs, want 7", len(listed))
 	}
 	json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--json")), &listed)
 	if len(listed) != 0 {

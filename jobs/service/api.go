@@ -159,17 +159,22 @@ func (s *Service) Logs(req *jobspb.LogsRequest, stream jobspb.Jobs_LogsServer) e
 				return err
 			}
 		}
-		data, last, err := s.store.Logs(k.ID, k.Index, after)
-		if err != nil {
-			return status.Errorf(codes.Internal, "reading output of job %s: %v", k, err)
-		}
-		after = last
-		for len(data) > 0 {
-			n := min(len(data), 1<<20)
-			if err := stream.Send(&jobspb.LogsResponse{Data: data[:n]}); err != nil {
-				return err
+		for {
+			data, last, err := s.store.Logs(k.ID, k.Index, after, logsPart)
+			if err != nil {
+				return status.Errorf(codes.Internal, "reading output of job %s: %v", k, err)
 			}
-			data = data[n:]
+			if len(data) == 0 {
+				break
+			}
+			after = last
+			for len(data) > 0 {
+				n := min(len(data), 1<<20)
+				if err := stream.Send(&jobspb.LogsResponse{Data: data[:n]}); err != nil {
+					return err
+				}
+				data = data[n:]
+			}
 		}
 		if !req.Follow || ended {
 			return nil

@@ -23,8 +23,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// maxRound bounds how many requests one round applies.
-const maxRound = 1000
+const (
+	// maxRound bounds how many requests one round applies.
+	maxRound = 1000
+	// logsPart is about how much output one read of the store holds in
+	// memory while serving rbs job logs.
+	logsPart = 4 << 20
+)
 
 // Service runs the scheduler.
 type Service struct {

@@ -142,8 +142,10 @@ func (s *Store) Load() ([]*jobspb.JobRecord, int64, error) {
 }
 
 // Logs returns the output of a job (index -1 for a plain job) stored after
-// sequence number after, and the last sequence number returned.
-func (s *Store) Logs(id int64, index int32, after int64) ([]byte, int64, error) {
+// sequence number after, and the last sequence number returned. It stops at
+// the first piece that brings the total to max bytes or more, so a caller
+// reads long output a part at a time until a call returns nothing.
+func (s *Store) Logs(id int64, index int32, after int64, max int) ([]byte, int64, error) {
 	rows, err := s.db.Query(`SELECT seq, data FROM logs WHERE id = ? AND idx = ? AND seq > ? ORDER BY seq`, id, index, after)
 	if err != nil {
 		return nil, after, err
@@ -159,6 +161,9 @@ func (s *Store) Logs(id int64, index int32, after int64) ([]byte, int64, error) 
 		}
 		out = append(out, b...)
 		last = seq
+		if len(out) >= max {
+			break
+		}
 	}
 	return out, last, rows.Err()
 }

@@ -43,11 +43,19 @@ func TestCommitLoadAndReopen(t *testing.T) {
 	if next != 3 || len(jobs) != 3 || jobs[0].State != "COMPLETED" || jobs[0].Spec.Name != "a" || jobs[2].Index != 1 {
 		t.Fatalf("Load = %v, next %d", jobs, next)
 	}
-	out, last, err := s.Logs(1, -1, 0)
+	out, last, err := s.Logs(1, -1, 0, 1<<20)
 	if err != nil || string(out) != "hello world" {
 		t.Fatalf("Logs = %q, %v", out, err)
 	}
-	more, _, err := s.Logs(1, -1, last)
+	first, at, err := s.Logs(1, -1, 0, 1)
+	if err != nil || len(first) == 0 || len(first) == len(out) {
+		t.Fatalf("Logs with max 1 = %q, %v; want the first piece only", first, err)
+	}
+	rest, _, err := s.Logs(1, -1, at, 1<<20)
+	if err != nil || string(first)+string(rest) != "hello world" {
+		t.Fatalf("Logs in parts = %q + %q, %v", first, rest, err)
+	}
+	more, _, err := s.Logs(1, -1, last, 1<<20)
 	if err != nil || len(more) != 0 {
 		t.Fatalf("Logs after %d = %q, %v", last, more, err)
 	}
