@@ -154,6 +154,8 @@ type Core struct {
 	nextID  int64
 	idDirty bool
 	jobs    map[Key]*job
+	pending map[Key]*job     // the PENDING jobs, so rounds need not scan ended ones
+	counts  map[State]int64  // how many jobs are in each state
 	arrays  map[int64][]*job // tasks of each array, by id
 	byTask  map[string]*job  // running attempts by task id
 	workers map[string]*worker
@@ -192,6 +194,8 @@ func New(cfg Config, records []*jobspb.JobRecord, nextID int64) (*Core, error) {
 		queues:  map[string]Queue{},
 		nextID:  max(nextID, 1),
 		jobs:    map[Key]*job{},
+		pending: map[Key]*job{},
+		counts:  map[State]int64{},
 		arrays:  map[int64][]*job{},
 		byTask:  map[string]*job{},
 		workers: map[string]*worker{},
@@ -233,6 +237,10 @@ func New(cfg Config, records []*jobspb.JobRecord, nextID int64) (*Core, error) {
 
 func (c *Core) add(j *job) {
 	c.jobs[j.key] = j
+	c.counts[j.state()]++
+	if j.state() == Pending {
+		c.pending[j.key] = j
+	}
 	if j.key.Index >= 0 {
 		c.arrays[j.key.ID] = append(c.arrays[j.key.ID], j)
 	}
@@ -396,6 +404,13 @@ func (c *Core) Cancel(keys []Key) {
 func (c *Core) move(j *job, to State) {
 	if !CanMove(j.state(), to) {
 		panic(fmt.Sprintf("sched: job %s cannot go from %s to %s", j.key, j.state(), to))
+	}
+	c.counts[j.state()]--
+	c.counts[to]++
+	if to == Pending {
+		c.pending[j.key] = j
+	} else {
+		delete(c.pending, j.key)
 	}
 	j.rec.State = string(to)
 	c.touch(j)

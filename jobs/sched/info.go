@@ -111,16 +111,14 @@ func (c *Core) Queues() []*jobspb.QueueInfo {
 		occ[name] = qi
 		out = append(out, qi)
 	}
-	for _, j := range c.jobs {
-		qi := occ[j.rec.Spec.Queue]
-		if qi == nil {
-			continue
-		}
-		switch j.state() {
-		case Running:
-			qi.Running++
-		case Pending:
+	for _, j := range c.pending {
+		if qi := occ[j.rec.Spec.Queue]; qi != nil {
 			qi.Pending++
+		}
+	}
+	for _, j := range c.byTask {
+		if qi := occ[j.rec.Spec.Queue]; qi != nil {
+			qi.Running++
 		}
 	}
 	return out
@@ -132,8 +130,8 @@ func (c *Core) Counts() map[string]int64 {
 	for _, s := range States {
 		out[string(s)] = 0
 	}
-	for _, j := range c.jobs {
-		out[j.rec.State]++
+	for s, n := range c.counts {
+		out[string(s)] = n
 	}
 	return out
 }

@@ -148,11 +148,9 @@ func (c *Core) sortedWorkers() []*worker {
 // records why the rest waits.
 func (c *Core) Schedule() {
 	now := c.cfg.Now()
-	var pending []*job
-	for _, j := range c.jobs {
-		if j.state() == Pending {
-			pending = append(pending, j)
-		}
+	pending := make([]*job, 0, len(c.pending))
+	for _, j := range c.pending {
+		pending = append(pending, j)
 	}
 	prio := make(map[*job]int64, len(pending))
 	for _, j := range pending {

@@ -1,0 +1,114 @@
+package sched
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/rbs-build/rbs/proto/jobspb"
+)
+
+// checkIndexes compares the Core's pending set, state counts and running
+// attempts with what a scan of every job gives.
+func checkIndexes(c *Core) error {
+	counts := map[State]int64{}
+	pending := map[Key]bool{}
+	running := map[Key]bool{}
+	for k, j := range c.jobs {
+		counts[j.state()]++
+		switch j.state() {
+		case Pending:
+			pending[k] = true
+		case Running:
+			running[k] = true
+		}
+	}
+	for s, n := range c.counts {
+		if n != counts[s] {
+			return fmt.Errorf("count of %s is %d, a scan finds %d", s, n, counts[s])
+		}
+	}
+	for s, n := range counts {
+		if c.counts[s] != n {
+			return fmt.Errorf("count of %s is %d, a scan finds %d", s, c.counts[s], n)
+		}
+	}
+	inPending := map[Key]bool{}
+	for k := range c.pending {
+		inPending[k] = true
+	}
+	if !maps.Equal(pending, inPending) {
+		return fmt.Errorf("pending set %v, a scan finds %v", inPending, pending)
+	}
+	inTasks := map[Key]bool{}
+	for _, j := range c.byTask {
+		inTasks[j.key] = true
+	}
+	if !maps.Equal(running, inTasks) {
+		return fmt.Errorf("running attempts %v, a scan finds %v", inTasks, running)
+	}
+	return nil
+}
+
+// TestIndexesMatchAScan drives a Core through random submissions, worker
+// comings and goings, ends, cancels and restarts, and checks its indexes
+// against a full scan after every step.
+func TestIndexesMatchAScan(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		h := newHarness(t)
+		var ids []int64
+		for op := 0; op < 300; op++ {
+			switch rng.IntN(8) {
+			case 0, 1:
+				s := &jobspb.JobSpec{Cpus: int32(1 + rng.IntN(3)), NoRequeue: rng.IntN(4) == 0}
+				if rng.IntN(3) == 0 {
+					s.Array = &jobspb.ArraySpec{Indices: []int32{0, 1, 2}, Limit: int32(rng.IntN(3))}
+				}
+				if len(ids) > 0 && rng.IntN(3) == 0 {
+					kinds := []string{"afterok", "afterany", "afternotok"}
+					s.Deps = []*jobspb.Dependency{{Kind: kinds[rng.IntN(3)], JobId: ids[rng.IntN(len(ids))], Index: -1}}
+				}
+				ids = append(ids, h.submit(s))
+			case 2:
+				h.worker(fmt.Sprintf("w%d", rng.IntN(3)), int32(2+rng.IntN(4)), 1+rng.IntN(3))
+			case 3:
+				h.c.WorkerDown(fmt.Sprintf("w%d", rng.IntN(3)))
+			case 4:
+				for _, j := range h.c.byTask {
+					ends := []State{Completed, Failed, OutOfMemory, Timeout}
+					h.finish(j.key.ID, j.key.Index, ends[rng.IntN(len(ends))])
+					break
+				}
+			case 5:
+				if len(ids) > 0 {
+					keys, err := h.c.Lookup(fmt.Sprint(ids[rng.IntN(len(ids))]))
+					if err != nil {
+						t.Fatal(err)
+					}
+					h.c.Cancel(keys)
+				}
+			case 6:
+				h.advance(time.Duration(rng.IntN(30)) * time.Second)
+			case 7:
+				if rng.IntN(10) == 0 {
+					var recs []*jobspb.JobRecord
+					for _, j := range h.c.jobs {
+						recs = append(recs, j.rec)
+					}
+					c, err := New(h.c.cfg, recs, h.c.nextID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					h.c = c
+				}
+			}
+			h.step()
+			if err := checkIndexes(h.c); err != nil {
+				t.Fatalf("seed %d, step %d: %v", seed, op, err)
+			}
+		}
+	}
+}
