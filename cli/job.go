@@ -145,9 +145,6 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 			return nil, err
 		}
 		s.Array = &jobspb.ArraySpec{Limit: int32(a.Limit), Text: a.String()}
-		for _, i := range a.Indices {
-			s.Array.Indices = append(s.Array.Indices, int32(i))
-		}
 	}
 	export, err := spec.ParseExport(c.Export)
 	if err != nil {

@@ -310,8 +310,14 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 			return 0, status.Errorf(codes.InvalidArgument, "dependency %s:%s: no such job", d.Kind, Key{d.JobId, d.Index})
 		}
 	}
-	if s.Array != nil && len(s.Array.Indices) == 0 {
-		return 0, status.Error(codes.InvalidArgument, "array with no tasks")
+	var indices []int
+	if s.Array != nil {
+		a, err := spec.ParseArray(s.Array.Text)
+		if err != nil {
+			return 0, status.Error(codes.InvalidArgument, err.Error())
+		}
+		indices = a.Indices
+		s.Array = &jobspb.ArraySpec{Text: a.String(), Limit: int32(a.Limit)}
 	}
 	id := c.nextID
 	c.nextID++
@@ -328,8 +334,8 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 	if s.Array == nil {
 		newJob(-1)
 	} else {
-		for _, i := range s.Array.Indices {
-			newJob(i)
+		for _, i := range indices {
+			newJob(int32(i))
 		}
 	}
 	return id, nil

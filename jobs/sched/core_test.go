@@ -140,7 +140,7 @@ func TestDependencies(t *testing.T) {
 func TestArrayThrottle(t *testing.T) {
 	h := newHarness(t)
 	h.worker("w", 8, 8)
-	id := h.submit(&jobspb.JobSpec{Array: &jobspb.ArraySpec{Indices: []int32{0, 1, 2, 3, 4}, Limit: 2}})
+	id := h.submit(&jobspb.JobSpec{Array: &jobspb.ArraySpec{Text: "0-4%2"}})
 	if got := h.step(); len(got) != 2 {
 		t.Fatalf("started %v, want 2 under %%2", got)
 	}
@@ -338,7 +338,8 @@ func TestSubmitValidation(t *testing.T) {
 		{&jobspb.JobSpec{Command: []string{"x"}, Queue: "nope"}, `unknown queue "nope"`},
 		{&jobspb.JobSpec{Command: []string{"x"}, Cpus: -1}, "negative"},
 		{&jobspb.JobSpec{Command: []string{"x"}, Deps: []*jobspb.Dependency{{Kind: "before", JobId: 1, Index: -1}}}, "unknown dependency kind"},
-		{&jobspb.JobSpec{Command: []string{"x"}, Array: &jobspb.ArraySpec{}}, "no tasks"},
+		{&jobspb.JobSpec{Command: []string{"x"}, Array: &jobspb.ArraySpec{}}, `invalid array "": empty`},
+		{&jobspb.JobSpec{Command: []string{"x"}, Array: &jobspb.ArraySpec{Text: "5-1"}}, `invalid array "5-1"`},
 	}
 	for _, tt := range tests {
 		if _, err := h.c.Submit(tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {

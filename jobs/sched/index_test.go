@@ -65,7 +65,7 @@ func TestIndexesMatchAScan(t *testing.T) {
 			case 0, 1:
 				s := &jobspb.JobSpec{Cpus: int32(1 + rng.IntN(3)), NoRequeue: rng.IntN(4) == 0}
 				if rng.IntN(3) == 0 {
-					s.Array = &jobspb.ArraySpec{Indices: []int32{0, 1, 2}, Limit: int32(rng.IntN(3))}
+					s.Array = &jobspb.ArraySpec{Text: []string{"0-2", "0-2%1", "0-2%2"}[rng.IntN(3)]}
 				}
 				if len(ids) > 0 && rng.IntN(3) == 0 {
 					kinds := []string{"afterok", "afterany", "afternotok"}

@@ -204,10 +204,12 @@ func (c *Core) Schedule() {
 				reason = ReasonResources
 			}
 		}
-		if j.rec.PendingReason != reason {
-			j.rec.PendingReason = reason
-			c.touch(j)
-		}
+		// A pending reason is worked out again every round, so a change of
+		// reason alone is not written: it reaches the store with the job's
+		// next change of state, and a restarted server recomputes it. (With
+		// a large array waiting, reasons flip as slots free and fill; writing
+		// each flip would rewrite every waiting task round after round.)
+		j.rec.PendingReason = reason
 	}
 }
 

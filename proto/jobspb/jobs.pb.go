@@ -231,11 +231,11 @@ func (x *Dependency) GetIndex() int32 {
 }
 
 type ArraySpec struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Indices []int32                `protobuf:"varint,1,rep,packed,name=indices,proto3" json:"indices,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
 	// limit caps how many tasks run at once; 0 for no cap.
 	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	// text is the spec as the user wrote it, for display.
+	// text is the array spec, such as "0-99%10". The server parses it; it
+	// keeps its canonical form, and limit, with every task.
 	Text          string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -269,13 +269,6 @@ func (x *ArraySpec) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ArraySpec.ProtoReflect.Descriptor instead.
 func (*ArraySpec) Descriptor() ([]byte, []int) {
 	return file_jobs_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *ArraySpec) GetIndices() []int32 {
-	if x != nil {
-		return x.Indices
-	}
-	return nil
 }
 
 func (x *ArraySpec) GetLimit() int32 {
@@ -1420,11 +1413,10 @@ const file_jobs_proto_rawDesc = "" +
 	"Dependency\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\x03R\x05jobId\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x05R\x05index\"O\n" +
-	"\tArraySpec\x12\x18\n" +
-	"\aindices\x18\x01 \x03(\x05R\aindices\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x05R\x05index\";\n" +
+	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"\xcb\x04\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xcb\x04\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
