@@ -69,7 +69,8 @@ func (k Key) String() string {
 }
 
 type job struct {
-	rec  *jobspb.JobRecord
+	rec  *jobspb.JobRecord // without its spec, which is stored apart
+	spec *jobspb.JobSpec   // shared by an array's tasks; never changes
 	key  Key
 	task string // current attempt's task id
 }
@@ -91,8 +92,8 @@ type worker struct {
 func (w *worker) used() (cpus int32, mem int64, gpus map[int32]bool) {
 	gpus = map[int32]bool{}
 	for _, j := range w.running {
-		cpus += cpusOf(j.rec.Spec)
-		mem += j.rec.Spec.MemoryBytes
+		cpus += cpusOf(j.spec)
+		mem += j.spec.MemoryBytes
 		for _, g := range j.rec.GpuIndices {
 			gpus[g] = true
 		}
@@ -160,14 +161,18 @@ type Core struct {
 	byTask  map[string]*job  // running attempts by task id
 	workers map[string]*worker
 
-	dirty map[Key]*job
-	logs  []store.LogChunk
-	out   []Outbound
+	dirty    map[Key]*job
+	newSpecs map[int64]*jobspb.JobSpec
+	logs     []store.LogChunk
+	out      []Outbound
 }
 
-// New returns a Core holding the given records (from the store), handing
-// out ids from nextID.
-func New(cfg Config, records []*jobspb.JobRecord, nextID int64) (*Core, error) {
+// New returns a Core holding the state read from the store (nil for
+// none).
+func New(cfg Config, st *store.State) (*Core, error) {
+	if st == nil {
+		st = &store.State{}
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -192,7 +197,7 @@ func New(cfg Config, records []*jobspb.JobRecord, nextID int64) (*Core, error) {
 	c := &Core{
 		cfg:     cfg,
 		queues:  map[string]Queue{},
-		nextID:  max(nextID, 1),
+		nextID:  max(st.NextID, 1),
 		jobs:    map[Key]*job{},
 		pending: map[Key]*job{},
 		counts:  map[State]int64{},
@@ -214,8 +219,11 @@ func New(cfg Config, records []*jobspb.JobRecord, nextID int64) (*Core, error) {
 		c.defQ = cfg.Queues[0].Name
 	}
 	now := cfg.Now()
-	for _, rec := range records {
-		j := &job{rec: rec, key: Key{rec.Id, rec.Index}}
+	for _, rec := range st.Jobs {
+		j := &job{rec: rec, spec: st.Specs[rec.Id], key: Key{rec.Id, rec.Index}}
+		if j.spec == nil || rec.Spec != nil {
+			return nil, fmt.Errorf("job %s: its spec must be given apart from its record", j.key)
+		}
 		c.add(j)
 		if j.state() == Running {
 			// Its worker has until LostAfter to reconnect and claim it.
@@ -259,7 +267,8 @@ func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
 // Flush returns the changes since the last Flush: the store batch to commit
 // and the messages to send once it is committed.
 func (c *Core) Flush() (*store.Batch, []Outbound) {
-	b := &store.Batch{Logs: c.logs}
+	b := &store.Batch{Specs: c.newSpecs, Logs: c.logs}
+	c.newSpecs = nil
 	for _, j := range c.dirty {
 		b.Jobs = append(b.Jobs, j.rec)
 	}
@@ -324,13 +333,17 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 	c.idDirty = true
 	now := c.cfg.Now().UnixMilli()
 	newJob := func(index int32) {
-		j := &job{key: Key{id, index}, rec: &jobspb.JobRecord{
-			Id: id, Index: index, Spec: s, State: string(Pending),
+		j := &job{key: Key{id, index}, spec: s, rec: &jobspb.JobRecord{
+			Id: id, Index: index, State: string(Pending),
 			SubmitUnixMs: now, TimeLimitMs: limit.Milliseconds(),
 		}}
 		c.add(j)
 		c.touch(j)
 	}
+	if c.newSpecs == nil {
+		c.newSpecs = map[int64]*jobspb.JobSpec{}
+	}
+	c.newSpecs[id] = s
 	if s.Array == nil {
 		newJob(-1)
 	} else {
@@ -438,7 +451,7 @@ func (c *Core) end(j *job, s State, nowMs int64) {
 // it as NODE_FAIL when it must not be requeued.
 func (c *Core) requeue(j *job, why string) {
 	now := c.cfg.Now().UnixMilli()
-	if j.rec.Spec.NoRequeue || j.rec.CancelRequested {
+	if j.spec.NoRequeue || j.rec.CancelRequested {
 		final := NodeFail
 		if j.rec.CancelRequested {
 			final = Cancelled

@@ -7,25 +7,60 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
 )
 
-// harness drives a Core with a fake clock and records what it sends.
+// harness drives a Core with a fake clock and records what it sends. Each
+// step's changes are committed to a real store, from which restart builds
+// a new Core as a restarted server would.
 type harness struct {
-	t   *testing.T
-	c   *Core
-	now time.Time
+	t     *testing.T
+	c     *Core
+	now   time.Time
+	store *store.Store
 }
 
 func newHarness(t *testing.T, queues ...Queue) *harness {
 	h := &harness{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	c, err := New(Config{Now: func() time.Time { return h.now }, Queues: queues}, nil, 1)
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h.store = st
+	c, err := New(Config{Now: func() time.Time { return h.now }, Queues: queues}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.c = c
 	return h
+}
+
+// commit writes the Core's pending changes and returns its messages.
+func (h *harness) commit() []Outbound {
+	h.t.Helper()
+	b, out := h.c.Flush()
+	if err := h.store.Commit(b); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// restart replaces the Core with one loaded from the store.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.commit()
+	st, err := h.store.Load()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	c, err := New(h.c.cfg, st)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.c = c
 }
 
 func (h *harness) worker(name string, cpus int32, slots int, gpus ...int32) {
@@ -48,7 +83,7 @@ func (h *harness) submit(s *jobspb.JobSpec) int64 {
 func (h *harness) step() []string {
 	h.c.Tick()
 	h.c.Schedule()
-	_, out := h.c.Flush()
+	out := h.commit()
 	var started []string
 	for _, o := range out {
 		if a := o.Msg.GetAssignJob(); a != nil {
@@ -92,7 +127,7 @@ func TestPriorityOrderAndAgeBonus(t *testing.T) {
 	// one has waited long enough for its age bonus to count.
 	h.advance(90 * time.Minute)
 	newer := h.submit(&jobspb.JobSpec{Priority: 60})
-	if p := h.c.PriorityOf(h.rec(low, -1)); p.Age != 90 || p.Total != 91 || p.Base != 1 {
+	if p := h.c.priorityOf(h.c.jobs[Key{low, -1}]); p.Age != 90 || p.Total != 91 || p.Base != 1 {
 		t.Fatalf("priority of the old job %+v", p)
 	}
 	h.finish(high, -1, Completed)
@@ -265,16 +300,8 @@ func TestRestartFromRecords(t *testing.T) {
 	run := h.submit(&jobspb.JobSpec{})
 	wait := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: run, Index: -1}}})
 	h.step()
-	h.c.Flush()
-	var records []*jobspb.JobRecord
-	for _, j := range h.c.jobs {
-		records = append(records, j.rec)
-	}
-	c2, err := New(Config{Now: func() time.Time { return h.now }}, records, h.c.nextID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.c = c2
+	h.restart()
+	c2 := h.c
 	task := c2.jobs[Key{run, -1}].task
 	c2.WorkerUp(WorkerInfo{Name: "w", CPUs: 2, JobSlots: 2, Memory: 1 << 30, Running: []string{task}, Send: func(*workerpb.ServerMessage) {}})
 	h.step()

@@ -12,12 +12,18 @@ func logLine(j *job, s string) store.LogChunk {
 	return store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: []byte(s)}
 }
 
-// Info returns a job as users see it: a copy of its record with the id,
-// priority breakdown and dependency states.
+// Info returns a job as users see it: a copy of its record with its whole
+// spec, the id, the priority breakdown and the states of its dependencies.
+// The spec is shared, not copied: specs never change.
 func (c *Core) Info(k Key) *jobspb.JobInfo {
-	j := c.jobs[k]
-	info := &jobspb.JobInfo{Record: proto.Clone(j.rec).(*jobspb.JobRecord), Id: k.String(), Priority: c.PriorityOf(j.rec)}
-	for _, d := range j.rec.Spec.Deps {
+	return c.info(c.jobs[k], c.jobs[k].spec)
+}
+
+func (c *Core) info(j *job, sp *jobspb.JobSpec) *jobspb.JobInfo {
+	rec := proto.Clone(j.rec).(*jobspb.JobRecord)
+	rec.Spec = sp
+	info := &jobspb.JobInfo{Record: rec, Id: j.key.String(), Priority: c.priorityOf(j)}
+	for _, d := range j.spec.Deps {
 		target := Key{d.JobId, d.Index}
 		info.Deps = append(info.Deps, &jobspb.DependencyState{Kind: d.Kind, Id: target.String(), State: string(c.groupState(target))})
 	}
@@ -73,7 +79,7 @@ func (c *Core) List(f Filter) []*jobspb.JobInfo {
 		if len(f.States) > 0 && !f.States[s] {
 			continue
 		}
-		if f.Queue != "" && j.rec.Spec.Queue != f.Queue {
+		if f.Queue != "" && j.spec.Queue != f.Queue {
 			continue
 		}
 		keys = append(keys, k)
@@ -84,9 +90,19 @@ func (c *Core) List(f Filter) []*jobspb.JobInfo {
 		}
 		return keys[a].Index < keys[b].Index
 	})
+	// A list shows each job's spec without its environment and script,
+	// which can be large and would repeat for every task of an array.
+	brief := map[int64]*jobspb.JobSpec{}
 	out := make([]*jobspb.JobInfo, len(keys))
 	for i, k := range keys {
-		out[i] = c.Info(k)
+		j := c.jobs[k]
+		sp := brief[k.ID]
+		if sp == nil {
+			sp = proto.Clone(j.spec).(*jobspb.JobSpec)
+			sp.Env, sp.Script = nil, ""
+			brief[k.ID] = sp
+		}
+		out[i] = c.info(j, sp)
 	}
 	return out
 }
@@ -112,12 +128,12 @@ func (c *Core) Queues() []*jobspb.QueueInfo {
 		out = append(out, qi)
 	}
 	for _, j := range c.pending {
-		if qi := occ[j.rec.Spec.Queue]; qi != nil {
+		if qi := occ[j.spec.Queue]; qi != nil {
 			qi.Pending++
 		}
 	}
 	for _, j := range c.byTask {
-		if qi := occ[j.rec.Spec.Queue]; qi != nil {
+		if qi := occ[j.spec.Queue]; qi != nil {
 			qi.Running++
 		}
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 )
 
-// PriorityOf breaks down a job's priority: its own, its queue's, and the
+// priorityOf breaks down a job's priority: its own, its queue's, and the
 // bonus it has gained by waiting.
-func (c *Core) PriorityOf(j *jobspb.JobRecord) *jobspb.Priority {
-	p := &jobspb.Priority{Base: int64(j.Spec.Priority), Queue: int64(c.queues[j.Spec.Queue].Priority)}
-	if State(j.State) == Pending {
-		waited := c.cfg.Now().Sub(time.UnixMilli(j.SubmitUnixMs))
+func (c *Core) priorityOf(j *job) *jobspb.Priority {
+	p := &jobspb.Priority{Base: int64(j.spec.Priority), Queue: int64(c.queues[j.spec.Queue].Priority)}
+	if j.state() == Pending {
+		waited := c.cfg.Now().Sub(time.UnixMilli(j.rec.SubmitUnixMs))
 		p.Age = min(int64(waited/c.cfg.AgeInterval)*c.cfg.AgeWeight, c.cfg.AgeCap)
 	}
 	p.Total = p.Base + p.Queue + p.Age
@@ -28,7 +28,7 @@ func (c *Core) PriorityOf(j *jobspb.JobRecord) *jobspb.Priority {
 // they do, else the pending reason.
 func (c *Core) depsState(j *job) string {
 	reason := ""
-	for _, d := range j.rec.Spec.Deps {
+	for _, d := range j.spec.Deps {
 		for _, t := range c.depTargets(Key{d.JobId, d.Index}) {
 			s := t.state()
 			switch spec.DepKind(d.Kind) {
@@ -79,7 +79,7 @@ func endOf(j *job) time.Time {
 
 // reserve finds the worker and time at which j could start the earliest.
 func (c *Core) reserve(j *job) *reservation {
-	n := need(j.rec.Spec)
+	n := need(j.spec)
 	var best *reservation
 	for _, w := range c.sortedWorkers() {
 		if !w.connected || !w.total().fits(n) {
@@ -101,7 +101,7 @@ func (c *Core) reserve(j *job) *reservation {
 			if at.IsZero() {
 				break // the rest never end, as far as limits tell
 			}
-			free = free.plus(need(r.rec.Spec))
+			free = free.plus(need(r.spec))
 			ok = free.fits(n)
 		}
 		if !ok {
@@ -132,7 +132,7 @@ func (r *reservation) allows(j *job, w *worker, now time.Time) bool {
 	if j.rec.TimeLimitMs > 0 && !r.at.IsZero() && !now.Add(time.Duration(j.rec.TimeLimitMs)*time.Millisecond).After(r.at) {
 		return true // it ends before the reserved start
 	}
-	return r.extra.fits(need(j.rec.Spec))
+	return r.extra.fits(need(j.spec))
 }
 
 func (c *Core) sortedWorkers() []*worker {
@@ -154,7 +154,7 @@ func (c *Core) Schedule() {
 	}
 	prio := make(map[*job]int64, len(pending))
 	for _, j := range pending {
-		prio[j] = c.PriorityOf(j.rec).Total
+		prio[j] = c.priorityOf(j).Total
 	}
 	sort.Slice(pending, func(a, b int) bool {
 		ja, jb := pending[a], pending[b]
@@ -180,7 +180,7 @@ func (c *Core) Schedule() {
 	for _, j := range pending {
 		reason := c.depsState(j)
 		if reason == "" {
-			if a := j.rec.Spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
+			if a := j.spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
 				reason = ReasonArrayTaskLimit
 			}
 		}
@@ -216,7 +216,7 @@ func (c *Core) Schedule() {
 // placeable returns a pending reason when no registered worker could ever
 // run j.
 func (c *Core) placeable(j *job, workers []*worker) string {
-	n := need(j.rec.Spec)
+	n := need(j.spec)
 	any := false
 	for _, w := range workers {
 		if w.jobSlots == 0 {
@@ -236,7 +236,7 @@ func (c *Core) placeable(j *job, workers []*worker) string {
 // bestFit picks the connected worker j fits on now that leaves the least
 // room (packing jobs tightly), respecting the reservation.
 func (c *Core) bestFit(j *job, workers []*worker, res *reservation, now time.Time) *worker {
-	n := need(j.rec.Spec)
+	n := need(j.spec)
 	var best *worker
 	bestLeft := int64(math.MaxInt64)
 	for _, w := range workers {
@@ -260,7 +260,7 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 	_, _, usedGPUs := w.used()
 	var gpus []int32
 	for _, g := range w.gpus {
-		if len(gpus) == int(j.rec.Spec.Gpus) {
+		if len(gpus) == int(j.spec.Gpus) {
 			break
 		}
 		if !usedGPUs[g] {
@@ -279,7 +279,7 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 	c.byTask[j.task] = j
 	c.touch(j)
 
-	s := j.rec.Spec
+	s := j.spec
 	env := map[string]string{}
 	for k, v := range s.Env {
 		env[k] = v

@@ -73,11 +73,11 @@ type Config struct {
 
 // New loads the store and returns a Service; Run starts it.
 func New(cfg Config) (*Service, error) {
-	records, next, err := cfg.Store.Load()
+	st, err := cfg.Store.Load()
 	if err != nil {
 		return nil, fmt.Errorf("loading jobs: %w", err)
 	}
-	core, err := sched.New(cfg.Sched, records, next)
+	core, err := sched.New(cfg.Sched, st)
 	if err != nil {
 		return nil, err
 	}

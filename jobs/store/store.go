@@ -32,6 +32,10 @@ CREATE TABLE IF NOT EXISTS logs (
 	data BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS logs_by_job ON logs (id, idx, seq);
+CREATE TABLE IF NOT EXISTS specs (
+	id INTEGER PRIMARY KEY,
+	spec BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS meta (
 	key TEXT PRIMARY KEY,
 	value INTEGER NOT NULL
@@ -72,13 +76,19 @@ type LogChunk struct {
 
 // Batch is the changes of one scheduling round.
 type Batch struct {
+	// Specs are the specs of jobs submitted in the round, by job id. A spec
+	// is stored once for a job and all its array tasks, and never changes.
+	Specs map[int64]*jobspb.JobSpec
+	// Jobs are the records to write, without their spec.
 	Jobs   []*jobspb.JobRecord
 	Logs   []LogChunk
 	NextID int64 // when non-zero, the next job id to hand out
 }
 
 // Empty reports whether the batch changes nothing.
-func (b *Batch) Empty() bool { return len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0 }
+func (b *Batch) Empty() bool {
+	return len(b.Specs) == 0 && len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0
+}
 
 // Commit writes the batch in one transaction and returns once it is durable.
 func (s *Store) Commit(b *Batch) error {
@@ -90,7 +100,15 @@ func (s *Store) Commit(b *Batch) error {
 		return err
 	}
 	defer tx.Rollback()
+	for id, sp := range b.Specs {
+		if err := putSpec(tx, id, sp); err != nil {
+			return err
+		}
+	}
 	for _, j := range b.Jobs {
+		if j.Spec != nil {
+			return fmt.Errorf("saving job %d: its record carries its spec, which is stored apart", j.Id)
+		}
 		rec, err := proto.Marshal(j)
 		if err != nil {
 			return err
@@ -114,31 +132,94 @@ func (s *Store) Commit(b *Batch) error {
 	return tx.Commit()
 }
 
-// Load returns every job record and the next job id to hand out.
-func (s *Store) Load() ([]*jobspb.JobRecord, int64, error) {
-	next := int64(1)
-	err := s.db.QueryRow(`SELECT value FROM meta WHERE key = 'next_id'`).Scan(&next)
+func putSpec(tx *sql.Tx, id int64, sp *jobspb.JobSpec) error {
+	b, err := proto.Marshal(sp)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(`INSERT INTO specs (id, spec) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, b); err != nil {
+		return fmt.Errorf("saving the spec of job %d: %w", id, err)
+	}
+	return nil
+}
+
+// State is what Load reads back: every job record (without its spec), the
+// specs by job id, and the next job id to hand out.
+type State struct {
+	Jobs   []*jobspb.JobRecord
+	Specs  map[int64]*jobspb.JobSpec
+	NextID int64
+}
+
+// Load reads the whole state. Every record's job has a spec in Specs.
+func (s *Store) Load() (*State, error) {
+	st := &State{Specs: map[int64]*jobspb.JobSpec{}, NextID: 1}
+	err := s.db.QueryRow(`SELECT value FROM meta WHERE key = 'next_id'`).Scan(&st.NextID)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, err
+		return nil, err
+	}
+	if err := s.loadSpecs(st); err != nil {
+		return nil, err
 	}
 	rows, err := s.db.Query(`SELECT record FROM jobs ORDER BY id, idx`)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer rows.Close()
-	var out []*jobspb.JobRecord
+	// Records written before specs had a table of their own carry their
+	// spec; it moves to the table.
+	moved := map[int64]*jobspb.JobSpec{}
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		j := &jobspb.JobRecord{}
 		if err := proto.Unmarshal(b, j); err != nil {
-			return nil, 0, fmt.Errorf("a job record is unreadable: %w", err)
+			return nil, fmt.Errorf("a job record is unreadable: %w", err)
 		}
-		out = append(out, j)
+		if j.Spec != nil {
+			if st.Specs[j.Id] == nil {
+				st.Specs[j.Id], moved[j.Id] = j.Spec, j.Spec
+			}
+			j.Spec = nil
+		}
+		if st.Specs[j.Id] == nil {
+			return nil, fmt.Errorf("job %d has no spec", j.Id)
+		}
+		st.Jobs = append(st.Jobs, j)
 	}
-	return out, next, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close() // free the connection for the Commit
+	if len(moved) > 0 {
+		if err := s.Commit(&Batch{Specs: moved}); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func (s *Store) loadSpecs(st *State) error {
+	rows, err := s.db.Query(`SELECT id, spec FROM specs`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var b []byte
+		if err := rows.Scan(&id, &b); err != nil {
+			return err
+		}
+		sp := &jobspb.JobSpec{}
+		if err := proto.Unmarshal(b, sp); err != nil {
+			return fmt.Errorf("the spec of job %d is unreadable: %w", id, err)
+		}
+		st.Specs[id] = sp
+	}
+	return rows.Err()
 }
 
 // Logs returns the output of a job (index -1 for a plain job) stored after

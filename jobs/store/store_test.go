@@ -1,9 +1,11 @@
 package store
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestCommitLoadAndReopen(t *testing.T) {
@@ -13,8 +15,9 @@ func TestCommitLoadAndReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := &Batch{
+		Specs: map[int64]*jobspb.JobSpec{1: {Name: "a"}, 2: {Name: "arr", Array: &jobspb.ArraySpec{Text: "0-1"}}},
 		Jobs: []*jobspb.JobRecord{
-			{Id: 1, Index: -1, State: "PENDING", Spec: &jobspb.JobSpec{Name: "a"}},
+			{Id: 1, Index: -1, State: "PENDING"},
 			{Id: 2, Index: 0, State: "RUNNING"},
 			{Id: 2, Index: 1, State: "PENDING"},
 		},
@@ -24,10 +27,14 @@ func TestCommitLoadAndReopen(t *testing.T) {
 	if err := s.Commit(batch); err != nil {
 		t.Fatal(err)
 	}
-	// An update replaces the record.
-	if err := s.Commit(&Batch{Jobs: []*jobspb.JobRecord{{Id: 1, Index: -1, State: "COMPLETED", Spec: &jobspb.JobSpec{Name: "a"}}},
+	// An update replaces the record; the spec stays as first stored.
+	if err := s.Commit(&Batch{Jobs: []*jobspb.JobRecord{{Id: 1, Index: -1, State: "COMPLETED"}},
 		Logs: []LogChunk{{ID: 1, Index: -1, Data: []byte("world")}}}); err != nil {
 		t.Fatal(err)
+	}
+	// A record that carries its spec is refused.
+	if err := s.Commit(&Batch{Jobs: []*jobspb.JobRecord{{Id: 1, Index: -1, State: "COMPLETED", Spec: &jobspb.JobSpec{}}}}); err == nil {
+		t.Fatal("a record with its spec was stored")
 	}
 	s.Close()
 
@@ -36,12 +43,14 @@ func TestCommitLoadAndReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	jobs, next, err := s.Load()
+	st, err := s.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next != 3 || len(jobs) != 3 || jobs[0].State != "COMPLETED" || jobs[0].Spec.Name != "a" || jobs[2].Index != 1 {
-		t.Fatalf("Load = %v, next %d", jobs, next)
+	jobs := st.Jobs
+	if st.NextID != 3 || len(jobs) != 3 || jobs[0].State != "COMPLETED" || jobs[0].Spec != nil || jobs[2].Index != 1 ||
+		st.Specs[1].GetName() != "a" || st.Specs[2].GetArray().GetText() != "0-1" || len(st.Specs) != 2 {
+		t.Fatalf("Load = %v, specs %v, next %d", jobs, st.Specs, st.NextID)
 	}
 	out, last, err := s.Logs(1, -1, 0, 1<<20)
 	if err != nil || string(out) != "hello world" {
@@ -61,15 +70,67 @@ func TestCommitLoadAndReopen(t *testing.T) {
 	}
 }
 
+// Records written when each carried its own spec load with the spec moved
+// to the specs table, where it stays once the records are rewritten.
+func TestLoadMovesSpecsOutOfRecords(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*jobspb.JobRecord{
+		{Id: 4, Index: 0, State: "PENDING", Spec: &jobspb.JobSpec{Name: "old"}},
+		{Id: 4, Index: 1, State: "PENDING", Spec: &jobspb.JobSpec{Name: "old"}},
+	} {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.db.Exec(`INSERT INTO jobs (id, idx, state, record) VALUES (?, ?, ?, ?)`, r.Id, r.Index, r.State, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Jobs) != 2 || st.Jobs[0].Spec != nil || st.Specs[4].GetName() != "old" {
+		t.Fatalf("Load = %v, specs %v", st.Jobs, st.Specs)
+	}
+	if err := s.Commit(&Batch{Jobs: []*jobspb.JobRecord{{Id: 4, Index: 0, State: "COMPLETED"}, {Id: 4, Index: 1, State: "COMPLETED"}}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = s.Load()
+	if err != nil || st.Specs[4].GetName() != "old" || st.Jobs[0].State != "COMPLETED" {
+		t.Fatalf("after rewriting the records: %v, %v", st, err)
+	}
+	s.Close()
+}
+
+// A record whose spec is missing is an error, not a job without a command.
+func TestLoadRejectsRecordWithoutSpec(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Commit(&Batch{Jobs: []*jobspb.JobRecord{{Id: 9, Index: -1, State: "PENDING"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(); err == nil || !strings.Contains(err.Error(), "job 9 has no spec") {
+		t.Fatalf("Load = %v, want an error naming job 9", err)
+	}
+}
+
 func TestEmptyStore(t *testing.T) {
 	s, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	jobs, next, err := s.Load()
-	if err != nil || len(jobs) != 0 || next != 1 {
-		t.Fatalf("Load = %v, %d, %v", jobs, next, err)
+	st, err := s.Load()
+	if err != nil || len(st.Jobs) != 0 || len(st.Specs) != 0 || st.NextID != 1 {
+		t.Fatalf("Load = %v, %v", st, err)
 	}
 	if err := s.Commit(&Batch{}); err != nil {
 		t.Fatal(err)
