@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -35,6 +36,27 @@ func jobsClient(f RemoteFlags) (jobspb.JobsClient, *grpc.ClientConn, error) {
 		return nil, nil, err
 	}
 	return jobspb.NewJobsClient(conn), conn, nil
+}
+
+// collect gathers the jobs of a streamed answer (List, Show, Wait, Cancel).
+func collect[R any, P interface {
+	*R
+	GetJobs() []*jobspb.JobInfo
+}](stream grpc.ServerStreamingClient[R], err error) ([]*jobspb.JobInfo, error) {
+	if err != nil {
+		return nil, err
+	}
+	var jobs []*jobspb.JobInfo
+	for {
+		page, err := stream.Recv()
+		if err == io.EOF {
+			return jobs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, P(page).GetJobs()...)
+	}
 }
 
 // JobSubmitCmd is `rbs job submit`.
@@ -183,15 +205,16 @@ func (c *JobListCmd) Run() error {
 			states = append(states, strings.ToUpper(strings.TrimSpace(part)))
 		}
 	}
-	resp, err := jobs.List(context.Background(), &jobspb.ListRequest{States: states, Queue: c.Queue, History: c.History})
+	list, err := collect(jobs.List(context.Background(), &jobspb.ListRequest{States: states, Queue: c.Queue, History: c.History}))
 	if err != nil {
 		return err
 	}
 	if c.JSON {
-		return printJSON(os.Stdout, jobsJSON(resp.Jobs))
+		return printJSON(os.Stdout, jobsJSON(list))
 	}
-	printJobTable(os.Stdout, resp.Jobs)
-	return nil
+	out := bufio.NewWriter(os.Stdout)
+	printJobTable(out, list)
+	return out.Flush()
 }
 
 // JobShowCmd is `rbs job show`.
@@ -208,17 +231,17 @@ func (c *JobShowCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
-	resp, err := jobs.Show(context.Background(), &jobspb.ShowRequest{Id: c.ID})
+	shown, err := collect(jobs.Show(context.Background(), &jobspb.ShowRequest{Id: c.ID}))
 	if err != nil {
 		return err
 	}
 	if c.JSON {
-		if len(resp.Jobs) == 1 && !strings.Contains(resp.Jobs[0].Id, "_") || strings.Contains(c.ID, "_") {
-			return printJSON(os.Stdout, toJobJSON(resp.Jobs[0]))
+		if len(shown) == 1 && !strings.Contains(shown[0].Id, "_") || strings.Contains(c.ID, "_") {
+			return printJSON(os.Stdout, toJobJSON(shown[0]))
 		}
-		return printJSON(os.Stdout, jobsJSON(resp.Jobs))
+		return printJSON(os.Stdout, jobsJSON(shown))
 	}
-	for i, j := range resp.Jobs {
+	for i, j := range shown {
 		if i > 0 {
 			fmt.Println()
 		}
@@ -272,19 +295,19 @@ func (c *JobWaitCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
-	resp, err := jobs.Wait(context.Background(), &jobspb.WaitRequest{Ids: c.IDs})
+	ended, err := collect(jobs.Wait(context.Background(), &jobspb.WaitRequest{Ids: c.IDs}))
 	if err != nil {
 		return err
 	}
 	var bad []string
-	for _, j := range resp.Jobs {
+	for _, j := range ended {
 		fmt.Printf("%s\t%s\texit %d\n", j.Id, j.Record.State, j.Record.ExitCode)
 		if j.Record.State != "COMPLETED" {
 			bad = append(bad, j.Id+" "+j.Record.State)
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d of %d jobs did not complete: %s", len(bad), len(resp.Jobs), strings.Join(bad, ", "))
+		return fmt.Errorf("%d of %d jobs did not complete: %s", len(bad), len(ended), strings.Join(bad, ", "))
 	}
 	return nil
 }
@@ -302,11 +325,11 @@ func (c *JobCancelCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
-	resp, err := jobs.Cancel(context.Background(), &jobspb.CancelRequest{Ids: c.IDs})
+	cancelled, err := collect(jobs.Cancel(context.Background(), &jobspb.CancelRequest{Ids: c.IDs}))
 	if err != nil {
 		return err
 	}
-	for _, j := range resp.Jobs {
+	for _, j := range cancelled {
 		note := ""
 		if j.Record.CancelRequested && j.Record.State == "RUNNING" {
 			note = " (stopping)"

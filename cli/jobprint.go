@@ -130,18 +130,50 @@ func elapsed(r *jobspb.JobRecord) string {
 	return spec.FormatDuration(end.Sub(time.UnixMilli(r.StartUnixMs)))
 }
 
+// printJobTable prints jobs one a line, as squeue does: the pending tasks of
+// an array that wait for the same reason at the same priority share a line,
+// with their indices in brackets, such as 42_[5-99%10].
 func printJobTable(w io.Writer, jobs []*jobspb.JobInfo) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOBID\tNAME\tQUEUE\tSTATE\tTIME\tPRIORITY\tWORKER/REASON")
-	for _, j := range jobs {
-		r := j.Record
+	for i := 0; i < len(jobs); {
+		j, r := jobs[i], jobs[i].Record
+		id, n := j.Id, samePending(jobs[i:])
+		if n > 1 {
+			a := spec.Array{Limit: int(r.Spec.GetArray().GetLimit())}
+			for _, t := range jobs[i : i+n] {
+				a.Indices = append(a.Indices, int(t.Record.Index))
+			}
+			id = fmt.Sprintf("%d_[%s]", r.Id, a)
+		}
 		where := r.Worker
 		if r.State == "PENDING" {
 			where = "(" + r.PendingReason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.Id, r.Spec.Name, r.Spec.Queue, r.State, elapsed(r), j.Priority.GetTotal(), where)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", id, r.Spec.Name, r.Spec.Queue, r.State, elapsed(r), j.Priority.GetTotal(), where)
+		i += n
 	}
 	tw.Flush()
+}
+
+// samePending is how many leading jobs are pending tasks of one array with
+// the same reason and priority as the first; 1 when the first is not a
+// pending task.
+func samePending(jobs []*jobspb.JobInfo) int {
+	first := jobs[0].Record
+	if first.Index < 0 || first.State != "PENDING" {
+		return 1
+	}
+	n := 1
+	for n < len(jobs) {
+		r := jobs[n].Record
+		if r.Id != first.Id || r.Index < 0 || r.State != "PENDING" || r.PendingReason != first.PendingReason ||
+			jobs[n].Priority.GetTotal() != jobs[0].Priority.GetTotal() {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 func printJobDetail(w io.Writer, j *jobspb.JobInfo) {

@@ -465,3 +465,44 @@ func TestJobEnvironment(t *testing.T) {
 		t.Errorf("--export NONE,X: %v, stderr %q; want an error naming the value", err, stderr)
 	}
 }
+
+// TestLargestArray submits an array of the most tasks allowed and drives
+// every command over all of it while it waits for a worker.
+func TestLargestArray(t *testing.T) {
+	srv := startServer(t)
+	id := submit(t, srv, "--array", "0-99999%10", "--", "true")
+
+	table := rbs(t, srv, "job", "list")
+	if rows := strings.Split(strings.TrimSpace(table), "\n"); len(rows) != 2 || !strings.HasPrefix(rows[1], id+"_[0-99999%10] ") {
+		t.Fatalf("list shows %d rows, want the header and one for the whole array:\n%.500s", len(rows), table)
+	}
+	var listed []jobView
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--json")), &listed); err != nil || len(listed) != 100000 {
+		t.Fatalf("list --json: %d jobs, %v", len(listed), err)
+	}
+	var shown []jobView
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", id)), &shown); err != nil || len(shown) != 100000 || shown[99999].ID != id+"_99999" {
+		t.Fatalf("show --json: %d tasks, %v", len(shown), err)
+	}
+	if got := show(t, srv, id+"_5"); got.State != "PENDING" || got.PendingReason != "NoWorkers" {
+		t.Fatalf("task 5: %+v", got)
+	}
+	if out := rbs(t, srv, "job", "cancel", id); strings.Count(out, "CANCELLED") != 100000 {
+		t.Fatalf("cancel reported %d cancelled tasks", strings.Count(out, "CANCELLED"))
+	}
+	out, _, err := rbsRun(srv, "job", "wait", id)
+	if err == nil || strings.Count(out, "\tCANCELLED\t") != 100000 {
+		t.Fatalf("wait: %v, %d tasks reported cancelled", err, strings.Count(out, "\tCANCELLED\t"))
+	}
+
+	// The tasks share one spec in the store: the database stays small.
+	var size int64
+	for _, name := range []string{"jobs.db", "jobs.db-wal"} {
+		if fi, err := os.Stat(filepath.Join(srv.DataDir, name)); err == nil {
+			size += fi.Size()
+		}
+	}
+	if size > 64<<20 {
+		t.Fatalf("the job database takes %d MiB for one array", size>>20)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strconv"
@@ -43,9 +44,18 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, j := range w.Jobs {
-		if j.Record.State != "COMPLETED" {
-			log.Fatalf("job %s ended %s", j.Id, j.Record.State)
+	for {
+		page, err := w.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			if j.Record.State != "COMPLETED" {
+				log.Fatalf("job %s ended %s", j.Id, j.Record.State)
+			}
 		}
 	}
 	fmt.Printf("%.3f\n", time.Since(start).Seconds())

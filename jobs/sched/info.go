@@ -90,17 +90,24 @@ func (c *Core) List(f Filter) []*jobspb.JobInfo {
 		}
 		return keys[a].Index < keys[b].Index
 	})
-	// A list shows each job's spec without its environment and script,
-	// which can be large and would repeat for every task of an array.
+	return c.Infos(keys, false)
+}
+
+// Infos returns Info for each key, or with full false a lighter copy whose
+// spec leaves out the environment and script, which can be large and would
+// repeat for every task of an array.
+func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 	brief := map[int64]*jobspb.JobSpec{}
 	out := make([]*jobspb.JobInfo, len(keys))
 	for i, k := range keys {
 		j := c.jobs[k]
-		sp := brief[k.ID]
-		if sp == nil {
-			sp = proto.Clone(j.spec).(*jobspb.JobSpec)
-			sp.Env, sp.Script = nil, ""
-			brief[k.ID] = sp
+		sp := j.spec
+		if !full {
+			if sp = brief[k.ID]; sp == nil {
+				sp = proto.Clone(j.spec).(*jobspb.JobSpec)
+				sp.Env, sp.Script = nil, ""
+				brief[k.ID] = sp
+			}
 		}
 		out[i] = c.info(j, sp)
 	}

@@ -27,58 +27,84 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 }
 
 // List implements the Jobs API.
-func (s *Service) List(ctx context.Context, req *jobspb.ListRequest) (*jobspb.ListResponse, error) {
+func (s *Service) List(req *jobspb.ListRequest, stream jobspb.Jobs_ListServer) error {
 	f := sched.Filter{States: map[sched.State]bool{}, Queue: req.Queue, History: req.History}
 	for _, st := range req.States {
 		state := sched.State(st)
 		if !state.Valid() {
-			return nil, status.Errorf(codes.InvalidArgument, "unknown state %q (states: %v)", st, sched.States)
+			return status.Errorf(codes.InvalidArgument, "unknown state %q (states: %v)", st, sched.States)
 		}
 		f.States[state] = true
 	}
-	resp := &jobspb.ListResponse{}
-	err := s.do(ctx, func(c *sched.Core) error {
-		resp.Jobs = c.List(f)
+	var jobs []*jobspb.JobInfo
+	if err := s.do(stream.Context(), func(c *sched.Core) error {
+		jobs = c.List(f)
 		return nil
-	})
-	return resp, err
+	}); err != nil {
+		return err
+	}
+	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.ListResponse{Jobs: p}) })
 }
 
 // Show implements the Jobs API.
-func (s *Service) Show(ctx context.Context, req *jobspb.ShowRequest) (*jobspb.ShowResponse, error) {
-	resp := &jobspb.ShowResponse{}
-	err := s.do(ctx, func(c *sched.Core) error {
+func (s *Service) Show(req *jobspb.ShowRequest, stream jobspb.Jobs_ShowServer) error {
+	var jobs []*jobspb.JobInfo
+	if err := s.do(stream.Context(), func(c *sched.Core) error {
 		keys, err := c.Lookup(req.Id)
 		if err != nil {
 			return err
 		}
-		for _, k := range keys {
-			resp.Jobs = append(resp.Jobs, c.Info(k))
-		}
+		jobs = c.Infos(keys, len(keys) == 1)
 		return nil
-	})
-	return resp, err
+	}); err != nil {
+		return err
+	}
+	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.ShowResponse{Jobs: p}) })
 }
 
 // Cancel implements the Jobs API.
-func (s *Service) Cancel(ctx context.Context, req *jobspb.CancelRequest) (*jobspb.CancelResponse, error) {
-	resp := &jobspb.CancelResponse{}
-	err := s.do(ctx, func(c *sched.Core) error {
-		var all []sched.Key
-		for _, id := range req.Ids {
-			keys, err := c.Lookup(id)
-			if err != nil {
-				return err
-			}
-			all = append(all, keys...)
+func (s *Service) Cancel(req *jobspb.CancelRequest, stream jobspb.Jobs_CancelServer) error {
+	var jobs []*jobspb.JobInfo
+	if err := s.do(stream.Context(), func(c *sched.Core) error {
+		keys, err := s.lookup(c, req.Ids)
+		if err != nil {
+			return err
 		}
-		c.Cancel(all)
-		for _, k := range all {
-			resp.Jobs = append(resp.Jobs, c.Info(k))
-		}
+		c.Cancel(keys)
+		jobs = c.Infos(keys, false)
 		return nil
-	})
-	return resp, err
+	}); err != nil {
+		return err
+	}
+	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.CancelResponse{Jobs: p}) })
+}
+
+// lookup resolves job ids, array ids standing for all their tasks.
+func (s *Service) lookup(c *sched.Core, ids []string) ([]sched.Key, error) {
+	var all []sched.Key
+	for _, id := range ids {
+		keys, err := c.Lookup(id)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, keys...)
+	}
+	return all, nil
+}
+
+// pageSize is the most jobs one streamed answer holds.
+const pageSize = 1000
+
+// sendPages sends jobs in pages of at most pageSize.
+func sendPages(jobs []*jobspb.JobInfo, send func([]*jobspb.JobInfo) error) error {
+	for len(jobs) > 0 {
+		n := min(len(jobs), pageSize)
+		if err := send(jobs[:n]); err != nil {
+			return err
+		}
+		jobs = jobs[n:]
+	}
+	return nil
 }
 
 // Queues implements the Jobs API.
@@ -91,42 +117,36 @@ func (s *Service) Queues(ctx context.Context, _ *jobspb.QueuesRequest) (*jobspb.
 	return resp, err
 }
 
-// Wait implements the Jobs API: it returns once every named job has ended.
-func (s *Service) Wait(ctx context.Context, req *jobspb.WaitRequest) (*jobspb.WaitResponse, error) {
+// Wait implements the Jobs API: it answers once every named job has ended.
+func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) error {
+	ctx := stream.Context()
 	var keys []sched.Key
 	if err := s.do(ctx, func(c *sched.Core) error {
-		for _, id := range req.Ids {
-			k, err := c.Lookup(id)
-			if err != nil {
-				return err
-			}
-			keys = append(keys, k...)
-		}
-		return nil
+		var err error
+		keys, err = s.lookup(c, req.Ids)
+		return err
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	for {
 		changed := s.changes()
-		resp := &jobspb.WaitResponse{}
+		var jobs []*jobspb.JobInfo
 		ended := false
 		if err := s.do(ctx, func(c *sched.Core) error {
 			if ended = c.AllEnded(keys); ended {
-				for _, k := range keys {
-					resp.Jobs = append(resp.Jobs, c.Info(k))
-				}
+				jobs = c.Infos(keys, false)
 			}
 			return nil
 		}); err != nil {
-			return nil, err
+			return err
 		}
 		if ended {
-			return resp, nil
+			return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.WaitResponse{Jobs: p}) })
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
 }

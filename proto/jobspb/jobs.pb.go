@@ -1490,14 +1490,14 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0fDependencyState\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xc5\x03\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xcd\x03\n" +
 	"\x04Jobs\x12A\n" +
-	"\x06Submit\x12\x1a.rbs.jobs.v1.SubmitRequest\x1a\x1b.rbs.jobs.v1.SubmitResponse\x12;\n" +
-	"\x04List\x12\x18.rbs.jobs.v1.ListRequest\x1a\x19.rbs.jobs.v1.ListResponse\x12;\n" +
-	"\x04Show\x12\x18.rbs.jobs.v1.ShowRequest\x1a\x19.rbs.jobs.v1.ShowResponse\x12=\n" +
-	"\x04Logs\x12\x18.rbs.jobs.v1.LogsRequest\x1a\x19.rbs.jobs.v1.LogsResponse0\x01\x12;\n" +
-	"\x04Wait\x12\x18.rbs.jobs.v1.WaitRequest\x1a\x19.rbs.jobs.v1.WaitResponse\x12A\n" +
-	"\x06Cancel\x12\x1a.rbs.jobs.v1.CancelRequest\x1a\x1b.rbs.jobs.v1.CancelResponse\x12A\n" +
+	"\x06Submit\x12\x1a.rbs.jobs.v1.SubmitRequest\x1a\x1b.rbs.jobs.v1.SubmitResponse\x12=\n" +
+	"\x04List\x12\x18.rbs.jobs.v1.ListRequest\x1a\x19.rbs.jobs.v1.ListResponse0\x01\x12=\n" +
+	"\x04Show\x12\x18.rbs.jobs.v1.ShowRequest\x1a\x19.rbs.jobs.v1.ShowResponse0\x01\x12=\n" +
+	"\x04Logs\x12\x18.rbs.jobs.v1.LogsRequest\x1a\x19.rbs.jobs.v1.LogsResponse0\x01\x12=\n" +
+	"\x04Wait\x12\x18.rbs.jobs.v1.WaitRequest\x1a\x19.rbs.jobs.v1.WaitResponse0\x01\x12C\n" +
+	"\x06Cancel\x12\x1a.rbs.jobs.v1.CancelRequest\x1a\x1b.rbs.jobs.v1.CancelResponse0\x01\x12A\n" +
 	"\x06Queues\x12\x1a.rbs.jobs.v1.QueuesRequest\x1a\x1b.rbs.jobs.v1.QueuesResponseB'Z%github.com/rbs-build/rbs/proto/jobspbb\x06proto3"
 
 var (

@@ -34,15 +34,21 @@ const (
 // JobsClient is the client API for Jobs service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// The calls that answer with jobs (List, Show, Wait, Cancel) stream them in
+// pages of at most 1,000, so an array of any size fits.
 type JobsClient interface {
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
-	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
-	Show(ctx context.Context, in *ShowRequest, opts ...grpc.CallOption) (*ShowResponse, error)
+	// List gives each job's spec without its env and script.
+	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListResponse], error)
+	// Show gives one job or task with its whole spec, or an array's tasks
+	// with their spec less env and script (ask for one task to see those).
+	Show(ctx context.Context, in *ShowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ShowResponse], error)
 	// Logs streams a job's output; with follow it goes on until the job ends.
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error)
-	// Wait returns once every named job has ended.
-	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
-	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
+	// Wait answers once every named job has ended.
+	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WaitResponse], error)
+	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CancelResponse], error)
 	Queues(ctx context.Context, in *QueuesRequest, opts ...grpc.CallOption) (*QueuesResponse, error)
 }
 
@@ -64,29 +70,47 @@ func (c *jobsClient) Submit(ctx context.Context, in *SubmitRequest, opts ...grpc
 	return out, nil
 }
 
-func (c *jobsClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error) {
+func (c *jobsClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListResponse)
-	err := c.cc.Invoke(ctx, Jobs_List_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[0], Jobs_List_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[ListRequest, ListResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
 
-func (c *jobsClient) Show(ctx context.Context, in *ShowRequest, opts ...grpc.CallOption) (*ShowResponse, error) {
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_ListClient = grpc.ServerStreamingClient[ListResponse]
+
+func (c *jobsClient) Show(ctx context.Context, in *ShowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ShowResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ShowResponse)
-	err := c.cc.Invoke(ctx, Jobs_Show_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[1], Jobs_Show_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[ShowRequest, ShowResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_ShowClient = grpc.ServerStreamingClient[ShowResponse]
 
 func (c *jobsClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[0], Jobs_Logs_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[2], Jobs_Logs_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,25 +127,43 @@ func (c *jobsClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_LogsClient = grpc.ServerStreamingClient[LogsResponse]
 
-func (c *jobsClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error) {
+func (c *jobsClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WaitResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(WaitResponse)
-	err := c.cc.Invoke(ctx, Jobs_Wait_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[3], Jobs_Wait_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[WaitRequest, WaitResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
 
-func (c *jobsClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error) {
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_WaitClient = grpc.ServerStreamingClient[WaitResponse]
+
+func (c *jobsClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CancelResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CancelResponse)
-	err := c.cc.Invoke(ctx, Jobs_Cancel_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[4], Jobs_Cancel_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[CancelRequest, CancelResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_CancelClient = grpc.ServerStreamingClient[CancelResponse]
 
 func (c *jobsClient) Queues(ctx context.Context, in *QueuesRequest, opts ...grpc.CallOption) (*QueuesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -136,15 +178,21 @@ func (c *jobsClient) Queues(ctx context.Context, in *QueuesRequest, opts ...grpc
 // JobsServer is the server API for Jobs service.
 // All implementations must embed UnimplementedJobsServer
 // for forward compatibility.
+//
+// The calls that answer with jobs (List, Show, Wait, Cancel) stream them in
+// pages of at most 1,000, so an array of any size fits.
 type JobsServer interface {
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
-	List(context.Context, *ListRequest) (*ListResponse, error)
-	Show(context.Context, *ShowRequest) (*ShowResponse, error)
+	// List gives each job's spec without its env and script.
+	List(*ListRequest, grpc.ServerStreamingServer[ListResponse]) error
+	// Show gives one job or task with its whole spec, or an array's tasks
+	// with their spec less env and script (ask for one task to see those).
+	Show(*ShowRequest, grpc.ServerStreamingServer[ShowResponse]) error
 	// Logs streams a job's output; with follow it goes on until the job ends.
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error
-	// Wait returns once every named job has ended.
-	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
-	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
+	// Wait answers once every named job has ended.
+	Wait(*WaitRequest, grpc.ServerStreamingServer[WaitResponse]) error
+	Cancel(*CancelRequest, grpc.ServerStreamingServer[CancelResponse]) error
 	Queues(context.Context, *QueuesRequest) (*QueuesResponse, error)
 	mustEmbedUnimplementedJobsServer()
 }
@@ -159,20 +207,20 @@ type UnimplementedJobsServer struct{}
 func (UnimplementedJobsServer) Submit(context.Context, *SubmitRequest) (*SubmitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Submit not implemented")
 }
-func (UnimplementedJobsServer) List(context.Context, *ListRequest) (*ListResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+func (UnimplementedJobsServer) List(*ListRequest, grpc.ServerStreamingServer[ListResponse]) error {
+	return status.Error(codes.Unimplemented, "method List not implemented")
 }
-func (UnimplementedJobsServer) Show(context.Context, *ShowRequest) (*ShowResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Show not implemented")
+func (UnimplementedJobsServer) Show(*ShowRequest, grpc.ServerStreamingServer[ShowResponse]) error {
+	return status.Error(codes.Unimplemented, "method Show not implemented")
 }
 func (UnimplementedJobsServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error {
 	return status.Error(codes.Unimplemented, "method Logs not implemented")
 }
-func (UnimplementedJobsServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Wait not implemented")
+func (UnimplementedJobsServer) Wait(*WaitRequest, grpc.ServerStreamingServer[WaitResponse]) error {
+	return status.Error(codes.Unimplemented, "method Wait not implemented")
 }
-func (UnimplementedJobsServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+func (UnimplementedJobsServer) Cancel(*CancelRequest, grpc.ServerStreamingServer[CancelResponse]) error {
+	return status.Error(codes.Unimplemented, "method Cancel not implemented")
 }
 func (UnimplementedJobsServer) Queues(context.Context, *QueuesRequest) (*QueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Queues not implemented")
@@ -216,41 +264,27 @@ func _Jobs_Submit_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Jobs_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+func _Jobs_List_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ListRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(JobsServer).List(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Jobs_List_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobsServer).List(ctx, req.(*ListRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(JobsServer).List(m, &grpc.GenericServerStream[ListRequest, ListResponse]{ServerStream: stream})
 }
 
-func _Jobs_Show_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ShowRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_ListServer = grpc.ServerStreamingServer[ListResponse]
+
+func _Jobs_Show_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ShowRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(JobsServer).Show(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Jobs_Show_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobsServer).Show(ctx, req.(*ShowRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(JobsServer).Show(m, &grpc.GenericServerStream[ShowRequest, ShowResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_ShowServer = grpc.ServerStreamingServer[ShowResponse]
 
 func _Jobs_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(LogsRequest)
@@ -263,41 +297,27 @@ func _Jobs_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_LogsServer = grpc.ServerStreamingServer[LogsResponse]
 
-func _Jobs_Wait_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(WaitRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+func _Jobs_Wait_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WaitRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(JobsServer).Wait(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Jobs_Wait_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobsServer).Wait(ctx, req.(*WaitRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(JobsServer).Wait(m, &grpc.GenericServerStream[WaitRequest, WaitResponse]{ServerStream: stream})
 }
 
-func _Jobs_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CancelRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_WaitServer = grpc.ServerStreamingServer[WaitResponse]
+
+func _Jobs_Cancel_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CancelRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(JobsServer).Cancel(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Jobs_Cancel_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobsServer).Cancel(ctx, req.(*CancelRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(JobsServer).Cancel(m, &grpc.GenericServerStream[CancelRequest, CancelResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_CancelServer = grpc.ServerStreamingServer[CancelResponse]
 
 func _Jobs_Queues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(QueuesRequest)
@@ -329,30 +349,34 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Jobs_Submit_Handler,
 		},
 		{
-			MethodName: "List",
-			Handler:    _Jobs_List_Handler,
-		},
-		{
-			MethodName: "Show",
-			Handler:    _Jobs_Show_Handler,
-		},
-		{
-			MethodName: "Wait",
-			Handler:    _Jobs_Wait_Handler,
-		},
-		{
-			MethodName: "Cancel",
-			Handler:    _Jobs_Cancel_Handler,
-		},
-		{
 			MethodName: "Queues",
 			Handler:    _Jobs_Queues_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
+			StreamName:    "List",
+			Handler:       _Jobs_List_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Show",
+			Handler:       _Jobs_Show_Handler,
+			ServerStreams: true,
+		},
+		{
 			StreamName:    "Logs",
 			Handler:       _Jobs_Logs_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Wait",
+			Handler:       _Jobs_Wait_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Cancel",
+			Handler:       _Jobs_Cancel_Handler,
 			ServerStreams: true,
 		},
 	},
