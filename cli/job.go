@@ -14,6 +14,8 @@ import (
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // JobCmd is `rbs job`.
@@ -22,7 +24,7 @@ type JobCmd struct {
 	List    JobListCmd    `cmd:"" help:"List jobs."`
 	Show    JobShowCmd    `cmd:"" help:"Show one job in detail."`
 	Logs    JobLogsCmd    `cmd:"" help:"Print a job's output."`
-	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end; exits non-zero unless all COMPLETED."`
+	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end, across restarts of the server; exits non-zero unless all COMPLETED."`
 	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs."`
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
 	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
@@ -254,7 +256,7 @@ func (c *JobShowCmd) Run() error {
 type JobLogsCmd struct {
 	RemoteFlags
 	ID     string `arg:"" help:"Job id (one job or array task)."`
-	Follow bool   `short:"f" help:"Follow the output until the job ends."`
+	Follow bool   `short:"f" help:"Follow the output until the job ends, across restarts of the server."`
 }
 
 // Run implements the command.
@@ -264,21 +266,55 @@ func (c *JobLogsCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
-	stream, err := jobs.Logs(context.Background(), &jobspb.LogsRequest{Id: c.ID, Follow: c.Follow})
-	if err != nil {
-		return err
-	}
-	for {
-		resp, err := stream.Recv()
-		if err == io.EOF {
-			return nil
-		}
+	var written int64
+	follow := func() error {
+		stream, err := jobs.Logs(context.Background(), &jobspb.LogsRequest{Id: c.ID, Follow: c.Follow, Offset: written})
 		if err != nil {
 			return err
 		}
-		if _, err := os.Stdout.Write(resp.Data); err != nil {
+		for {
+			resp, err := stream.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			n, err := os.Stdout.Write(resp.Data)
+			written += int64(n)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if !c.Follow {
+		return follow()
+	}
+	return untilServerBack(follow)
+}
+
+// serverBack is how long the commands that follow jobs (logs -f, wait)
+// keep trying a server they have lost, such as one restarting.
+const serverBack = 10 * time.Minute
+
+// untilServerBack calls fn again while it fails because the server cannot
+// be reached, for up to serverBack, and says so once on stderr.
+func untilServerBack(fn func() error) error {
+	var since time.Time
+	delay := 100 * time.Millisecond
+	for {
+		err := fn()
+		if status.Code(err) != codes.Unavailable {
 			return err
 		}
+		if since.IsZero() {
+			since = time.Now()
+			fmt.Fprintf(os.Stderr, "rbs: %v; trying again until it is back\n", err)
+		} else if time.Since(since) > serverBack {
+			return err
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 2*time.Second)
 	}
 }
 
@@ -295,8 +331,11 @@ func (c *JobWaitCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
-	ended, err := collect(jobs.Wait(context.Background(), &jobspb.WaitRequest{Ids: c.IDs}))
-	if err != nil {
+	var ended []*jobspb.JobInfo
+	if err := untilServerBack(func() error {
+		ended, err = collect(jobs.Wait(context.Background(), &jobspb.WaitRequest{Ids: c.IDs}))
+		return err
+	}); err != nil {
 		return err
 	}
 	var bad []string

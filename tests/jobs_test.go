@@ -317,6 +317,20 @@ func TestJobsSurviveServerKill(t *testing.T) {
 	queued := submit(t, srv, "--", "echo", "queued")
 	waitFor(t, srv, running, "some output", func(jobView) bool { return rbs(t, srv, "job", "logs", running) == "before\n" })
 
+	// A follower and a waiter ride out the crash.
+	follow := exec.Command(rbsBin, "job", "logs", "-f", running)
+	wait := exec.Command(rbsBin, "job", "wait", running, queued)
+	var followed, followErr, waited strings.Builder
+	follow.Stdout, follow.Stderr, wait.Stdout = &followed, &followErr, &waited
+	for _, c := range []*exec.Cmd{follow, wait} {
+		c.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill() })
+	}
+	time.Sleep(300 * time.Millisecond)
+
 	// The job writes "during" while the server is down.
 	srv.cmd.Process.Signal(syscall.SIGKILL)
 	srv.cmd.Wait()
@@ -335,6 +349,15 @@ func TestJobsSurviveServerKill(t *testing.T) {
 	}
 	if got := rbs(t, srv, "job", "logs", running); got != "before\nduring\nafter\n" {
 		t.Fatalf("logs %q, want the output written while the server was down too", got)
+	}
+	if err := follow.Wait(); err != nil || followed.String() != "before\nduring\nafter\n" {
+		t.Fatalf("logs -f across the crash: %v, printed %q; stderr %q", err, followed.String(), followErr.String())
+	}
+	if !strings.Contains(followErr.String(), "trying again") {
+		t.Fatalf("logs -f did not say it lost the server: %q", followErr.String())
+	}
+	if err := wait.Wait(); err != nil || strings.Count(waited.String(), "COMPLETED") != 2 {
+		t.Fatalf("wait across the crash: %v, printed %q", err, waited.String())
 	}
 }
 

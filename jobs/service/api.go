@@ -166,8 +166,12 @@ func (s *Service) Logs(req *jobspb.LogsRequest, stream jobspb.Jobs_LogsServer) e
 	if len(keys) != 1 {
 		return status.Errorf(codes.InvalidArgument, "job %s is an array of %d tasks: ask for one task, such as %s", req.Id, len(keys), keys[0])
 	}
+	if req.Offset < 0 {
+		return status.Errorf(codes.InvalidArgument, "negative offset %d", req.Offset)
+	}
 	k := keys[0]
 	var after int64
+	skip := req.Offset
 	for {
 		changed := s.changes()
 		ended := false
@@ -188,6 +192,8 @@ func (s *Service) Logs(req *jobspb.LogsRequest, stream jobspb.Jobs_LogsServer) e
 				break
 			}
 			after = last
+			n := min(skip, int64(len(data)))
+			data, skip = data[n:], skip-n
 			for len(data) > 0 {
 				n := min(len(data), 1<<20)
 				if err := stream.Send(&jobspb.LogsResponse{Data: data[:n]}); err != nil {

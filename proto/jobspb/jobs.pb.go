@@ -751,9 +751,12 @@ func (x *ShowResponse) GetJobs() []*JobInfo {
 }
 
 type LogsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Follow        bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Follow bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	// offset is how many bytes of the output to skip: a client following
+	// again after losing the server asks for what it has not printed yet.
+	Offset        int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,6 +803,13 @@ func (x *LogsRequest) GetFollow() bool {
 		return x.Follow
 	}
 	return false
+}
+
+func (x *LogsRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
 }
 
 type LogsResponse struct {
@@ -1452,10 +1462,11 @@ const file_jobs_proto_rawDesc = "" +
 	"\vShowRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"8\n" +
 	"\fShowResponse\x12(\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"5\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"M\n" +
 	"\vLogsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06follow\x18\x02 \x01(\bR\x06follow\"\"\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"\"\n" +
 	"\fLogsResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\x1f\n" +
 	"\vWaitRequest\x12\x10\n" +
