@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
@@ -38,6 +39,7 @@ type RemoteServeCmd struct {
 	TLSKey        string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile"`
 	Config        string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
 	WorkerTimeout time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
+	JobRetention  string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)."`
 }
 
 // Run implements the command.
@@ -45,6 +47,14 @@ func (c *RemoteServeCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var retention time.Duration
+	if c.JobRetention != "" {
+		d, err := spec.ParseDuration(c.JobRetention)
+		if err != nil {
+			return fmt.Errorf("--job-retention: %w", err)
+		}
+		retention = d
+	}
 	return cluster.Serve(ctx, cluster.Config{
 		Listen:        c.Listen,
 		DataDir:       c.DataDir,
@@ -55,6 +65,7 @@ func (c *RemoteServeCmd) Run() error {
 		TLSKey:        c.TLSKey,
 		Config:        c.Config,
 		WorkerTimeout: c.WorkerTimeout,
+		JobRetention:  retention,
 		Log:           log,
 		Ready: func(addr net.Addr) {
 			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)

@@ -529,3 +529,32 @@ func TestLargestArray(t *testing.T) {
 		t.Fatalf("the job database takes %d MiB for one array", size>>20)
 	}
 }
+
+func TestJobRetention(t *testing.T) {
+	srv := startServer(t, "--job-retention", "2s")
+	startWorker(t, srv, "w1", "--cpus", "1", "--job-slots", "1")
+	id := submit(t, srv, "--", "echo", "kept a while")
+	rbs(t, srv, "job", "wait", id)
+	if got := rbs(t, srv, "job", "logs", id); got != "kept a while\n" {
+		t.Fatalf("logs %q", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, stderr, err := rbsRun(srv, "job", "show", id)
+		if err != nil && strings.Contains(stderr, "job "+id+" not found") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is still known long past its retention: %v %s", id, err, stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out := rbs(t, srv, "job", "list", "--history", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("list --history after the retention: %s", out)
+	}
+
+	out, err := exec.Command(rbsBin, "remote", "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--job-retention", "soon").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `"soon"`) {
+		t.Fatalf("serve --job-retention soon: %v, %s", err, out)
+	}
+}

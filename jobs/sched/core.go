@@ -53,6 +53,9 @@ type Config struct {
 	// LimitGrace is how long past its time limit the server waits for a
 	// worker's report before ending a job as TIMEOUT itself.
 	LimitGrace time.Duration
+	// Retention is how long after it ends a job (an array: its last task)
+	// is kept, output included; 0 keeps jobs for ever.
+	Retention time.Duration
 }
 
 // Key names a job or an array task.
@@ -161,6 +164,10 @@ type Core struct {
 	byTask  map[string]*job  // running attempts by task id
 	workers map[string]*worker
 
+	open   map[int64]int // parts of each job id that have not ended
+	ended  []ended       // jobs with every part ended, oldest first
+	forget []int64       // job ids to delete from the store
+
 	dirty    map[Key]*job
 	newSpecs map[int64]*jobspb.JobSpec
 	logs     []store.LogChunk
@@ -201,6 +208,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 		jobs:    map[Key]*job{},
 		pending: map[Key]*job{},
 		counts:  map[State]int64{},
+		open:    map[int64]int{},
 		arrays:  map[int64][]*job{},
 		byTask:  map[string]*job{},
 		workers: map[string]*worker{},
@@ -240,6 +248,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 			c.nextID = rec.Id + 1
 		}
 	}
+	c.queueEnded()
 	return c, nil
 }
 
@@ -251,6 +260,9 @@ func (c *Core) add(j *job) {
 	}
 	if j.key.Index >= 0 {
 		c.arrays[j.key.ID] = append(c.arrays[j.key.ID], j)
+	}
+	if !j.state().Terminal() {
+		c.open[j.key.ID]++
 	}
 }
 
@@ -267,8 +279,8 @@ func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
 // Flush returns the changes since the last Flush: the store batch to commit
 // and the messages to send once it is committed.
 func (c *Core) Flush() (*store.Batch, []Outbound) {
-	b := &store.Batch{Specs: c.newSpecs, Logs: c.logs}
-	c.newSpecs = nil
+	b := &store.Batch{Specs: c.newSpecs, Logs: c.logs, Forget: c.forget}
+	c.newSpecs, c.forget = nil, nil
 	for _, j := range c.dirty {
 		b.Jobs = append(b.Jobs, j.rec)
 	}
@@ -431,6 +443,9 @@ func (c *Core) move(j *job, to State) {
 	} else {
 		delete(c.pending, j.key)
 	}
+	if to.Terminal() {
+		c.finished(j.key.ID)
+	}
 	j.rec.State = string(to)
 	c.touch(j)
 }
@@ -585,9 +600,11 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 }
 
 // Tick does the time-driven work: requeueing the jobs of workers gone longer
-// than LostAfter, and ending jobs far past their time limit.
+// than LostAfter, ending jobs far past their time limit, and forgetting
+// jobs past Retention.
 func (c *Core) Tick() {
 	now := c.cfg.Now()
+	c.forgetOld(now)
 	for _, w := range c.workers {
 		if !w.connected && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
 			for _, j := range w.running {

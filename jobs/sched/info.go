@@ -98,9 +98,12 @@ func (c *Core) List(f Filter) []*jobspb.JobInfo {
 // repeat for every task of an array.
 func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 	brief := map[int64]*jobspb.JobSpec{}
-	out := make([]*jobspb.JobInfo, len(keys))
-	for i, k := range keys {
+	out := make([]*jobspb.JobInfo, 0, len(keys))
+	for _, k := range keys {
 		j := c.jobs[k]
+		if j == nil {
+			continue // forgotten since it was looked up
+		}
 		sp := j.spec
 		if !full {
 			if sp = brief[k.ID]; sp == nil {
@@ -109,15 +112,16 @@ func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 				brief[k.ID] = sp
 			}
 		}
-		out[i] = c.info(j, sp)
+		out = append(out, c.info(j, sp))
 	}
 	return out
 }
 
-// AllEnded reports whether every named job has ended.
+// AllEnded reports whether every named job has ended; a job forgotten since
+// (see Config.Retention) has.
 func (c *Core) AllEnded(keys []Key) bool {
 	for _, k := range keys {
-		if !c.jobs[k].state().Terminal() {
+		if j := c.jobs[k]; j != nil && !j.state().Terminal() {
 			return false
 		}
 	}

@@ -83,11 +83,13 @@ type Batch struct {
 	Jobs   []*jobspb.JobRecord
 	Logs   []LogChunk
 	NextID int64 // when non-zero, the next job id to hand out
+	// Forget lists jobs to delete, with all their tasks, spec and output.
+	Forget []int64
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Specs) == 0 && len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0
+	return len(b.Specs) == 0 && len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0 && len(b.Forget) == 0
 }
 
 // Commit writes the batch in one transaction and returns once it is durable.
@@ -121,6 +123,13 @@ func (s *Store) Commit(b *Batch) error {
 	for _, l := range b.Logs {
 		if _, err := tx.Exec(`INSERT INTO logs (id, idx, data) VALUES (?, ?, ?)`, l.ID, l.Index, l.Data); err != nil {
 			return fmt.Errorf("saving output of job %d: %w", l.ID, err)
+		}
+	}
+	for _, id := range b.Forget {
+		for _, table := range []string{"jobs", "logs", "specs"} {
+			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE id = ?`, id); err != nil {
+				return fmt.Errorf("forgetting job %d: %w", id, err)
+			}
 		}
 	}
 	if b.NextID != 0 {

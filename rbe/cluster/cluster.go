@@ -42,6 +42,8 @@ type Config struct {
 	// WorkerTimeout is how long a silent or disconnected worker keeps its
 	// work before it is given to others; 0 for the default.
 	WorkerTimeout time.Duration
+	// JobRetention is how long ended jobs are kept; 0 keeps them for ever.
+	JobRetention time.Duration
 }
 
 // DefaultDataDir is where a server keeps its state when no --data-dir is
@@ -90,7 +92,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout}
+	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention}
 	if cfg.Config != "" {
 		c, err := config.Load(cfg.Config)
 		if err != nil {
