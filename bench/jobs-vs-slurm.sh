@@ -7,8 +7,9 @@
 #       the job writes its own start time)
 #   (d) a chain of C jobs, each afterok on the previous, total and per link
 # and prints Slurm/rbs ratios (above 1: rbs is faster). For (a) it also times
-# the same loop with only `rbs --version` (the cost of starting the CLI) and
-# with /bin/true (what this machine charges for a process per job at all),
+# the same loop with only `rbs --version` (the cost of starting the CLI), with
+# an empty Go program (the least any Go client costs) and with /bin/true
+# (what this machine charges for a process per job at all),
 # and (a') submits the same N single jobs from one process over one
 # connection (bench/jobsubmit); Slurm's counterpart (slurmrestd) is not run.
 # Needs slurm-wlm
@@ -35,6 +36,10 @@ sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 (cd "$root" && go build -o "$work/rbs" ./cmd/rbs && go build -o "$work/jobsubmit" ./bench/jobsubmit)
+mkdir "$work/empty"
+printf 'package main\n\nfunc main() {}\n' > "$work/empty/main.go"
+printf 'module empty\n\ngo 1.22\n' > "$work/empty/go.mod"
+(cd "$work/empty" && go build -o "$work/empty-go" .)
 rbs=$work/rbs
 
 # ---- the two clusters ----
@@ -67,6 +72,9 @@ R[a_slurm]=$(sub "$(now)" "$t0")
 t0=$(now)
 for _ in $(seq "$N"); do x=$("$rbs" --version); done
 R[a_start]=$(sub "$(now)" "$t0")
+t0=$(now)
+for _ in $(seq "$N"); do x=$("$work/empty-go"); done
+R[a_empty]=$(sub "$(now)" "$t0")
 t0=$(now)
 for _ in $(seq "$N"); do x=$(/bin/true); done
 R[a_true]=$(sub "$(now)" "$t0")
@@ -124,6 +132,7 @@ ratio() { awk -v s="$1" -v r="$2" 'BEGIN{printf "%.1fx", s/r}'; }
 printf '%-42s %10s %10s %8s\n' "measurement (seconds)" "rbs" "Slurm" "Slurm/rbs"
 printf '%-42s %10s %10s %8s\n' "(a) $N single submissions, all complete" "${R[a_rbs]}" "${R[a_slurm]}" "$(ratio "${R[a_slurm]}" "${R[a_rbs]}")"
 printf '%-42s %10s %10s %8s\n' "    the same loop, 'rbs --version' only" "${R[a_start]}" "" ""
+printf '%-42s %10s %10s %8s\n' "    the same loop, an empty Go program" "${R[a_empty]}" "" "$(ratio "${R[a_slurm]}" "${R[a_empty]}")"
 printf '%-42s %10s %10s %8s\n' "    the same loop, /bin/true only" "${R[a_true]}" "" "$(ratio "${R[a_slurm]}" "${R[a_true]}")"
 printf '%-42s %10s %10s %8s\n' "(a') $N single jobs from one process" "${R[a_api]}" "" ""
 printf '%-42s %10s %10s %8s\n' "(b) one $N-task array, all complete" "${R[b_rbs]}" "${R[b_slurm]}" "$(ratio "${R[b_slurm]}" "${R[b_rbs]}")"
