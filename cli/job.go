@@ -77,8 +77,8 @@ type JobSubmitCmd struct {
 	Env       []string `help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
 	NoRequeue bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
 	Parsable  bool     `help:"Print only the job id."`
-	Script    string   `help:"Run this script file (its #! line, else /bin/sh)." type:"existingfile"`
-	Command   []string `arg:"" optional:"" passthrough:"" help:"-- followed by the command to run, or a //pkg:target job target."`
+	Script    string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`
+	Command   []string `arg:"" optional:"" passthrough:"" help:"-- followed by the command to run (or the script's arguments), or a //pkg:target job target."`
 }
 
 // Run implements the command.
@@ -117,9 +117,7 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 	if len(args) == 0 && c.Script == "" {
 		return nil, fmt.Errorf("nothing to run: give a command after --, or --script FILE")
 	}
-	if len(args) > 0 && c.Script != "" {
-		return nil, fmt.Errorf("give either a command or --script, not both")
-	}
+
 	s := &jobspb.JobSpec{
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, Command: args,
 		Cpus: c.CPUs, Gpus: c.GPUs, NoRequeue: c.NoRequeue,

@@ -558,3 +558,43 @@ func TestJobRetention(t *testing.T) {
 		t.Fatalf("serve --job-retention soon: %v, %s", err, out)
 	}
 }
+
+// TestScriptDirectives submits a script whose #RBS lines give flags, some
+// of which the command line overrides, and which takes arguments.
+func TestScriptDirectives(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	script := filepath.Join(t.TempDir(), "train.sh")
+	os.WriteFile(script, []byte(`#!/bin/sh
+# A training run.
+#RBS --name "train model" --cpus 2
+#RBS --time 1:00 --env STAGE=script --env KEEP=yes
+echo "$STAGE $KEEP $1 $2"
+`), 0o755)
+	id := submit(t, srv, "--env", "STAGE=typed", "--script", script, "--", "first", "second arg")
+	rbs(t, srv, "job", "wait", id)
+	if got := rbs(t, srv, "job", "logs", id); got != "typed yes first second arg\n" {
+		t.Fatalf("logs %q", got)
+	}
+	var j struct {
+		Name        string `json:"name"`
+		CPUs        int    `json:"cpus"`
+		TimeLimitMs int64  `json:"time_limit_ms"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", id)), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Name != "train model" || j.CPUs != 2 {
+		t.Fatalf("show: %+v", j)
+	}
+	if out := rbs(t, srv, "job", "show", id); !strings.Contains(out, "00:01:00") {
+		t.Fatalf("the #RBS time limit is not the job's:\n%s", out)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.sh")
+	os.WriteFile(bad, []byte("#!/bin/sh\n#RBS --time soon\necho never\n"), 0o755)
+	_, stderr, err := rbsRun(srv, "job", "submit", "--script", bad)
+	if err == nil || !strings.Contains(stderr, "bad.sh:2") || !strings.Contains(stderr, `"soon"`) {
+		t.Fatalf("a bad #RBS line: %v, %q", err, stderr)
+	}
+}

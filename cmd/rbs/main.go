@@ -3,12 +3,18 @@
 package main
 
 import (
+	"os"
+
 	"github.com/alecthomas/kong"
 	"github.com/rbs-build/rbs/cli"
 )
 
 func main() {
 	var c cli.CLI
-	ctx := kong.Parse(&c, cli.Options()...)
+	parser := kong.Must(&c, cli.Options()...)
+	args, err := cli.ExpandDirectives(os.Args[1:])
+	parser.FatalIfErrorf(err)
+	ctx, err := parser.Parse(args)
+	parser.FatalIfErrorf(err)
 	ctx.FatalIfErrorf(ctx.Run())
 }

@@ -31,7 +31,8 @@ type JobSpec struct {
 	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Queue    string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	Priority int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
-	// command is the argv to run; script, when set, is a script run instead.
+	// command is the argv to run; when script is set, the script is run
+	// instead, with command as its arguments.
 	Command     []string          `protobuf:"bytes,4,rep,name=command,proto3" json:"command,omitempty"`
 	Script      string            `protobuf:"bytes,5,opt,name=script,proto3" json:"script,omitempty"`
 	Env         map[string]string `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`

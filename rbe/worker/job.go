@@ -91,9 +91,9 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		if err := os.WriteFile(script, []byte(a.Script), 0o755); err != nil {
 			return fail("writing the job's script: " + err.Error())
 		}
-		args = []string{script}
+		args = append([]string{script}, a.Command...)
 		if !strings.HasPrefix(a.Script, "#!") {
-			args = []string{"/bin/sh", script}
+			args = append([]string{"/bin/sh"}, args...)
 		}
 	}
 	group, err := memlimit.New(fmt.Sprintf("%s%d-%s-%s", groupPrefix, os.Getpid(), w.session, name), a.MemoryBytes)
