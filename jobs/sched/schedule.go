@@ -176,6 +176,24 @@ func (c *Core) Schedule() {
 		}
 	}
 	workers := c.sortedWorkers()
+	free := map[*worker]capacity{}
+	for _, w := range workers {
+		if w.connected {
+			free[w] = w.free()
+		}
+	}
+	// Tasks of one array ask alike: a fit found (or not) for one holds for
+	// the next until a job starts or the reservation is made.
+	fits := map[fitQuery]*worker{}
+	fit := func(j *job, res *reservation) *worker {
+		q := fitQuery{need(j.spec), j.rec.TimeLimitMs, res != nil}
+		w, ok := fits[q]
+		if !ok {
+			w = c.bestFit(j, workers, free, res, now)
+			fits[q] = w
+		}
+		return w
+	}
 	var res *reservation
 	for _, j := range pending {
 		reason := c.depsState(j)
@@ -188,8 +206,10 @@ func (c *Core) Schedule() {
 			reason = c.placeable(j, workers)
 		}
 		if reason == "" {
-			if w := c.bestFit(j, workers, res, now); w != nil {
+			if w := fit(j, res); w != nil {
 				c.start(j, w, now)
+				free[w] = free[w].minus(need(j.spec))
+				clear(fits)
 				if j.key.Index >= 0 {
 					runningInArray[j.key.ID]++
 				}
@@ -197,8 +217,9 @@ func (c *Core) Schedule() {
 			}
 			if res == nil {
 				res = c.reserve(j)
+				clear(fits)
 				reason = ReasonResources
-			} else if c.bestFit(j, workers, nil, now) != nil {
+			} else if fit(j, nil) != nil {
 				reason = ReasonPriority
 			} else {
 				reason = ReasonResources
@@ -233,18 +254,23 @@ func (c *Core) placeable(j *job, workers []*worker) string {
 	return ReasonNoWorkerFits
 }
 
-// bestFit picks the connected worker j fits on now that leaves the least
-// room (packing jobs tightly), respecting the reservation.
-func (c *Core) bestFit(j *job, workers []*worker, res *reservation, now time.Time) *worker {
+// fitQuery is what bestFit's answer depends on besides the workers' room.
+type fitQuery struct {
+	need     capacity
+	limitMs  int64
+	reserved bool
+}
+
+// bestFit picks, among the connected workers (the keys of room, which holds
+// what each has free), the one j fits on now that leaves the least room
+// (packing jobs tightly), respecting the reservation.
+func (c *Core) bestFit(j *job, workers []*worker, room map[*worker]capacity, res *reservation, now time.Time) *worker {
 	n := need(j.spec)
 	var best *worker
 	bestLeft := int64(math.MaxInt64)
 	for _, w := range workers {
-		if !w.connected {
-			continue
-		}
-		free := w.free()
-		if !free.fits(n) || !res.allows(j, w, now) {
+		free, ok := room[w]
+		if !ok || !free.fits(n) || !res.allows(j, w, now) {
 			continue
 		}
 		left := int64(free.cpus-n.cpus)<<32 + int64(free.gpus-n.gpus)<<16 + int64(free.slots-n.slots)
