@@ -66,8 +66,8 @@ XDG_CACHE_HOME="$work/cache" "$rbs" test //...
 cat rbs-bin/app/stamped.txt
 
 echo
-echo "== 3. a job array on the worker's job slots, at most two tasks at once"
-id=$("$rbs" job submit --parsable --name hello --array "0-3%2" -- sh -c 'echo "task $RBS_ARRAY_INDEX of job $RBS_JOB_ID on $(hostname)"; sleep 1')
+echo "== 3. a job array on the worker's job slots, at most two tasks at once (examples/jobs/hello.sh)"
+id=$("$rbs" job submit --parsable --script "$root/examples/jobs/hello.sh")
 "$rbs" job wait "$id"
 for i in 0 1 2 3; do "$rbs" job logs "${id}_$i"; done
 "$rbs" job list --history
