@@ -598,3 +598,45 @@ echo "$STAGE $KEEP $1 $2"
 		t.Fatalf("a bad #RBS line: %v, %q", err, stderr)
 	}
 }
+
+// TestJobsRequeuedWhenWorkerHangs stops a worker (SIGSTOP: its connection
+// stays open but its heartbeats stop). Its jobs are requeued or end as
+// NODE_FAIL; when it wakes up, it reconnects and the attempts the server has
+// given up on are stopped.
+func TestJobsRequeuedWhenWorkerHangs(t *testing.T) {
+	srv := startServer(t, "--worker-timeout", "2s")
+	w1 := startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	dir := t.TempDir()
+	again := submit(t, srv, "--", "sh", "-c", "echo $$ > "+dir+"/pid-$RBS_ATTEMPT; sleep 30")
+	lost := submit(t, srv, "--no-requeue", "--", "sleep", "30")
+	waitFor(t, srv, again, "RUNNING", inState("RUNNING"))
+	waitFor(t, srv, lost, "RUNNING", inState("RUNNING"))
+	w1.cmd.Process.Signal(syscall.SIGSTOP)
+	defer w1.cmd.Process.Signal(syscall.SIGCONT)
+	startWorker(t, srv, "w2", "--cpus", "2", "--job-slots", "2")
+
+	j := waitFor(t, srv, again, "requeued onto w2", func(j jobView) bool { return j.State == "RUNNING" && j.Attempts == 2 })
+	if j.Workers[0] != "w2" {
+		t.Fatalf("requeued job: %+v", j)
+	}
+	if j := waitFor(t, srv, lost, "NODE_FAIL", inState("NODE_FAIL")); j.Attempts != 1 {
+		t.Fatalf("--no-requeue job: %+v", j)
+	}
+
+	w1.cmd.Process.Signal(syscall.SIGCONT)
+	b, err := os.ReadFile(filepath.Join(dir, "pid-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	deadline := time.Now().Add(30 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first attempt (pid %d) still runs on w1 after it woke up; w1 log:\n%s", pid, w1.log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if j := show(t, srv, again); j.State != "RUNNING" || j.Attempts != 2 {
+		t.Fatalf("the requeued attempt was disturbed: %+v", j)
+	}
+}

@@ -95,29 +95,39 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 			}
 		}
 	}()
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			if err != io.EOF {
-				reason = err.Error()
+	// Receive in a goroutine of its own: a worker that is dropped for
+	// missing its heartbeats (stopped, or cut off while its connection
+	// stays open) ends the stream from the send side, which returning
+	// here does; its Recv then fails.
+	recvEnd := make(chan string, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				why := "stream ended"
+				if err != io.EOF {
+					why = err.Error()
+				}
+				recvEnd <- why
+				return
 			}
-			select {
-			case e := <-sendErr:
-				reason = e.Error()
-			default:
+			ws.sched.Heartbeat(w)
+			switch m.Kind.(type) {
+			case *workerpb.WorkerMessage_Result:
+				ws.complete(ctx, w, m.GetResult())
+			case *workerpb.WorkerMessage_JobLog, *workerpb.WorkerMessage_JobEnded:
+				if ws.jobs != nil {
+					ws.jobs.FromWorker(w.ID(), m)
+				}
 			}
-			return nil
 		}
-		ws.sched.Heartbeat(w)
-		switch m.Kind.(type) {
-		case *workerpb.WorkerMessage_Result:
-			ws.complete(ctx, w, m.GetResult())
-		case *workerpb.WorkerMessage_JobLog, *workerpb.WorkerMessage_JobEnded:
-			if ws.jobs != nil {
-				ws.jobs.FromWorker(w.ID(), m)
-			}
-		}
+	}()
+	select {
+	case reason = <-recvEnd:
+	case err := <-sendErr:
+		reason = err.Error()
 	}
+	return nil
 }
 
 // complete turns a worker's TaskResult into an ExecuteResponse, writes
