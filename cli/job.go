@@ -64,17 +64,17 @@ func collect[R any, P interface {
 // JobSubmitCmd is `rbs job submit`.
 type JobSubmitCmd struct {
 	RemoteFlags
-	Name      string   `help:"Job name (default: the command or script name)."`
-	Queue     string   `help:"Queue (default: the cluster's default queue, batch)."`
+	Name      string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name)."`
+	Queue     string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch)."`
 	Priority  int32    `help:"Priority within the queue; higher runs first."`
-	CPUs      int32    `name:"cpus" help:"CPUs reserved on the worker." default:"1"`
+	CPUs      int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker." default:"1"`
 	MemoryGB  float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
 	GPUs      int32    `name:"gpus" help:"GPUs reserved on the worker."`
-	Time      string   `help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
-	Deps      string   `help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
-	Array     string   `help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
+	Time      string   `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
+	Deps      string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
+	Array     string   `short:"a" help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
 	Export    string   `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
-	Env       []string `help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
+	Env       []string `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
 	NoRequeue bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
 	Parsable  bool     `help:"Print only the job id."`
 	Script    string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`

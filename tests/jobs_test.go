@@ -468,7 +468,7 @@ func TestJobEnvironment(t *testing.T) {
 		{nil, "data=/data extra=unset token=unset remote=" + srv.Addr},
 		{[]string{"--export", "NONE"}, "data=unset extra=unset token=unset remote=unset"},
 		{[]string{"--export", "RBSTEST_DATA,EXTRA=1"}, "data=/data extra=1 token=unset remote=unset"},
-		{[]string{"--export", "ALL,EXTRA=2", "--env", "RBSTEST_DATA=override"}, "data=override extra=2 token=unset remote=" + srv.Addr},
+		{[]string{"--export", "ALL,EXTRA=2", "--env", "RBSTEST_DATA=over,ride"}, "data=over,ride extra=2 token=unset remote=" + srv.Addr},
 	} {
 		cmd := exec.Command(rbsBin, append(append([]string{"job", "submit", "--parsable"}, tc.flags...), "--", "sh", "-c", show)...)
 		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token, "RBSTEST_DATA=/data", "HOME=/submitter-home")
@@ -567,7 +567,7 @@ func TestScriptDirectives(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "train.sh")
 	os.WriteFile(script, []byte(`#!/bin/sh
 # A training run.
-#RBS --name "train model" --cpus 2
+#RBS -J "train model" --cpus-per-task 2 -p batch
 #RBS --time 1:00 --env STAGE=script --env KEEP=yes
 echo "$STAGE $KEEP $1 $2"
 `), 0o755)
