@@ -89,7 +89,7 @@ func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
 type TestCmd struct {
 	BuildFlags
 	TagFilters string   `name:"test_tag_filters" help:"Comma-separated tags: a keeps tests tagged a, -b drops tests tagged b."`
-	TestArg    []string `name:"test_arg" help:"Argument passed to every test (repeatable)."`
+	TestArg    []string `name:"test_arg" sep:"none" help:"Argument passed to every test (repeatable)."`
 	Patterns   []string `arg:"" optional:"" help:"Test target patterns."`
 }
 

@@ -83,7 +83,7 @@ type RemoteWorkerCmd struct {
 	CPUs         int        `name:"cpus" help:"CPUs offered (default: all)."`
 	MemoryGB     float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
 	GPUs         string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
-	Property     []string   `help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
+	Property     []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
 	CacheMaxSize units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"10GiB"`
 }
 
