@@ -164,6 +164,12 @@ type Core struct {
 	byTask  map[string]*job  // running attempts by task id
 	workers map[string]*worker
 
+	// reschedule is set by every change that can let a job start (a
+	// submission, a job's change of state, a worker joining); Schedule
+	// does nothing without it, so rounds that only carry output or
+	// queries cost nothing however many jobs wait.
+	reschedule bool
+
 	open   map[int64]int // parts of each job id that have not ended
 	ended  []ended       // jobs with every part ended, oldest first
 	forget []int64       // job ids to delete from the store
@@ -249,6 +255,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 		}
 	}
 	c.queueEnded()
+	c.reschedule = true
 	return c, nil
 }
 
@@ -356,6 +363,7 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 		c.newSpecs = map[int64]*jobspb.JobSpec{}
 	}
 	c.newSpecs[id] = s
+	c.reschedule = true
 	if s.Array == nil {
 		newJob(-1)
 	} else {
@@ -447,6 +455,7 @@ func (c *Core) move(j *job, to State) {
 		c.finished(j.key.ID)
 	}
 	j.rec.State = string(to)
+	c.reschedule = true
 	c.touch(j)
 }
 
@@ -510,6 +519,7 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 	}
 	w.cpus, w.memory, w.gpus, w.jobSlots = info.CPUs, info.Memory, info.GPUs, info.JobSlots
 	w.connected, w.downSince, w.send = true, time.Time{}, info.Send
+	c.reschedule = true
 	still := map[string]bool{}
 	for _, t := range info.Running {
 		still[t] = true
@@ -534,6 +544,7 @@ func (c *Core) WorkerDown(name string) {
 	if w := c.workers[name]; w != nil && w.connected {
 		w.connected = false
 		w.downSince = c.cfg.Now()
+		c.reschedule = true
 	}
 }
 

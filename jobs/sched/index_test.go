@@ -153,6 +153,16 @@ func TestIndexesMatchAScan(t *testing.T) {
 			if err := checkIndexes(h.c); err != nil {
 				t.Fatalf("seed %d, step %d: %v", seed, op, err)
 			}
+			// Nothing was left to start: a round forced to schedule
+			// again starts nothing, so no change missed setting
+			// reschedule.
+			h.c.reschedule = true
+			h.c.Schedule()
+			for _, o := range h.commit() {
+				if a := o.Msg.GetAssignJob(); a != nil {
+					t.Fatalf("seed %d, step %d: a forced round started %s, which the round before missed", seed, op, a.JobId)
+				}
+			}
 		}
 	}
 }

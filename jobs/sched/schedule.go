@@ -145,8 +145,14 @@ func (c *Core) sortedWorkers() []*worker {
 }
 
 // Schedule starts what can start, in priority order with backfill, and
-// records why the rest waits.
+// records why the rest waits. It works only after a change that can let a
+// job start: time passing alone cannot (a waiting job's age changes the
+// order, not whether anything fits).
 func (c *Core) Schedule() {
+	if !c.reschedule {
+		return
+	}
+	defer func() { c.reschedule = false }()
 	now := c.cfg.Now()
 	pending := make([]*job, 0, len(c.pending))
 	for _, j := range c.pending {
