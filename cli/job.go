@@ -288,7 +288,7 @@ func (c *JobLogsCmd) Run() error {
 	if !c.Follow {
 		return follow()
 	}
-	return untilServerBack(follow)
+	return untilServerBack(jobs, follow)
 }
 
 // serverBack is how long the commands that follow jobs (logs -f, wait)
@@ -296,8 +296,12 @@ func (c *JobLogsCmd) Run() error {
 const serverBack = 10 * time.Minute
 
 // untilServerBack calls fn again while it fails because the server cannot
-// be reached, for up to serverBack, and says so once on stderr.
-func untilServerBack(fn func() error) error {
+// be reached, for up to serverBack, and says so once on stderr. A server
+// that cannot be reached at the start (a wrong address, say) fails at once.
+func untilServerBack(jobs jobspb.JobsClient, fn func() error) error {
+	if _, err := jobs.Queues(context.Background(), &jobspb.QueuesRequest{}); err != nil {
+		return err
+	}
 	var since time.Time
 	delay := 100 * time.Millisecond
 	for {
@@ -330,7 +334,7 @@ func (c *JobWaitCmd) Run() error {
 	}
 	defer conn.Close()
 	var ended []*jobspb.JobInfo
-	if err := untilServerBack(func() error {
+	if err := untilServerBack(jobs, func() error {
 		ended, err = collect(jobs.Wait(context.Background(), &jobspb.WaitRequest{Ids: c.IDs}))
 		return err
 	}); err != nil {

@@ -359,6 +359,14 @@ func TestJobsSurviveServerKill(t *testing.T) {
 	if err := wait.Wait(); err != nil || strings.Count(waited.String(), "COMPLETED") != 2 {
 		t.Fatalf("wait across the crash: %v, printed %q", err, waited.String())
 	}
+
+	// A server that cannot be reached at the start is an error, not a wait.
+	for _, args := range [][]string{{"job", "wait", running}, {"job", "logs", "-f", running}} {
+		out, err := run(t, t.TempDir(), []string{"RBS_REMOTE=127.0.0.1:1"}, rbsBin, args...)
+		if err == nil || !strings.Contains(out, "cannot reach the server") || strings.Contains(out, "trying again") {
+			t.Fatalf("rbs %v against no server: %v\n%s", args, err, out)
+		}
+	}
 }
 
 func TestJobsRequeuedWhenWorkerDies(t *testing.T) {
