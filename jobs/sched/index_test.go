@@ -85,7 +85,7 @@ func restartKeepsEverything(t *testing.T, h *harness) {
 	t.Helper()
 	before := map[Key]*jobspb.JobRecord{}
 	for k := range h.c.jobs {
-		r := h.c.Info(k).Record
+		r := h.c.Infos([]Key{k}, true)[0].Record
 		r.PendingReason = ""
 		before[k] = r
 	}
@@ -94,7 +94,7 @@ func restartKeepsEverything(t *testing.T, h *harness) {
 		t.Fatalf("%d jobs before a restart, %d after", len(before), len(h.c.jobs))
 	}
 	for k, want := range before {
-		got := h.c.Info(k).Record
+		got := h.c.Infos([]Key{k}, true)[0].Record
 		got.PendingReason = ""
 		if !proto.Equal(got, want) {
 			t.Fatalf("job %s after a restart:\n%v\nwant\n%v", k, got, want)

@@ -12,13 +12,8 @@ func logLine(j *job, s string) store.LogChunk {
 	return store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: []byte(s)}
 }
 
-// Info returns a job as users see it: a copy of its record with its whole
-// spec, the id, the priority breakdown and the states of its dependencies.
-// The spec is shared, not copied: specs never change.
-func (c *Core) Info(k Key) *jobspb.JobInfo {
-	return c.info(c.jobs[k], c.jobs[k].spec)
-}
-
+// info returns a job as users see it: a copy of its record with the spec
+// sp, the id, the priority breakdown and the states of its dependencies.
 func (c *Core) info(j *job, sp *jobspb.JobSpec) *jobspb.JobInfo {
 	rec := proto.Clone(j.rec).(*jobspb.JobRecord)
 	rec.Spec = sp
@@ -93,16 +88,19 @@ func (c *Core) List(f Filter) []*jobspb.JobInfo {
 	return c.Infos(keys, false)
 }
 
-// Infos returns Info for each key, or with full false a lighter copy whose
-// spec leaves out the environment and script, which can be large and would
-// repeat for every task of an array.
+// Infos returns each job as users see it: a copy of its record with its
+// spec, the id, the priority breakdown and the states of its dependencies.
+// With full, the spec is the job's own, shared rather than copied (specs
+// never change); without, a lighter copy leaves out the environment and
+// script, which can be large and would repeat for every task of an array.
+// Keys of jobs forgotten since they were looked up are skipped.
 func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 	brief := map[int64]*jobspb.JobSpec{}
 	out := make([]*jobspb.JobInfo, 0, len(keys))
 	for _, k := range keys {
 		j := c.jobs[k]
 		if j == nil {
-			continue // forgotten since it was looked up
+			continue
 		}
 		sp := j.spec
 		if !full {
