@@ -100,15 +100,6 @@ func startServer(t *testing.T, args ...string) *server {
 	return s
 }
 
-// restart stops the server with sig and starts it again on the same
-// address and data directory.
-func (s *server) restart(t *testing.T, sig os.Signal) {
-	t.Helper()
-	s.cmd.Process.Signal(sig)
-	s.cmd.Wait()
-	s.start(t, s.Addr)
-}
-
 func (s *server) start(t *testing.T, listen string) {
 	t.Helper()
 	full := append([]string{"remote", "serve", "--listen", listen, "--data-dir", s.DataDir}, s.args...)

@@ -94,9 +94,6 @@ func FromReader(r io.Reader) (Digest, error) {
 	return Digest{hash: hex.EncodeToString(h.Sum(nil)), size: n}, nil
 }
 
-// NewHasher returns a hash.Hash that computes digests of this package's function.
-func NewHasher() hash.Hash { return sha256.New() }
-
 // Hash returns the lowercase hex hash.
 func (d Digest) Hash() string { return d.hash }
 
