@@ -127,7 +127,7 @@ func TestPriorityOrderAndAgeBonus(t *testing.T) {
 	// one has waited long enough for its age bonus to count.
 	h.advance(90 * time.Minute)
 	newer := h.submit(&jobspb.JobSpec{Priority: 60})
-	if p := h.c.priorityOf(h.c.jobs[Key{low, -1}]); p.Age != 90 || p.Total != 91 || p.Base != 1 {
+	if p := h.c.priorityOf(h.c.jobs[Key{low, -1}], h.now); p.Age != 90 || p.Total != 91 || p.Base != 1 {
 		t.Fatalf("priority of the old job %+v", p)
 	}
 	h.finish(high, -1, Completed)

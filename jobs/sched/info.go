@@ -17,7 +17,7 @@ func logLine(j *job, s string) store.LogChunk {
 func (c *Core) info(j *job, sp *jobspb.JobSpec) *jobspb.JobInfo {
 	rec := proto.Clone(j.rec).(*jobspb.JobRecord)
 	rec.Spec = sp
-	info := &jobspb.JobInfo{Record: rec, Id: j.key.String(), Priority: c.priorityOf(j)}
+	info := &jobspb.JobInfo{Record: rec, Id: j.key.String(), Priority: c.priorityOf(j, c.cfg.Now())}
 	for _, d := range j.spec.Deps {
 		target := Key{d.JobId, d.Index}
 		info.Deps = append(info.Deps, &jobspb.DependencyState{Kind: d.Kind, Id: target.String(), State: string(c.groupState(target))})

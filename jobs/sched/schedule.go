@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"sort"
@@ -14,10 +15,10 @@ import (
 
 // priorityOf breaks down a job's priority: its own, its queue's, and the
 // bonus it has gained by waiting.
-func (c *Core) priorityOf(j *job) *jobspb.Priority {
+func (c *Core) priorityOf(j *job, now time.Time) *jobspb.Priority {
 	p := &jobspb.Priority{Base: int64(j.spec.Priority), Queue: int64(c.queues[j.spec.Queue].Priority)}
 	if j.state() == Pending {
-		waited := c.cfg.Now().Sub(time.UnixMilli(j.rec.SubmitUnixMs))
+		waited := time.Duration(now.UnixMilli()-j.rec.SubmitUnixMs) * time.Millisecond
 		p.Age = min(int64(waited/c.cfg.AgeInterval)*c.cfg.AgeWeight, c.cfg.AgeCap)
 	}
 	p.Total = p.Base + p.Queue + p.Age
@@ -154,27 +155,11 @@ func (c *Core) Schedule() {
 	}
 	defer func() { c.reschedule = false }()
 	now := c.cfg.Now()
-	pending := make([]*job, 0, len(c.pending))
+	queue := make(waiting, 0, len(c.pending))
 	for _, j := range c.pending {
-		pending = append(pending, j)
+		queue = append(queue, ranked{j, c.priorityOf(j, now).Total})
 	}
-	prio := make(map[*job]int64, len(pending))
-	for _, j := range pending {
-		prio[j] = c.priorityOf(j).Total
-	}
-	sort.Slice(pending, func(a, b int) bool {
-		ja, jb := pending[a], pending[b]
-		if prio[ja] != prio[jb] {
-			return prio[ja] > prio[jb]
-		}
-		if ja.rec.SubmitUnixMs != jb.rec.SubmitUnixMs {
-			return ja.rec.SubmitUnixMs < jb.rec.SubmitUnixMs
-		}
-		if ja.key.ID != jb.key.ID {
-			return ja.key.ID < jb.key.ID
-		}
-		return ja.key.Index < jb.key.Index
-	})
+	heap.Init(&queue)
 	runningInArray := map[int64]int{}
 	for _, j := range c.byTask {
 		if j.key.Index >= 0 {
@@ -200,21 +185,31 @@ func (c *Core) Schedule() {
 		}
 		return w
 	}
+	room := 0 // free job slots on connected workers
+	for _, f := range free {
+		room += max(f.slots, 0)
+	}
 	var res *reservation
-	for _, j := range pending {
-		reason := c.depsState(j)
-		if reason == "" {
-			if a := j.spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
-				reason = ReasonArrayTaskLimit
+	for queue.Len() > 0 {
+		if room == 0 {
+			// Nothing more can start: the rest wait for resources, or
+			// for their own reasons, in any order.
+			for _, r := range queue {
+				reason := c.blocked(r.job, runningInArray, workers)
+				if reason == "" {
+					reason = ReasonResources
+				}
+				r.job.rec.PendingReason = reason
 			}
+			break
 		}
-		if reason == "" {
-			reason = c.placeable(j, workers)
-		}
+		j := heap.Pop(&queue).(ranked).job
+		reason := c.blocked(j, runningInArray, workers)
 		if reason == "" {
 			if w := fit(j, res); w != nil {
 				c.start(j, w, now)
 				free[w] = free[w].minus(need(j.spec))
+				room--
 				clear(fits)
 				if j.key.Index >= 0 {
 					runningInArray[j.key.ID]++
@@ -238,6 +233,56 @@ func (c *Core) Schedule() {
 		// each flip would rewrite every waiting task round after round.)
 		j.rec.PendingReason = reason
 	}
+}
+
+// blocked says why j cannot start however much room there is: its
+// dependencies, its array's cap, or no worker ever fitting it; "" when
+// none of these holds.
+func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) string {
+	if reason := c.depsState(j); reason != "" {
+		return reason
+	}
+	if a := j.spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
+		return ReasonArrayTaskLimit
+	}
+	return c.placeable(j, workers)
+}
+
+// ranked is a waiting job and its priority in this round.
+type ranked struct {
+	job  *job
+	prio int64
+}
+
+// waiting is a heap of the waiting jobs in the order a round considers
+// them: higher priority first, then earlier submitted, then by id and
+// array index. A round takes only as many off it as there is room for.
+type waiting []ranked
+
+func (q waiting) Len() int { return len(q) }
+
+func (q waiting) Less(a, b int) bool {
+	ja, jb := q[a].job, q[b].job
+	switch {
+	case q[a].prio != q[b].prio:
+		return q[a].prio > q[b].prio
+	case ja.rec.SubmitUnixMs != jb.rec.SubmitUnixMs:
+		return ja.rec.SubmitUnixMs < jb.rec.SubmitUnixMs
+	case ja.key.ID != jb.key.ID:
+		return ja.key.ID < jb.key.ID
+	}
+	return ja.key.Index < jb.key.Index
+}
+
+func (q waiting) Swap(a, b int) { q[a], q[b] = q[b], q[a] }
+
+func (q *waiting) Push(x any) { *q = append(*q, x.(ranked)) }
+
+func (q *waiting) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
 }
 
 // placeable returns a pending reason when no registered worker could ever
