@@ -2,6 +2,7 @@ package sched
 
 import (
 	"sort"
+	"time"
 
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/proto/jobspb"
@@ -12,12 +13,13 @@ func logLine(j *job, s string) store.LogChunk {
 	return store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: []byte(s)}
 }
 
-// info returns a job as users see it: a copy of its record with the spec
-// sp, the id, the priority breakdown and the states of its dependencies.
-func (c *Core) info(j *job, sp *jobspb.JobSpec) *jobspb.JobInfo {
+// info returns a job as users see it at now: a copy of its record with the
+// spec sp, the id, the priority breakdown and the states of its
+// dependencies.
+func (c *Core) info(j *job, sp *jobspb.JobSpec, now time.Time) *jobspb.JobInfo {
 	rec := proto.Clone(j.rec).(*jobspb.JobRecord)
 	rec.Spec = sp
-	info := &jobspb.JobInfo{Record: rec, Id: j.key.String(), Priority: c.priorityOf(j, c.cfg.Now())}
+	info := &jobspb.JobInfo{Record: rec, Id: j.key.String(), Priority: c.priorityOf(j, now)}
 	for _, d := range j.spec.Deps {
 		target := Key{d.JobId, d.Index}
 		info.Deps = append(info.Deps, &jobspb.DependencyState{Kind: d.Kind, Id: target.String(), State: string(c.groupState(target))})
@@ -95,6 +97,7 @@ func (c *Core) List(f Filter) []*jobspb.JobInfo {
 // script, which can be large and would repeat for every task of an array.
 // Keys of jobs forgotten since they were looked up are skipped.
 func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
+	now := c.cfg.Now()
 	brief := map[int64]*jobspb.JobSpec{}
 	out := make([]*jobspb.JobInfo, 0, len(keys))
 	for _, k := range keys {
@@ -110,7 +113,7 @@ func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 				brief[k.ID] = sp
 			}
 		}
-		out = append(out, c.info(j, sp))
+		out = append(out, c.info(j, sp, now))
 	}
 	return out
 }
