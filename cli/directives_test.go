@@ -49,7 +49,10 @@ python3 train.py
 		{"#RBS --script other.sh\n", "bad.sh:1: #RBS --script other.sh: --script cannot be given"},
 		{"#RBS --name 'unclosed\n", "bad.sh:1"},
 		{"#RBS --time soon\n", `bad.sh:1: #RBS --time soon: invalid time limit "soon"`},
-		{"#RBS --no-such-flag\n", `bad.sh:1: #RBS --no-such-flag: "--no-such-flag" is not a submit flag`},
+		{"#RBS --no-such-flag\n", "bad.sh:1: #RBS --no-such-flag: unknown flag --no-such-flag"},
+		{"#!/bin/sh\n# Train.\n#RBS --cpu 4\n", `bad.sh:3: #RBS --cpu 4: unknown flag --cpu, did you mean one of "--cpus"`},
+		{"#RBS -J x --tim 1h\n", `bad.sh:1: #RBS -J x --tim 1h: unknown flag --tim, did you mean "--time"?`},
+		{"#RBS -- true\n", `bad.sh:1: #RBS -- true: "--" is not a submit flag`},
 	} {
 		p := script("bad.sh", tc.text)
 		_, err := ExpandDirectives([]string{"job", "submit", "--script", p})

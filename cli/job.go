@@ -78,7 +78,11 @@ type JobSubmitCmd struct {
 	NoRequeue bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
 	Parsable  bool     `help:"Print only the job id."`
 	Script    string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`
-	Command   []string `arg:"" optional:"" passthrough:"" help:"-- followed by the command to run (or the script's arguments), or a //pkg:target job target."`
+	// Partial passthrough: the words before the command (or before --)
+	// are all parsed as flags, so a mistyped flag is an error with a
+	// suggestion instead of the start of the command; from the first
+	// other word on, everything is the command's.
+	Command []string `arg:"" optional:"" passthrough:"partial" help:"-- followed by the command to run (or the script's arguments), or a //pkg:target job target."`
 }
 
 // Run implements the command.
@@ -108,8 +112,11 @@ func (c *JobSubmitCmd) Run() error {
 
 func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 	args := c.Command
-	if len(args) > 0 && args[0] == "--" {
+	switch {
+	case len(args) > 0 && args[0] == "--":
 		args = args[1:]
+	case len(args) > 0 && strings.HasPrefix(args[0], "-"):
+		return nil, fmt.Errorf("command %q starts with -: give it after --, as in rbs job submit -- %s", args[0], args[0])
 	}
 	if len(args) > 0 && strings.HasPrefix(args[0], "//") && c.Script == "" {
 		return nil, fmt.Errorf("submitting job target %s: building job targets is %w; submit a command after --", args[0], errNotImplemented)

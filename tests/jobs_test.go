@@ -645,3 +645,36 @@ func TestJobsRequeuedWhenWorkerHangs(t *testing.T) {
 		t.Fatalf("the requeued attempt was disturbed: %+v", j)
 	}
 }
+
+// TestSubmitRejectsUnknownFlags checks that a mistyped flag, typed or in
+// an #RBS line, is an error with a suggestion and submits nothing, and that
+// a command starting with - is taken after --.
+func TestSubmitRejectsUnknownFlags(t *testing.T) {
+	srv := startServer(t)
+	script := filepath.Join(t.TempDir(), "typo.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\n#RBS --cpu 4\necho never\n"), 0o755)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cpu", "4", "--", "true"}, `unknown flag --cpu, did you mean one of "--cpus"`},
+		{[]string{"--cpus", "2", "--tim", "1h", "echo", "hi"}, `unknown flag --tim, did you mean "--time"?`},
+		{[]string{"--script", script}, `typo.sh:2: #RBS --cpu 4: unknown flag --cpu, did you mean one of "--cpus"`},
+	} {
+		out, stderr, err := rbsRun(srv, append([]string{"job", "submit"}, tc.args...)...)
+		if err == nil || !strings.Contains(stderr, tc.want) {
+			t.Errorf("submit %q: %v, printed %q, stderr %q; want an error containing %s", tc.args, err, out, stderr, tc.want)
+		}
+	}
+	if out := rbs(t, srv, "job", "list", "--history", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("rejected submissions left jobs: %s", out)
+	}
+	submit(t, srv, "--", "-weird", "--cpu")
+	var listed []struct {
+		Name    string   `json:"name"`
+		Command []string `json:"command"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--json")), &listed); err != nil || len(listed) != 1 || strings.Join(listed[0].Command, " ") != "-weird --cpu" {
+		t.Fatalf("list after submit -- -weird: %+v, %v", listed, err)
+	}
+}
