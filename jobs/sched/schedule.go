@@ -368,16 +368,6 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 	if j.key.Index >= 0 {
 		env["RBS_ARRAY_INDEX"] = strconv.Itoa(int(j.key.Index))
 	}
-	if len(gpus) > 0 {
-		ids := ""
-		for i, g := range gpus {
-			if i > 0 {
-				ids += ","
-			}
-			ids += strconv.Itoa(int(g))
-		}
-		env["CUDA_VISIBLE_DEVICES"] = ids
-	}
 	c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignJob{AssignJob: &workerpb.AssignJob{
 		TaskId:      j.task,
 		JobId:       j.key.String(),

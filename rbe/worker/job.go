@@ -52,8 +52,9 @@ func sweepGroups() (int, error) {
 }
 
 // jobEnv is the environment a job starts with: a few variables of the
-// worker's own, then the job's (RBS_JOB_ID and friends included).
-func jobEnv(dir string, env map[string]string) []string {
+// worker's own, then the job's (RBS_JOB_ID and friends included), then
+// the GPUs pinned to it.
+func jobEnv(dir string, env map[string]string, gpus gpuEnv) []string {
 	vars := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "TMPDIR": dir, "HOME": dir}
 	for _, k := range []string{"PATH", "HOME", "LANG", "USER", "LOGNAME", "SHELL"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -63,12 +64,49 @@ func jobEnv(dir string, env map[string]string) []string {
 	for k, v := range env {
 		vars[k] = v
 	}
+	// As with Slurm, the scheduler's devices win over the job's own --env
+	// and --export for these two, so that a job cannot reach GPUs pinned
+	// to another.
+	vars["CUDA_VISIBLE_DEVICES"] = gpus.cuda
+	vars["NVIDIA_VISIBLE_DEVICES"] = gpus.nvidia
 	out := make([]string, 0, len(vars))
 	for k, v := range vars {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// gpuEnv is how a job is shown its GPUs: CUDA_VISIBLE_DEVICES lists their
+// indices (as Slurm does), NVIDIA_VISIBLE_DEVICES (read by the NVIDIA
+// container runtime) their UUIDs, or indices when a UUID is unknown. With
+// no GPUs, CUDA_VISIBLE_DEVICES is empty, which CUDA reads as no device,
+// and NVIDIA_VISIBLE_DEVICES is "void", which mounts none: without them a
+// job would see every GPU of the machine.
+type gpuEnv struct{ cuda, nvidia string }
+
+// pinnedGPUs gives the gpuEnv of the GPUs of indices pinned, among those
+// the worker offers.
+func pinnedGPUs(pinned []int32, offered []*workerpb.Gpu) gpuEnv {
+	if len(pinned) == 0 {
+		return gpuEnv{cuda: "", nvidia: "void"}
+	}
+	uuids := map[int32]string{}
+	for _, g := range offered {
+		uuids[g.Index] = g.Uuid
+	}
+	indices := make([]string, len(pinned))
+	ids := make([]string, len(pinned))
+	byUUID := true
+	for i, g := range pinned {
+		indices[i] = strconv.Itoa(int(g))
+		ids[i] = uuids[g]
+		byUUID = byUUID && ids[i] != ""
+	}
+	if !byUUID {
+		ids = indices
+	}
+	return gpuEnv{cuda: strings.Join(indices, ","), nvidia: strings.Join(ids, ",")}
 }
 
 // runJob runs one attempt of a job and returns how it ended; its output
@@ -118,7 +156,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 
 	res, runErr := process.Run(ctx, w.runner.reaper.wrap(process.Spec{
 		Args:    args,
-		Env:     jobEnv(dir, a.Env),
+		Env:     jobEnv(dir, a.Env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)),
 		Dir:     dir,
 		Stdout:  pw,
 		Stderr:  pw,
