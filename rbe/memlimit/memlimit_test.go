@@ -46,10 +46,17 @@ func newKernelGroup(t *testing.T, limit int64) *Group {
 	return g
 }
 
-// startIn starts the command and moves it into g right away.
+// startIn starts the command, moves it into g, and then closes its stdin.
+// Moving a process takes a while (milliseconds on some kernels) and memory
+// it touches before the move is charged elsewhere, so a payload whose
+// memory the test measures reads its stdin to the end before allocating.
 func startIn(t *testing.T, g *Group, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(name, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -58,7 +65,16 @@ func startIn(t *testing.T, g *Group, name string, args ...string) *exec.Cmd {
 		cmd.Wait()
 		t.Fatalf("Add(%d): %v", cmd.Process.Pid, err)
 	}
+	stdin.Close()
 	return cmd
+}
+
+// allocate is a Python payload that waits for its stdin to close (see
+// startIn), then allocates n MiB and writes to every page of it, so that
+// the pages are resident: the zeroed pages of a bare bytearray(n) may never
+// be.
+func allocate(n int) string {
+	return fmt.Sprintf("import sys; sys.stdin.read(); b = bytearray(%d << 20); b[::4096] = b'x' * len(b[::4096])", n)
 }
 
 func killedBy(err error) (syscall.Signal, bool) {
@@ -92,7 +108,7 @@ func TestNewRejectsBadNames(t *testing.T) {
 
 func TestOOMKill(t *testing.T) {
 	g := newKernelGroup(t, 64*mib)
-	cmd := startIn(t, g, "/usr/bin/python3", "-c", "b = bytearray(400*1024*1024); import time; time.sleep(1)")
+	cmd := startIn(t, g, "/usr/bin/python3", "-c", allocate(400))
 	err := cmd.Wait()
 	if sig, ok := killedBy(err); !ok || sig != syscall.SIGKILL {
 		t.Errorf("Wait = %v, want the process killed by SIGKILL", err)
@@ -112,7 +128,7 @@ func TestOOMKill(t *testing.T) {
 
 func TestWithinLimit(t *testing.T) {
 	g := newKernelGroup(t, 512*mib)
-	cmd := startIn(t, g, "/usr/bin/python3", "-c", "b = bytearray(100*1024*1024)")
+	cmd := startIn(t, g, "/usr/bin/python3", "-c", allocate(100))
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
