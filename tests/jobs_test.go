@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rbs-build/rbs/rbe/memlimit"
 )
 
 // rbsRun runs the rbs CLI against srv and returns stdout, stderr and the
@@ -291,21 +293,60 @@ func TestJobPriorityBackfillAndReasons(t *testing.T) {
 	rbs(t, srv, "job", "cancel", tooBig)
 }
 
+// requireMemoryCgroup skips the test where a worker here cannot put jobs in
+// a memory cgroup (it would fall back to RLIMIT_AS, which the kernel never
+// OOM-kills for) — or fails it when RBS_TEST_REQUIRE_ALL=1.
+func requireMemoryCgroup(t *testing.T) {
+	t.Helper()
+	g, err := memlimit.New(fmt.Sprintf("rbs-test-probe-%d", os.Getpid()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := g.Mode()
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if mode != memlimit.ModeRlimit {
+		return
+	}
+	if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
+		t.Fatal("no memory cgroup can be created here (RBS_TEST_REQUIRE_ALL=1)")
+	}
+	t.Skip("no memory cgroup can be created here; set RBS_TEST_REQUIRE_ALL=1 to make this a failure")
+}
+
+// allocateInGroup is a Python job that allocates n MiB and writes to every
+// page of it (the zeroed pages of a bare bytearray(n) may never become
+// resident), but only once the worker has moved it out of the worker's own
+// cgroup and into the job's: memory touched before that move is charged to
+// the worker's group.
+func allocateInGroup(n int) string {
+	return fmt.Sprintf(`import os, time
+parent = open("/proc/%%d/cgroup" %% os.getppid()).read()
+while open("/proc/self/cgroup").read() == parent:
+    time.sleep(0.01)
+b = bytearray(%d << 20)
+b[::4096] = b"x" * len(b[::4096])
+print(len(b))
+`, n)
+}
+
 func TestJobOutOfMemory(t *testing.T) {
 	python := requireTool(t, "python3")
+	requireMemoryCgroup(t)
 	srv := startServer(t)
 	startWorker(t, srv, "w1")
-	id := submit(t, srv, "--memory-gb", "0.0625", "--", python, "-c", "b = bytearray(512 << 20)")
+	id := submit(t, srv, "--memory-gb", "0.0625", "--time", "1m", "--", python, "-c", allocateInGroup(512))
 	if _, _, err := rbsRun(srv, "job", "wait", id); err == nil {
 		t.Fatal("wait succeeded for a job over its memory limit")
 	}
 	if j := show(t, srv, id); j.State != "OUT_OF_MEMORY" || !j.OOMKilled || j.PeakMemoryBytes == 0 {
 		t.Fatalf("job over its memory limit: %+v", j)
 	}
-	ok := submit(t, srv, "--memory-gb", "1", "--", python, "-c", "b = bytearray(64 << 20); print(len(b))")
+	ok := submit(t, srv, "--memory-gb", "1", "--time", "1m", "--", python, "-c", allocateInGroup(64))
 	rbs(t, srv, "job", "wait", ok)
-	if j := show(t, srv, ok); j.PeakMemoryBytes < 64<<20 {
-		t.Fatalf("peak memory %d, want at least 64 MiB", j.PeakMemoryBytes)
+	if j := show(t, srv, ok); j.State != "COMPLETED" || j.OOMKilled || j.PeakMemoryBytes < 64<<20 {
+		t.Fatalf("job within its memory limit: %+v, want COMPLETED with a peak of at least 64 MiB", j)
 	}
 }
 
@@ -441,26 +482,54 @@ queue(name = "debug", priority = 100, max_time = "1m")
 	}
 }
 
-// Waiting raises a job's priority: with age_priority(every = "1s") an old
-// job overtakes a newer one of higher base priority.
+// Waiting raises a job's priority: with age_priority(weight = 3, every =
+// "1s") an old job overtakes a newer one of higher base priority, and an
+// urgent job, whose base priority is above any age bonus, overtakes both.
+// The jobs wait behind a blocker until all three are pending, so the order
+// they run in is the scheduler's, not the order they were submitted in.
 func TestAgeBonus(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "cluster.rbs")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cluster.rbs")
 	os.WriteFile(cfg, []byte(`queue(name = "batch")
-age_priority(weight = 1, every = "1s", max = 100)
+age_priority(weight = 3, every = "1s", max = 10000)
 `), 0o644)
 	srv := startServer(t, "--config", cfg)
 	startWorker(t, srv, "w1", "--cpus", "1", "--job-slots", "1")
-	blocker := submit(t, srv, "--", "sleep", "4")
+	release, order := filepath.Join(dir, "release"), filepath.Join(dir, "order")
+	blocker := submit(t, srv, "--", "sh", "-c", `while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release)
 	waitFor(t, srv, blocker, "RUNNING", inState("RUNNING"))
-	old := submit(t, srv, "--", "true")
-	time.Sleep(3 * time.Second)
-	newer := submit(t, srv, "--priority", "2", "--", "true")
-	if o, n := show(t, srv, old), show(t, srv, newer); o.Priority.Age < 3 || o.Priority.Total <= n.Priority.Total {
-		t.Fatalf("priorities: old %+v, newer %+v", o.Priority, n.Priority)
+	record := func(name string, priority int) []string {
+		return []string{"--name", name, "--priority", strconv.Itoa(priority), "--", "sh", "-c", `echo "$1" >>"$2"`, "sh", name, order}
 	}
-	rbs(t, srv, "job", "wait", old, newer)
-	if o, n := show(t, srv, old), show(t, srv, newer); *o.StartTime > *n.StartTime {
-		t.Fatalf("the newer job started first: old %s, newer %s", *o.StartTime, *n.StartTime)
+	old := submit(t, srv, record("old", 0)...)
+	// Once old has waited a full interval it stays at least 3 ahead of
+	// anything submitted later (until the cap, hours away), which outweighs
+	// newer's base priority of 2.
+	waitFor(t, srv, old, "aged", func(j jobView) bool { return j.Priority.Age >= 3 })
+	newer := submit(t, srv, record("newer", 2)...)
+	urgent := submit(t, srv, record("urgent", 20000)...)
+
+	var pending []jobView
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--state", "PENDING", "--json")), &pending); err != nil {
+		t.Fatal(err)
+	}
+	prio := map[string]int64{}
+	for _, j := range pending {
+		prio[j.ID] = j.Priority.Total
+	}
+	if len(pending) != 3 || prio[urgent] <= prio[old] || prio[old] <= prio[newer] {
+		t.Fatalf("pending behind the blocker: %+v; want urgent %s > old %s > newer %s by total priority", pending, urgent, old, newer)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rbs(t, srv, "job", "wait", blocker, old, newer, urgent)
+	got, err := os.ReadFile(order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "urgent\nold\nnewer\n" {
+		t.Fatalf("the jobs ran in the order %q, want urgent, old, newer", got)
 	}
 }
 
