@@ -20,7 +20,7 @@ type BuildFlags struct {
 	Jobs        int    `help:"Actions run at once (default: the number of CPUs)."`
 	Remote      string `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
 	RemoteCache string `name:"remote_cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
-	Token       string `help:"Bearer token for --remote." env:"RBS_REMOTE_TOKEN"`
+	TokenFile   string `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
 	TLSCA       string `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
 }
 
@@ -33,10 +33,10 @@ func (f BuildFlags) session(fn func(ctx context.Context, s *session.Session) err
 	}
 	switch {
 	case f.RemoteCache != "":
-		opts.Remote = RemoteFlags{Server: f.RemoteCache, Token: f.Token, TLSCA: f.TLSCA}.options()
+		opts.Remote = RemoteFlags{Server: f.RemoteCache, TokenFile: f.TokenFile, TLSCA: f.TLSCA}.options()
 		opts.RemoteCache = true
 	case f.Remote != "":
-		opts.Remote = RemoteFlags{Server: f.Remote, Token: f.Token, TLSCA: f.TLSCA}.options()
+		opts.Remote = RemoteFlags{Server: f.Remote, TokenFile: f.TokenFile, TLSCA: f.TLSCA}.options()
 	}
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		opts.Progress = os.Stderr

@@ -6,9 +6,11 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	"github.com/alecthomas/kong"
+	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/client"
 )
 
@@ -59,13 +61,27 @@ func notImplemented(cmd string) error {
 	return fmt.Errorf("%s: %w", cmd, errNotImplemented)
 }
 
-// RemoteFlags are how client commands reach a server.
+// RemoteFlags are how client commands reach a server. The token comes
+// from a file or the environment, never from the command line, where other
+// users of the machine could read it.
 type RemoteFlags struct {
-	Server string `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT." env:"RBS_REMOTE"`
-	Token  string `help:"Bearer token for the server." env:"RBS_REMOTE_TOKEN"`
-	TLSCA  string `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
+	Server    string `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT." env:"RBS_REMOTE"`
+	TokenFile string `name:"token-file" help:"File holding the server's bearer token (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
+	TLSCA     string `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
 }
 
+// tokenEnv names the variable holding the user token.
+const tokenEnv = "RBS_REMOTE_TOKEN"
+
 func (f RemoteFlags) options() client.Options {
-	return client.Options{Target: f.Server, Token: f.Token, CACert: f.TLSCA}
+	return client.Options{Target: f.Server, Token: os.Getenv(tokenEnv), TokenFile: f.TokenFile, CACert: f.TLSCA}
+}
+
+// secret returns the token in file when one is given, else the value of
+// the environment variable env ("" when neither is set).
+func secret(file, env string) (string, error) {
+	if file != "" {
+		return auth.ReadTokenFile(file)
+	}
+	return os.Getenv(env), nil
 }

@@ -30,16 +30,18 @@ type RemoteCmd struct {
 
 // RemoteServeCmd is `rbs remote serve`.
 type RemoteServeCmd struct {
-	Listen        string        `help:"Address to listen on (port 0 picks a free one)." default:":8980"`
-	DataDir       string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path"`
-	CASMaxSize    units.Size    `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
-	ACMaxSize     units.Size    `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
-	Token         string        `help:"Require this bearer token on every call." env:"RBS_REMOTE_TOKEN"`
-	TLSCert       string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile"`
-	TLSKey        string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile"`
-	Config        string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
-	WorkerTimeout time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
-	JobRetention  string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)."`
+	Listen          string        `help:"Address to listen on (port 0 picks a free one; default: :8980 with a token, 127.0.0.1:8980 without). Without a token only a loopback address is served."`
+	DataDir         string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path"`
+	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
+	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
+	TokenFile       string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile"`
+	WorkerTokenFile string        `name:"worker-token-file" help:"File holding the token workers bear, the only one the worker stream takes (default: $RBS_WORKER_TOKEN, else one made in DATA_DIR/worker-token)." type:"existingfile"`
+	InsecureNoAuth  bool          `name:"insecure-no-auth" help:"Serve a non-loopback address without a token: anyone who reaches the port can run commands on every worker."`
+	TLSCert         string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile"`
+	TLSKey          string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile"`
+	Config          string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
+	WorkerTimeout   time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
+	JobRetention    string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)."`
 }
 
 // Run implements the command.
@@ -55,36 +57,51 @@ func (c *RemoteServeCmd) Run() error {
 		}
 		retention = d
 	}
+	token, err := secret(c.TokenFile, tokenEnv)
+	if err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	workerToken, err := secret(c.WorkerTokenFile, workerTokenEnv)
+	if err != nil {
+		return fmt.Errorf("--worker-token-file: %w", err)
+	}
 	return cluster.Serve(ctx, cluster.Config{
-		Listen:        c.Listen,
-		DataDir:       c.DataDir,
-		CASMaxSize:    int64(c.CASMaxSize),
-		ACMaxSize:     int64(c.ACMaxSize),
-		Token:         c.Token,
-		TLSCert:       c.TLSCert,
-		TLSKey:        c.TLSKey,
-		Config:        c.Config,
-		WorkerTimeout: c.WorkerTimeout,
-		JobRetention:  retention,
-		Log:           log,
+		Listen:         c.Listen,
+		DataDir:        c.DataDir,
+		CASMaxSize:     int64(c.CASMaxSize),
+		ACMaxSize:      int64(c.ACMaxSize),
+		Token:          token,
+		WorkerToken:    workerToken,
+		InsecureNoAuth: c.InsecureNoAuth,
+		TLSCert:        c.TLSCert,
+		TLSKey:         c.TLSKey,
+		Config:         c.Config,
+		WorkerTimeout:  c.WorkerTimeout,
+		JobRetention:   retention,
+		Log:            log,
 		Ready: func(addr net.Addr) {
 			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)
 		},
 	})
 }
 
+// workerTokenEnv names the variable holding the worker token.
+const workerTokenEnv = "RBS_WORKER_TOKEN"
+
 // RemoteWorkerCmd is `rbs remote worker`.
 type RemoteWorkerCmd struct {
-	RemoteFlags
-	WorkDir      string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path"`
-	Name         string     `help:"Worker name, unique in the cluster (default: the host name)."`
-	ActionSlots  int        `help:"Build actions run at once (default: one per CPU)." default:"-1"`
-	JobSlots     int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1"`
-	CPUs         int        `name:"cpus" help:"CPUs offered (default: all)."`
-	MemoryGB     float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
-	GPUs         string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
-	Property     []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
-	CacheMaxSize units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"10GiB"`
+	Server          string     `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT." env:"RBS_REMOTE"`
+	WorkerTokenFile string     `name:"worker-token-file" help:"File holding the server's worker token (default: $RBS_WORKER_TOKEN)." type:"existingfile"`
+	TLSCA           string     `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
+	WorkDir         string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path"`
+	Name            string     `help:"Worker name, unique in the cluster (default: the host name)."`
+	ActionSlots     int        `help:"Build actions run at once (default: one per CPU)." default:"-1"`
+	JobSlots        int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1"`
+	CPUs            int        `name:"cpus" help:"CPUs offered (default: all)."`
+	MemoryGB        float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
+	GPUs            string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
+	Property        []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
+	CacheMaxSize    units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"10GiB"`
 }
 
 // Run implements the command.
@@ -100,7 +117,7 @@ func (c *RemoteWorkerCmd) Run() error {
 
 func (c *RemoteWorkerCmd) config() (worker.Config, error) {
 	cfg := worker.Config{
-		Server:       c.options(),
+		Server:       client.Options{Target: c.Server, Token: os.Getenv(workerTokenEnv), TokenFile: c.WorkerTokenFile, CACert: c.TLSCA},
 		Name:         c.Name,
 		CPUs:         c.CPUs,
 		MemoryBytes:  int64(c.MemoryGB * (1 << 30)),

@@ -87,14 +87,24 @@ type server struct {
 var listening = regexp.MustCompile(`listening on (\S+)`)
 
 // startServer runs `rbs remote serve` on 127.0.0.1 with a fresh data
-// directory and waits until it listens.
+// directory and waits until it listens. A "--token T" pair in args is given
+// to the server as a token file, the way users give one; its workers then
+// use the worker token the server keeps in its data directory.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	s := &server{DataDir: t.TempDir(), log: &logBuffer{}, args: args}
-	for i, a := range args {
-		if a == "--token" && i+1 < len(args) {
+	s := &server{DataDir: t.TempDir(), log: &logBuffer{}}
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--token" && i+1 < len(args) {
 			s.token = args[i+1]
+			file := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(file, []byte(s.token+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s.args = append(s.args, "--token-file", file)
+			i++
+			continue
 		}
+		s.args = append(s.args, args[i])
 	}
 	s.start(t, "127.0.0.1:0")
 	return s
@@ -149,9 +159,11 @@ type worker struct {
 func startWorker(t *testing.T, srv *server, name string, args ...string) *worker {
 	t.Helper()
 	w := &worker{Name: name, log: &logBuffer{}}
-	full := append([]string{"remote", "worker", "--server", srv.Addr, "--name", name, "--work-dir", t.TempDir()}, args...)
-	w.cmd = exec.Command(rbsBin, full...)
-	w.cmd.Env = append(os.Environ(), "RBS_REMOTE_TOKEN="+srv.token)
+	full := []string{"remote", "worker", "--server", srv.Addr, "--name", name, "--work-dir", t.TempDir()}
+	if srv.token != "" {
+		full = append(full, "--worker-token-file", filepath.Join(srv.DataDir, "worker-token"))
+	}
+	w.cmd = exec.Command(rbsBin, append(full, args...)...)
 	stderr, err := w.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

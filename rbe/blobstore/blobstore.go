@@ -48,6 +48,32 @@ func GetBytes(ctx context.Context, s Store, d digest.Digest) ([]byte, error) {
 	return io.ReadAll(rc)
 }
 
+// GetBytesMax reads a whole blob into memory, but no more than max bytes of
+// it: a longer blob fails with codes.InvalidArgument after at most max+1
+// bytes were read. Callers that know the blob's size from a CAS digest
+// should refuse it before calling.
+func GetBytesMax(ctx context.Context, s Store, d digest.Digest, max int64) ([]byte, error) {
+	rc, err := s.Get(ctx, d, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, TooLarge(d, int64(len(b)), max)
+	}
+	return b, nil
+}
+
+// TooLarge is the error for a blob of size bytes (at least) where no more
+// than max are accepted.
+func TooLarge(d digest.Digest, size, max int64) error {
+	return status.Errorf(codes.InvalidArgument, "blob %s is %d bytes or more, over the limit of %d bytes", d, size, max)
+}
+
 // PutBytes stores b under d.
 func PutBytes(ctx context.Context, s Store, d digest.Digest, b []byte) error {
 	return s.Put(ctx, d, bytes.NewReader(b))

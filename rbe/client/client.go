@@ -25,6 +25,9 @@ type Options struct {
 	Target string
 	// Token is sent as "authorization: Bearer <token>" when set.
 	Token string
+	// TokenFile, when set, holds the token instead; it is read at each
+	// Dial.
+	TokenFile string
 	// CACert is a PEM file of the CA that signed the server's certificate,
 	// for grpcs targets with private certificates.
 	CACert string
@@ -66,6 +69,11 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	} else {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if o.TokenFile != "" {
+		if o.Token, err = auth.ReadTokenFile(o.TokenFile); err != nil {
+			return nil, err
+		}
 	}
 	if o.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.Bearer{Token: o.Token, Secure: secure}))

@@ -29,8 +29,16 @@ type Config struct {
 	DataDir    string
 	CASMaxSize int64 // bytes; 0 for no bound
 	ACMaxSize  int64 // bytes; 0 for no bound
-	Token      string
-	TLSCert    string
+	// Token is the user token; "" serves without authentication, which
+	// is allowed on loopback only unless InsecureNoAuth.
+	Token string
+	// WorkerToken is the token workers present. With a Token and no
+	// WorkerToken, one is made and kept in DataDir/worker-token.
+	WorkerToken string
+	// InsecureNoAuth allows serving a non-loopback address without a
+	// token.
+	InsecureNoAuth bool
+	TLSCert        string
 	TLSKey     string
 	Log        *slog.Logger
 	// Ready, when set, is called with the address the server listens on
@@ -61,83 +69,176 @@ func DefaultDataDir() string {
 
 // Serve runs a server until ctx is done.
 func Serve(ctx context.Context, cfg Config) error {
+	c, err := Open(cfg)
+	if err != nil {
+		return err
+	}
+	return c.Serve(ctx)
+}
+
+// Cluster is a composed server holding its data directory and listener,
+// ready to serve.
+type Cluster struct {
+	cfg      Config
+	lock     *os.File // flock held on the data directory for the server's life
+	lis      net.Listener
+	store    *store.Store
+	jobs     *service.Service
+	srv      *server.Server
+	jobsDone chan error
+	stopJobs context.CancelFunc
+}
+
+// Open composes a server from cfg: it takes the data directory's lock,
+// opens the stores, listens, and starts the batch scheduler. Serve runs it.
+func Open(cfg Config) (_ *Cluster, err error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = DefaultDataDir()
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		return fmt.Errorf("--tls-cert and --tls-key must be given together")
+		return nil, fmt.Errorf("--tls-cert and --tls-key must be given together")
 	}
 	var tlsCfg *tls.Config
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
-			return fmt.Errorf("loading TLS certificate: %w", err)
+			return nil, fmt.Errorf("loading TLS certificate: %w", err)
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen(cfg.Token != "")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	c := &Cluster{cfg: cfg}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	if c.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if cfg.Token != "" && cfg.WorkerToken == "" {
+		if c.cfg.WorkerToken, err = workerToken(cfg.DataDir, cfg.Log); err != nil {
+			return nil, err
+		}
+	}
 	casDisk, err := blobstore.NewDisk(filepath.Join(cfg.DataDir, "cas"), cfg.CASMaxSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ac, err := blobstore.NewDisk(filepath.Join(cfg.DataDir, "ac"), cfg.ACMaxSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	if c.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	st, err := store.Open(cfg.DataDir)
-	if err != nil {
-		return err
+	if cfg.Token == "" && !cfg.InsecureNoAuth && !isLoopback(c.lis.Addr()) {
+		return nil, fmt.Errorf("refusing to serve %s without a token: anyone who reaches that port could run commands on every worker. "+
+			"Give a token with --token-file FILE or RBS_REMOTE_TOKEN, listen on 127.0.0.1, or pass --insecure-no-auth to serve it open anyway", cfg.Listen)
 	}
-	defer st.Close()
+	if cfg.Token == "" && cfg.InsecureNoAuth && cfg.Log != nil && !isLoopback(c.lis.Addr()) {
+		cfg.Log.Warn("serving without authentication (--insecure-no-auth): anyone who reaches the port can run commands on every worker", "addr", c.lis.Addr().String())
+	}
+	if c.store, err = store.Open(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention}
 	if cfg.Config != "" {
-		c, err := config.Load(cfg.Config)
+		qc, err := config.Load(cfg.Config)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		schedCfg.Queues, schedCfg.AgeWeight, schedCfg.AgeInterval, schedCfg.AgeCap = c.Queues, c.AgeWeight, c.AgeInterval, c.AgeCap
+		schedCfg.Queues, schedCfg.AgeWeight, schedCfg.AgeInterval, schedCfg.AgeCap = qc.Queues, qc.AgeWeight, qc.AgeInterval, qc.AgeCap
 	}
-	jobs, err := service.New(service.Config{Store: st, Sched: schedCfg, Log: cfg.Log})
-	if err != nil {
-		return err
+	if c.jobs, err = service.New(service.Config{Store: c.store, Sched: schedCfg, Log: cfg.Log}); err != nil {
+		return nil, err
 	}
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
-	jobsDone := make(chan error, 1)
-	go func() { jobsDone <- jobs.Run(jobsCtx) }()
-	defer func() {
-		stopJobs()
-		<-jobsDone
-	}()
+	c.stopJobs = stopJobs
+	c.jobsDone = make(chan error, 1)
+	go func() { c.jobsDone <- c.jobs.Run(jobsCtx) }()
 	execQueue := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout})
-	srv := server.New(server.Config{
-		CAS:       blobstore.ContentAddressed(casDisk),
-		AC:        ac,
-		Token:     cfg.Token,
-		TLS:       tlsCfg,
-		Log:       cfg.Log,
-		Scheduler: execQueue,
-		Jobs:      jobs,
+	c.srv = server.New(server.Config{
+		CAS:         blobstore.ContentAddressed(casDisk),
+		AC:          ac,
+		Token:       cfg.Token,
+		WorkerToken: c.cfg.WorkerToken,
+		TLS:         tlsCfg,
+		Log:         cfg.Log,
+		Scheduler:   execQueue,
+		Jobs:        c.jobs,
 	})
+	return c, nil
+}
+
+// Addr is the address the cluster listens on.
+func (c *Cluster) Addr() net.Addr { return c.lis.Addr() }
+
+// Methods lists the full names of every gRPC method the cluster serves.
+func (c *Cluster) Methods() []string { return c.srv.Methods() }
+
+// Serve serves until ctx is done or the server fails, then releases
+// everything Open took.
+func (c *Cluster) Serve(ctx context.Context) error {
+	defer c.close()
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	if cfg.Ready != nil {
-		cfg.Ready(lis.Addr())
+	go func() { done <- c.srv.Serve(c.lis) }()
+	if c.cfg.Ready != nil {
+		c.cfg.Ready(c.lis.Addr())
 	}
 	select {
 	case <-ctx.Done():
-		srv.Stop()
+		c.srv.Stop()
 		<-done
 		return nil
 	case err := <-done:
-		srv.Stop()
+		c.srv.Stop()
 		return err
-	case err := <-jobsDone:
-		jobsDone <- err
-		srv.Stop()
+	case err := <-c.jobsDone:
+		c.jobsDone <- err
+		c.srv.Stop()
 		<-done
 		return fmt.Errorf("batch scheduler stopped: %w", err)
 	}
+}
+
+// close releases what Open took, in the reverse order.
+func (c *Cluster) close() {
+	if c.srv != nil {
+		c.srv.Stop()
+	}
+	if c.stopJobs != nil {
+		c.stopJobs()
+		<-c.jobsDone
+	}
+	if c.store != nil {
+		c.store.Close()
+	}
+	if c.lis != nil {
+		c.lis.Close()
+	}
+	if c.lock != nil {
+		c.lock.Close()
+	}
+}
+
+// DefaultListen is the address a server listens on when given none: every
+// interface with a token, loopback only without one.
+func DefaultListen(haveToken bool) string {
+	if haveToken {
+		return ":8980"
+	}
+	return "127.0.0.1:8980"
+}
+
+// isLoopback reports whether a listener's address is reachable from this
+// machine only.
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

@@ -98,7 +98,10 @@ func PutActionResult(ctx context.Context, ac blobstore.Store, key digest.Digest,
 // directory trees and the files in them — is still in the CAS; otherwise it
 // reports NotFound so that the client runs the action again.
 func GetValidatedActionResult(ctx context.Context, ac, cas blobstore.Store, key digest.Digest) (*repb.ActionResult, error) {
-	b, err := blobstore.GetBytes(ctx, ac, key)
+	b, err := blobstore.GetBytesMax(ctx, ac, key, maxResultSize)
+	if status.Code(err) == codes.InvalidArgument {
+		return nil, status.Errorf(codes.NotFound, "action result for %s is unreadable: %v", key, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -123,13 +126,11 @@ func GetValidatedActionResult(ctx context.Context, ac, cas blobstore.Store, key 
 		if err != nil {
 			return nil, status.Errorf(codes.NotFound, "action result for %s has a bad tree digest: %v", key, err)
 		}
-		tb, err := blobstore.GetBytes(ctx, cas, td)
-		if err != nil {
-			return nil, status.Errorf(codes.NotFound, "action result for %s: output tree %s is gone", key, td)
-		}
 		tree := &repb.Tree{}
-		if err := proto.Unmarshal(tb, tree); err != nil {
-			return nil, status.Errorf(codes.NotFound, "action result for %s: output tree %s is unreadable", key, td)
+		if _, err := readProto(ctx, cas, td, maxTreeSize, "Tree", tree); blobstore.IsNotFound(err) {
+			return nil, status.Errorf(codes.NotFound, "action result for %s: output tree %s is gone", key, td)
+		} else if err != nil {
+			return nil, status.Errorf(codes.NotFound, "action result for %s: output tree %s is unreadable: %v", key, td, err)
 		}
 		for _, d := range append([]*repb.Directory{tree.Root}, tree.Children...) {
 			for _, f := range d.GetFiles() {

@@ -265,7 +265,7 @@ func (u *uploads) startLocked(key string, name resource.Name) *upload {
 		var dec *zstd.Decoder
 		if name.Compressor == repb.Compressor_ZSTD {
 			var err error
-			if dec, err = zstd.NewReader(pr, zstd.WithDecoderConcurrency(1)); err != nil {
+			if dec, err = zstd.NewReader(pr, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow)); err != nil {
 				up.putErr = status.Errorf(codes.Internal, "zstd: %v", err)
 			}
 			src = dec

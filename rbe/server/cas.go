@@ -9,12 +9,16 @@ import (
 	"github.com/rbs-build/rbs/rbe/digest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
-// defaultTreePageSize is the number of directories per GetTree page when the
-// client asks for none.
-const defaultTreePageSize = 1000
+const (
+	// maxTreePageSize is the number of directories per GetTree page when
+	// the client asks for none or for more.
+	maxTreePageSize = 1000
+	// maxTreePageBytes bounds the directory bytes of one GetTree page, so
+	// that it fits in a message.
+	maxTreePageBytes = maxMessageSize / 2
+)
 
 type cas struct {
 	repb.UnimplementedContentAddressableStorageServer
@@ -63,12 +67,18 @@ func (c *cas) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateBlobsRe
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, err
 	}
-	var total int64
+	// The declared sizes are bounded as well as the bytes sent, before
+	// anything is decoded: a compressed blob cannot claim more room than
+	// an uncompressed one.
+	var total, declared int64
 	for _, r := range req.Requests {
 		total += int64(len(r.Data))
+		if size := r.Digest.GetSizeBytes(); size > 0 {
+			declared += min(size, MaxBatchSize+1)
+		}
 	}
-	if total > MaxBatchSize {
-		return nil, status.Errorf(codes.InvalidArgument, "batch of %d bytes exceeds the limit of %d bytes: upload large blobs with ByteStream", total, MaxBatchSize)
+	if max(total, declared) > MaxBatchSize {
+		return nil, status.Errorf(codes.InvalidArgument, "batch of %d bytes exceeds the limit of %d bytes: upload large blobs with ByteStream", max(total, declared), MaxBatchSize)
 	}
 	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(req.Requests))}
 	for i, r := range req.Requests {
@@ -86,8 +96,13 @@ func (c *cas) update(ctx context.Context, r *repb.BatchUpdateBlobsRequest_Reques
 	switch r.Compressor {
 	case repb.Compressor_IDENTITY:
 	case repb.Compressor_ZSTD:
+		// BatchUpdateBlobs has bounded d's size; the decoder stops at
+		// MaxBatchSize whatever the data claims.
 		if data, err = zstdDecoder().DecodeAll(r.Data, make([]byte, 0, d.Size())); err != nil {
 			return status.Errorf(codes.InvalidArgument, "blob %s: invalid zstd data: %v", d, err)
+		}
+		if int64(len(data)) != d.Size() {
+			return status.Errorf(codes.InvalidArgument, "blob %s: zstd data decodes to %d bytes, not %d", d, len(data), d.Size())
 		}
 	default:
 		return status.Errorf(codes.InvalidArgument, "blob %s: unsupported compressor %v", d, r.Compressor)
@@ -118,10 +133,13 @@ func (c *cas) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobsReques
 	return resp, nil
 }
 
-// GetTree returns the directories under a root, breadth first, in pages. The
-// page token is the number of directories already returned; the walk is
-// deterministic, so each page resumes where the previous one ended. Parts of
-// the tree missing from the CAS are left out, as the API allows.
+// GetTree returns the directories under a root, breadth first, in pages.
+// Each distinct directory is visited once, however many times the tree
+// names it. The page token is the number of directories already returned;
+// the walk is deterministic, so each page resumes where the previous one
+// ended. Pages hold at most maxTreePageSize directories and stay within the
+// message limit. Parts of the tree missing from the CAS are left out, as
+// the API allows.
 func (c *cas) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddressableStorage_GetTreeServer) error {
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return err
@@ -137,13 +155,15 @@ func (c *cas) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddressableSt
 		}
 	}
 	pageSize := int(req.PageSize)
-	if pageSize <= 0 {
-		pageSize = defaultTreePageSize
+	if pageSize <= 0 || pageSize > maxTreePageSize {
+		pageSize = maxTreePageSize
 	}
 	ctx := stream.Context()
 
 	queue := []digest.Digest{root}
+	queued := map[digest.Digest]bool{root: true}
 	var page []*repb.Directory
+	pageBytes := 0
 	for seen := 0; len(queue) > 0; seen++ {
 		d := queue[0]
 		queue = queue[1:]
@@ -162,12 +182,19 @@ func (c *cas) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddressableSt
 			if err != nil {
 				return status.Errorf(codes.InvalidArgument, "directory %s: child %q: %v", d, child.Name, err)
 			}
-			queue = append(queue, cd)
+			if !queued[cd] {
+				queued[cd] = true
+				queue = append(queue, cd)
+			}
 		}
 		if seen < skip {
 			continue
 		}
+		if size := int(d.Size()); len(page) > 0 && pageBytes+size > maxTreePageBytes {
+			return stream.Send(&repb.GetTreeResponse{Directories: page, NextPageToken: strconv.Itoa(seen)})
+		}
 		page = append(page, dir)
+		pageBytes += int(d.Size())
 		if len(page) == pageSize && len(queue) > 0 {
 			return stream.Send(&repb.GetTreeResponse{Directories: page, NextPageToken: strconv.Itoa(seen + 1)})
 		}
@@ -176,13 +203,9 @@ func (c *cas) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddressableSt
 }
 
 func (c *cas) directory(ctx context.Context, d digest.Digest) (*repb.Directory, error) {
-	b, err := blobstore.GetBytes(ctx, c.store, d)
-	if err != nil {
-		return nil, err
-	}
 	dir := &repb.Directory{}
-	if err := proto.Unmarshal(b, dir); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "blob %s is not a Directory: %v", d, err)
+	if _, err := readProto(ctx, c.store, d, maxDirectorySize, "Directory", dir); err != nil {
+		return nil, err
 	}
 	return dir, nil
 }

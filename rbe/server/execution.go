@@ -39,19 +39,14 @@ func missing(ds ...digest.Digest) error {
 	return st.Err()
 }
 
-// getProto reads a message from the CAS and returns its bytes too.
-func (e *execution) getProto(ctx context.Context, d digest.Digest, m proto.Message) ([]byte, error) {
-	b, err := blobstore.GetBytes(ctx, e.cas, d)
+// getProto reads a message of at most limit bytes from the CAS and returns
+// its bytes too; a missing one is the FAILED_PRECONDITION REAPI prescribes.
+func (e *execution) getProto(ctx context.Context, d digest.Digest, limit int64, what string, m proto.Message) ([]byte, error) {
+	b, err := readProto(ctx, e.cas, d, limit, what, m)
 	if blobstore.IsNotFound(err) {
 		return nil, missing(d)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := proto.Unmarshal(b, m); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "blob %s is not a %s: %v", d, m.ProtoReflect().Descriptor().Name(), err)
-	}
-	return b, nil
+	return b, err
 }
 
 // maxInlineProto bounds the Action and Command bytes sent with an
@@ -95,7 +90,7 @@ func (e *execution) Execute(req *repb.ExecuteRequest, stream repb.Execution_Exec
 // that the input root is present.
 func (e *execution) load(ctx context.Context, d digest.Digest) (scheduler.Action, error) {
 	action := &repb.Action{}
-	actionBlob, err := e.getProto(ctx, d, action)
+	actionBlob, err := e.getProto(ctx, d, maxActionSize, "Action", action)
 	if err != nil {
 		return scheduler.Action{}, err
 	}
@@ -108,7 +103,7 @@ func (e *execution) load(ctx context.Context, d digest.Digest) (scheduler.Action
 		return scheduler.Action{}, status.Errorf(codes.InvalidArgument, "action %s: input root digest: %v", d, err)
 	}
 	command := &repb.Command{}
-	commandBlob, err := e.getProto(ctx, cd, command)
+	commandBlob, err := e.getProto(ctx, cd, maxCommandSize, "Command", command)
 	if err != nil {
 		return scheduler.Action{}, err
 	}

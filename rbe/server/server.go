@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,8 +49,13 @@ type Config struct {
 	CAS blobstore.Store
 	// AC maps action digests to serialized ActionResults.
 	AC blobstore.Store
-	// Token, when set, is required as a bearer token on every call.
+	// Token, when set, is the user token: the bearer token every call
+	// needs but the worker stream's.
 	Token string
+	// WorkerToken is the token workers present: the only one the worker
+	// stream accepts, also good for the CAS. With Token set and this
+	// empty, no one can connect as a worker.
+	WorkerToken string
 	// TLS, when set, serves TLS instead of plaintext.
 	TLS *tls.Config
 	// Log receives the server's log; nil discards it.
@@ -110,7 +116,9 @@ func New(cfg Config) *Server {
 		grpc.InitialWindowSize(windowSize),
 		grpc.InitialConnWindowSize(windowSize),
 	}
-	opts = append(opts, auth.NewChecker(cfg.Token).ServerOptions()...)
+	// Recovery comes first so that it also covers the interceptors after it.
+	opts = append(opts, recovery(log)...)
+	opts = append(opts, auth.NewChecker(auth.Tokens{User: cfg.Token, Worker: cfg.WorkerToken}, roles).ServerOptions()...)
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
@@ -139,6 +147,26 @@ func New(cfg Config) *Server {
 	return s
 }
 
+// byteStreamService is ByteStream's service name, which its generated
+// package does not export.
+const byteStreamService = "google.bytestream.ByteStream"
+
+// roles says who may call a method. The worker stream hands out every
+// user's commands and environments, so it is the workers' alone; the CAS,
+// ByteStream, capabilities and health serve workers too, which fetch inputs
+// and store outputs through them; everything else is the users'.
+func roles(method string) auth.Role {
+	service, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	switch service {
+	case workerpb.Workers_ServiceDesc.ServiceName:
+		return auth.Worker
+	case repb.ContentAddressableStorage_ServiceDesc.ServiceName, byteStreamService,
+		repb.Capabilities_ServiceDesc.ServiceName, healthpb.Health_ServiceDesc.ServiceName:
+		return auth.User | auth.Worker
+	}
+	return auth.User
+}
+
 // tick drives the scheduler's time-based work until Stop.
 func (s *Server) tick(every time.Duration) {
 	t := time.NewTicker(every)
@@ -151,6 +179,18 @@ func (s *Server) tick(every time.Duration) {
 			return
 		}
 	}
+}
+
+// Methods returns the full names of every method the server registers, so
+// that tests can check each one's guard.
+func (s *Server) Methods() []string {
+	var names []string
+	for service, info := range s.grpc.GetServiceInfo() {
+		for _, m := range info.Methods {
+			names = append(names, "/"+service+"/"+m.Name)
+		}
+	}
+	return names
 }
 
 // Serve accepts connections on lis until Stop. It returns nil after Stop.

@@ -8,10 +8,16 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// maxZstdWindow is the largest zstd window the server decodes with: 8 MiB,
+// the most RFC 8878 asks decoders to support, so that a frame header cannot
+// make the server allocate more.
+const maxZstdWindow = 8 << 20
+
 // zstdDecoder is shared for DecodeAll, which is safe for concurrent use; it is
-// made on first use to keep start-up cheap.
+// made on first use to keep start-up cheap. It decodes no more than a batch
+// holds, so a zstd bomb fails instead of filling memory.
 var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
-	d, err := zstd.NewReader(nil)
+	d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxBatchSize), zstd.WithDecoderMaxWindow(maxZstdWindow))
 	if err != nil {
 		panic(err) // only invalid options make this fail
 	}

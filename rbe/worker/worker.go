@@ -23,6 +23,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Config is what `rbs remote worker` is given.
@@ -159,6 +160,10 @@ func Run(ctx context.Context, cfg Config) error {
 				return fmt.Errorf("becoming a child subreaper: %w", err)
 			}
 		default:
+		}
+		if c := status.Code(err); c == codes.Unauthenticated || c == codes.PermissionDenied {
+			// Trying again with the same token cannot help.
+			return fmt.Errorf("the server refuses this worker (give its worker token with --worker-token-file or RBS_WORKER_TOKEN): %w", err)
 		}
 		if time.Since(start) > 30*time.Second {
 			backoff = 100 * time.Millisecond
