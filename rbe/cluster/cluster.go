@@ -39,8 +39,8 @@ type Config struct {
 	// token.
 	InsecureNoAuth bool
 	TLSCert        string
-	TLSKey     string
-	Log        *slog.Logger
+	TLSKey         string
+	Log            *slog.Logger
 	// Ready, when set, is called with the address the server listens on
 	// once it accepts connections.
 	Ready func(addr net.Addr)

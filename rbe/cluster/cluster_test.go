@@ -201,4 +201,3 @@ func TestOneServerPerDataDir(t *testing.T) {
 	}
 	again.close()
 }
-

@@ -16,7 +16,9 @@ import (
 )
 
 // panicky panics in its unary and its streaming method.
-type panicky struct{ healthpb.UnimplementedHealthServer }
+type panicky struct {
+	healthpb.UnimplementedHealthServer
+}
 
 func (panicky) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	panic("unary boom")
