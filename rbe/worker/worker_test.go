@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -320,43 +321,67 @@ func TestIdenticalActionsRunOnce(t *testing.T) {
 	}
 }
 
+// TestOrphansAreReaped checks that a process the payload orphans (setsid
+// and a parent that exits) is adopted by the worker, a subreaper, and
+// reaped by it once it has exited, rather than left a zombie.
 func TestOrphansAreReaped(t *testing.T) {
 	r := newRig(t)
-	resp, err := r.execute(r.action(&repb.Command{Arguments: sh("setsid sh -c 'sleep 0.3' </dev/null >/dev/null 2>&1 & echo started")}, nil, 0))
+	pidFile := filepath.Join(t.TempDir(), "orphan.pid")
+	script := `setsid sh -c 'echo $$ >"$1"; exec sleep 1000' sh "$1" </dev/null >/dev/null 2>&1 &
+while [ ! -s "$1" ]; do sleep 0.01; done`
+	resp, err := r.execute(r.action(&repb.Command{Arguments: []string{"/bin/sh", "-c", script, "sh", pidFile}}, nil, 0))
 	if err != nil || resp.Result.ExitCode != 0 {
 		t.Fatalf("%v %v", resp, err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		z := zombies(t)
-		if z == 0 {
-			return
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its parent has exited, so it is ours now; being our child, its pid
+	// cannot be reused until we reap it.
+	st, ok := procStat(pid)
+	if !ok || st.ppid != os.Getpid() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("orphan %d: %+v (present %v), want a child of the worker's process %d", pid, st, ok, os.Getpid())
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		now, ok := procStat(pid)
+		if !ok || now.start != st.start {
+			return // reaped
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d zombie children left unreaped", z)
+			t.Fatalf("orphan %d was killed but is still there: %+v", pid, now)
 		}
 	}
 }
 
-// zombies counts zombie processes whose parent is this process.
-func zombies(t *testing.T) int {
-	entries, err := os.ReadDir("/proc")
+// stat is what TestOrphansAreReaped reads of /proc/PID/stat.
+type stat struct {
+	state string
+	ppid  int
+	start string // start time since boot, in clock ticks
+}
+
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		t.Fatal(err)
+		return stat{}, false
 	}
-	me := strconv.Itoa(os.Getpid())
-	n := 0
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndex(s, ")")+1:])
-		if len(fields) > 1 && fields[0] == "Z" && fields[1] == me {
-			n++
-		}
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
+	// majflt cmajflt utime stime cutime cstime priority nice threads
+	// itrealvalue starttime ...
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+	if len(f) < 20 {
+		return stat{}, false
 	}
-	return n
+	ppid, _ := strconv.Atoi(f[1])
+	return stat{state: f[0], ppid: ppid, start: f[19]}, true
 }
