@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,18 +187,37 @@ genrule(name = "b", outs = ["x"], cmd = "touch $@")`, `output //bad:x is declare
 	}
 }
 
+// TestBuildOnCluster builds and tests the examples with --remote: the
+// outputs match a local build's, the server counts every action as executed,
+// and an action that records its working directory ran in a worker's.
 func TestBuildOnCluster(t *testing.T) {
 	requireTool(t, "python3")
 	local := newWorkspace(t)
 	local.mustRbs("build", "//...")
 
 	srv := startServer(t)
-	startWorker(t, srv, "w1")
-	startWorker(t, srv, "w2")
+	workers := []*worker{startWorker(t, srv, "w1"), startWorker(t, srv, "w2")}
 	remote := newWorkspace(t)
+	remote.write("where/BUILD.rbs", `genrule(name = "where", outs = ["where.txt"], cmd = "pwd > $@")`+"\n")
 	out := remote.mustRbs("build", "--remote", srv.Addr, "//...")
-	if ran, _ := executed(t, out); ran != 3 {
-		t.Fatalf("remote build ran %d actions, want 3:\n%s", ran, out)
+	if ran, _ := executed(t, out); ran != 4 {
+		t.Fatalf("remote build ran %d actions, want 4:\n%s", ran, out)
+	}
+	if n := executedOnCluster(t, srv); n != 4 {
+		t.Fatalf("the server counts %d executed actions after a remote build of 4", n)
+	}
+	// pwd prints the physical directory, so the work directories are
+	// compared with their symlinks resolved.
+	dir, inWorker := strings.TrimSpace(remote.read("rbs-bin/where/where.txt")), false
+	for _, w := range workers {
+		wd, err := filepath.EvalSymlinks(w.WorkDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inWorker = inWorker || strings.HasPrefix(dir, wd+"/")
+	}
+	if !inWorker {
+		t.Fatalf("the remote action ran in %s, in no worker's work directory", dir)
 	}
 	for _, f := range []string{"app/words.txt", "app/count.txt", "app/stamped.txt", "app/greet"} {
 		if l, r := local.read("rbs-bin/"+f), remote.read("rbs-bin/"+f); l != r {
@@ -207,12 +227,33 @@ func TestBuildOnCluster(t *testing.T) {
 	if out := remote.mustRbs("test", "--remote", srv.Addr, "//..."); !strings.Contains(out, "2 passed") {
 		t.Fatalf("tests on the cluster:\n%s", out)
 	}
+	if n := executedOnCluster(t, srv); n != 6 {
+		t.Fatalf("the server counts %d executed actions after 4 built and 2 tests run remotely, want 6", n)
+	}
 	// A clean build on the cluster is all cache hits.
 	other := newWorkspace(t)
 	out = other.mustRbs("build", "--remote", srv.Addr, "//...")
 	if ran, cached := executed(t, out); ran != 0 || cached != 3 {
 		t.Fatalf("second clean build on the cluster: %d ran, %d cached:\n%s", ran, cached, out)
 	}
+	if n := executedOnCluster(t, srv); n != 6 {
+		t.Fatalf("the server counts %d executed actions after a build of cache hits, want still 6", n)
+	}
+}
+
+// executedOnCluster returns how many actions the server's workers have
+// executed, from `rbs remote status --json`.
+func executedOnCluster(t *testing.T, srv *server) int {
+	t.Helper()
+	var st struct {
+		Actions struct {
+			Completed int `json:"completed"`
+		} `json:"actions"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "remote", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Actions.Completed
 }
 
 // --remote_cache runs actions locally and shares their results: a second

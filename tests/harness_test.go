@@ -149,17 +149,18 @@ func (s *server) start(t *testing.T, listen string) {
 
 // worker is a running `rbs remote worker` process.
 type worker struct {
-	Name string
-	cmd  *exec.Cmd
-	log  *logBuffer
+	Name    string
+	WorkDir string
+	cmd     *exec.Cmd
+	log     *logBuffer
 }
 
 // startWorker runs `rbs remote worker` against srv and waits until it has
 // registered.
 func startWorker(t *testing.T, srv *server, name string, args ...string) *worker {
 	t.Helper()
-	w := &worker{Name: name, log: &logBuffer{}}
-	full := []string{"remote", "worker", "--server", srv.Addr, "--name", name, "--work-dir", t.TempDir()}
+	w := &worker{Name: name, WorkDir: t.TempDir(), log: &logBuffer{}}
+	full := []string{"remote", "worker", "--server", srv.Addr, "--name", name, "--work-dir", w.WorkDir}
 	if srv.token != "" {
 		full = append(full, "--worker-token-file", filepath.Join(srv.DataDir, "worker-token"))
 	}
