@@ -3,43 +3,54 @@
 package gpu
 
 import (
-	"fmt"
-
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/rbs-build/rbs/proto/workerpb"
 )
 
-func discover() (gpus []*workerpb.Gpu, reason string) {
-	defer func() {
-		// go-nvml panics when the library cannot be loaded at all.
-		if r := recover(); r != nil {
-			gpus, reason = nil, fmt.Sprintf("NVML unavailable: %v", r)
-		}
-	}()
-	if ret := nvml.Init(); ret != nvml.SUCCESS {
-		return nil, "NVML unavailable: " + nvml.ErrorString(ret)
-	}
-	defer nvml.Shutdown()
+func discover() ([]*workerpb.Gpu, string) { return discoverWith(goNVML{}) }
+
+// goNVML is the library through go-nvml, which loads libnvidia-ml when
+// Init is called.
+type goNVML struct{}
+
+func (goNVML) Init() error     { return nvmlError(nvml.Init()) }
+func (goNVML) Shutdown() error { return nvmlError(nvml.Shutdown()) }
+
+func (goNVML) DeviceGetCount() (int, error) {
 	n, ret := nvml.DeviceGetCount()
-	if ret != nvml.SUCCESS {
-		return nil, "NVML device count: " + nvml.ErrorString(ret)
+	return n, nvmlError(ret)
+}
+
+func (goNVML) DeviceGetHandleByIndex(index int) (device, error) {
+	dev, ret := nvml.DeviceGetHandleByIndex(index)
+	if err := nvmlError(ret); err != nil {
+		return nil, err
 	}
-	for i := 0; i < n; i++ {
-		dev, ret := nvml.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
-			return gpus, fmt.Sprintf("NVML device %d: %s", i, nvml.ErrorString(ret))
-		}
-		g := &workerpb.Gpu{Index: int32(i)}
-		if uuid, ret := dev.GetUUID(); ret == nvml.SUCCESS {
-			g.Uuid = uuid
-		}
-		if name, ret := dev.GetName(); ret == nvml.SUCCESS {
-			g.Name = name
-		}
-		if mem, ret := dev.GetMemoryInfo(); ret == nvml.SUCCESS {
-			g.MemoryBytes = int64(mem.Total)
-		}
-		gpus = append(gpus, g)
+	return goDevice{dev}, nil
+}
+
+type goDevice struct{ dev nvml.Device }
+
+func (d goDevice) GetUUID() (string, error) {
+	uuid, ret := d.dev.GetUUID()
+	return uuid, nvmlError(ret)
+}
+
+func (d goDevice) GetName() (string, error) {
+	name, ret := d.dev.GetName()
+	return name, nvmlError(ret)
+}
+
+func (d goDevice) GetMemoryInfo() (uint64, error) {
+	mem, ret := d.dev.GetMemoryInfo()
+	return mem.Total, nvmlError(ret)
+}
+
+// nvmlError is nil for SUCCESS, else the nvml.Return itself, whose Error
+// is NVML's name for it (ERROR_LIBRARY_NOT_FOUND, ...).
+func nvmlError(ret nvml.Return) error {
+	if ret == nvml.SUCCESS {
+		return nil
 	}
-	return gpus, ""
+	return ret
 }
