@@ -92,7 +92,13 @@ var listening = regexp.MustCompile(`listening on (\S+)`)
 // use the worker token the server keeps in its data directory.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	s := &server{DataDir: t.TempDir(), log: &logBuffer{}}
+	return startServerIn(t, t.TempDir(), args...)
+}
+
+// startServerIn is startServer with the data directory dir.
+func startServerIn(t *testing.T, dir string, args ...string) *server {
+	t.Helper()
+	s := &server{DataDir: dir, log: &logBuffer{}}
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--token" && i+1 < len(args) {
 			s.token = args[i+1]

@@ -15,7 +15,7 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 		return nil, status.Error(codes.InvalidArgument, "missing job spec")
 	}
 	var id int64
-	err := s.do(ctx, func(c *sched.Core) error {
+	err := s.doWrite(ctx, func(c *sched.Core) error {
 		var err error
 		id, err = c.Submit(req.Spec)
 		return err
@@ -65,7 +65,7 @@ func (s *Service) Show(req *jobspb.ShowRequest, stream jobspb.Jobs_ShowServer) e
 // Cancel implements the Jobs API.
 func (s *Service) Cancel(req *jobspb.CancelRequest, stream jobspb.Jobs_CancelServer) error {
 	var jobs []*jobspb.JobInfo
-	if err := s.do(stream.Context(), func(c *sched.Core) error {
+	if err := s.doWrite(stream.Context(), func(c *sched.Core) error {
 		keys, err := s.lookup(c, req.Ids)
 		if err != nil {
 			return err

@@ -4,6 +4,15 @@
 // transaction before any request of the round is answered or any worker is
 // sent its assignment. It serves the Jobs gRPC API and is the jobs side of
 // the worker streams.
+//
+// A commit that fails (a full disk, say) stops nothing. The round's
+// requests are answered with an error and acknowledge nothing; a round that
+// held a client's change is undone by reloading the Core from the store,
+// and the workers are made to reconnect so that they report again what the
+// undone round heard from them. Until a commit succeeds with room to spare,
+// clients' changes are refused up front, while reads, running jobs and the
+// workers' reports go on; those reports are kept and committed with the
+// next round that can be.
 package service
 
 import (
@@ -34,9 +43,10 @@ const (
 // Service runs the scheduler.
 type Service struct {
 	jobspb.UnimplementedJobsServer
-	store *store.Store
-	log   *slog.Logger
-	tick  time.Duration
+	store    *store.Store
+	schedCfg sched.Config
+	log      *slog.Logger
+	tick     time.Duration
 
 	reqs chan *request
 	done chan struct{} // closed when the loop has stopped
@@ -45,8 +55,16 @@ type Service struct {
 	// Owned by the loop goroutine.
 	core *sched.Core
 	send map[string]func(*workerpb.ServerMessage)
+	drop map[string]func() // ends a worker's stream, so that it reconnects
 	gen  map[string]uint64 // registration generation of each worker
 	next uint64
+	// failing is why the last commit failed, nil once one has succeeded
+	// with room to spare; while it is set, clients' changes are refused.
+	failing error
+	// pending is what rounds since the failure changed, with what they
+	// would have sent to workers, for the next commit that succeeds.
+	pending    *store.Batch
+	pendingOut []sched.Outbound
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every committed round
@@ -57,10 +75,17 @@ type Service struct {
 }
 
 type request struct {
-	fn   func(c *sched.Core) error
-	err  error
-	done chan struct{} // nil for fire-and-forget requests
+	fn func(c *sched.Core) error
+	// write marks a client's change: it must be durable before it is
+	// acknowledged, so it is refused while commits fail.
+	write bool
+	err   error
+	done  chan struct{} // nil for fire-and-forget requests
 }
+
+// minSpace is the room the store's file system must have again before
+// clients' changes are taken after a failed commit.
+const minSpace = 1 << 20
 
 // Config configures a Service.
 type Config struct {
@@ -91,15 +116,17 @@ func New(cfg Config) (*Service, error) {
 		cfg.Buffer = 10000
 	}
 	return &Service{
-		store:   cfg.Store,
-		log:     cfg.Log,
-		tick:    cfg.Tick,
-		reqs:    make(chan *request, cfg.Buffer),
-		done:    make(chan struct{}),
-		core:    core,
-		send:    map[string]func(*workerpb.ServerMessage){},
-		gen:     map[string]uint64{},
-		changed: make(chan struct{}),
+		store:    cfg.Store,
+		schedCfg: cfg.Sched,
+		log:      cfg.Log,
+		tick:     cfg.Tick,
+		reqs:     make(chan *request, cfg.Buffer),
+		done:     make(chan struct{}),
+		core:     core,
+		send:     map[string]func(*workerpb.ServerMessage){},
+		drop:     map[string]func(){},
+		gen:      map[string]uint64{},
+		changed:  make(chan struct{}),
 	}, nil
 }
 
@@ -128,43 +155,132 @@ func (s *Service) Run(ctx context.Context) error {
 				break drain
 			}
 		}
-		for _, r := range round {
-			r.err = r.fn(s.core)
-		}
-		s.core.Schedule()
-		batch, out := s.core.Flush()
-		if err := s.store.Commit(batch); err != nil {
-			s.err = fmt.Errorf("committing job state: %w", err)
+		if err := s.apply(round); err != nil {
+			s.err = err
 			for _, r := range round {
 				if r.done != nil {
-					r.err = status.Error(codes.Unavailable, s.err.Error())
+					r.err = status.Error(codes.Unavailable, err.Error())
 					close(r.done)
 				}
 			}
-			return s.err
+			return err
 		}
-		for _, r := range round {
-			if r.done != nil {
-				close(r.done)
-			}
-		}
-		for _, o := range out {
-			if send := s.send[o.Worker]; send != nil {
-				send(o.Msg)
-			}
-		}
-		counts, slots := s.core.Counts(), s.core.JobSlotsUsed()
-		s.mu.Lock()
-		s.counts, s.slotsUsed = counts, slots
-		close(s.changed)
-		s.changed = make(chan struct{})
-		s.mu.Unlock()
 	}
+}
+
+// apply runs one round: its requests, scheduling, and the commit. Only an
+// error that leaves the Core unusable (the store cannot be read back) stops
+// the loop.
+func (s *Service) apply(round []*request) error {
+	writes := false
+	for _, r := range round {
+		if r.write && s.failing != nil {
+			r.err = refused(s.failing)
+			continue
+		}
+		writes = writes || r.write
+		r.err = r.fn(s.core)
+	}
+	s.core.Schedule()
+	batch, out := s.core.Flush()
+	if s.pending != nil {
+		s.pending.Merge(batch)
+		batch, out = s.pending, append(s.pendingOut, out...)
+	}
+	if err := s.store.Commit(batch); err != nil {
+		if s.failing == nil {
+			s.log.Error("committing job state failed; clients' changes are refused until a commit succeeds", "err", err)
+		}
+		s.failing = err
+		for _, r := range round {
+			if r.write && r.err == nil {
+				r.err = refused(err)
+			}
+		}
+		if writes {
+			// What the round's requests changed must not outlive their
+			// refusal: start again from what is durable.
+			if err := s.reload(); err != nil {
+				return err
+			}
+		} else {
+			s.pending, s.pendingOut = batch, out
+		}
+		s.answer(round)
+		return nil
+	}
+	s.pending, s.pendingOut = nil, nil
+	if s.failing != nil {
+		if left, err := s.store.SpaceLeft(); err == nil && left >= minSpace {
+			s.log.Info("committing job state works again; taking clients' changes", "space_left", left)
+			s.failing = nil
+		}
+	}
+	s.answer(round)
+	for _, o := range out {
+		if send := s.send[o.Worker]; send != nil {
+			send(o.Msg)
+		}
+	}
+	counts, slots := s.core.Counts(), s.core.JobSlotsUsed()
+	s.mu.Lock()
+	s.counts, s.slotsUsed = counts, slots
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	return nil
+}
+
+// answer wakes the requests of a round that wait for it.
+func (s *Service) answer(round []*request) {
+	for _, r := range round {
+		if r.done != nil {
+			close(r.done)
+		}
+	}
+}
+
+// reload replaces the Core with one loaded from the store, dropping what
+// was not committed, and makes every worker reconnect: registering anew,
+// each reports again what it runs, the output the store lacks and the job
+// ends it has seen.
+func (s *Service) reload() error {
+	st, err := s.store.Load()
+	if err != nil {
+		return fmt.Errorf("reloading jobs after a failed commit: %w", err)
+	}
+	core, err := sched.New(s.schedCfg, st)
+	if err != nil {
+		return fmt.Errorf("reloading jobs after a failed commit: %w", err)
+	}
+	s.core = core
+	s.pending, s.pendingOut = nil, nil
+	for _, drop := range s.drop {
+		drop()
+	}
+	s.send, s.drop, s.gen = map[string]func(*workerpb.ServerMessage){}, map[string]func(){}, map[string]uint64{}
+	return nil
+}
+
+// refused is the answer to a client's change while commits fail.
+func refused(err error) error {
+	if store.IsFull(err) {
+		return status.Error(codes.ResourceExhausted, "the server's disk is full: nothing of this request was recorded; try again once space is freed")
+	}
+	return status.Errorf(codes.Unavailable, "the server cannot record job state (%v): nothing of this request was recorded; try again later", err)
 }
 
 // do applies fn in the next round and returns once that round is durable.
 func (s *Service) do(ctx context.Context, fn func(c *sched.Core) error) error {
-	r := &request{fn: fn, done: make(chan struct{})}
+	return s.run(ctx, &request{fn: fn, done: make(chan struct{})})
+}
+
+// doWrite is do for a client's change, which is refused while commits fail.
+func (s *Service) doWrite(ctx context.Context, fn func(c *sched.Core) error) error {
+	return s.run(ctx, &request{fn: fn, write: true, done: make(chan struct{})})
+}
+
+func (s *Service) run(ctx context.Context, r *request) error {
 	select {
 	case s.reqs <- r:
 	case <-s.done:
@@ -209,7 +325,7 @@ func (s *Service) Register(r grpc.ServiceRegistrar) { jobspb.RegisterJobsServer(
 // registration's generation, which WorkerDown must present, so that the end
 // of a replaced stream does not mark its successor down, and how much output
 // of each job attempt the worker runs is stored.
-func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) (uint64, map[string]int64) {
+func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage), drop func()) (uint64, map[string]int64) {
 	info := sched.WorkerInfo{
 		Name:     name,
 		CPUs:     reg.GetResources().GetCpus(),
@@ -232,6 +348,7 @@ func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*worke
 		gen = s.next
 		s.gen[name] = gen
 		s.send[name] = send
+		s.drop[name] = drop
 		c.WorkerUp(info)
 		stored = c.OutputStored(name)
 		return nil
@@ -246,6 +363,7 @@ func (s *Service) WorkerDown(name string, gen uint64) {
 			return nil // a newer stream has taken over
 		}
 		delete(s.send, name)
+		delete(s.drop, name)
 		delete(s.gen, name)
 		c.WorkerDown(name)
 		return nil

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"syscall"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"google.golang.org/protobuf/proto"
@@ -44,7 +45,8 @@ CREATE TABLE IF NOT EXISTS meta (
 
 // Store is the scheduler's database.
 type Store struct {
-	db *sql.DB
+	db  *sql.DB
+	dir string
 }
 
 // Open opens (creating if needed) the database in dir.
@@ -61,7 +63,7 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("creating the schema in %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, dir: dir}, nil
 }
 
 // Close closes the database.
@@ -90,6 +92,44 @@ type Batch struct {
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Specs) == 0 && len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0 && len(b.Forget) == 0
+}
+
+// Merge adds the changes of a later round to b, so that both commit as one.
+// Later records of a job overwrite earlier ones, as they would have.
+func (b *Batch) Merge(later *Batch) {
+	if len(later.Specs) > 0 && b.Specs == nil {
+		b.Specs = map[int64]*jobspb.JobSpec{}
+	}
+	for id, sp := range later.Specs {
+		b.Specs[id] = sp
+	}
+	b.Jobs = append(b.Jobs, later.Jobs...)
+	b.Logs = append(b.Logs, later.Logs...)
+	b.Forget = append(b.Forget, later.Forget...)
+	if later.NextID != 0 {
+		b.NextID = later.NextID
+	}
+}
+
+// IsFull reports whether a Commit failed because the disk is full.
+func IsFull(err error) bool {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) && coded.Code()&0xff == sqliteFull {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC)
+}
+
+// sqliteFull is SQLite's primary result code SQLITE_FULL.
+const sqliteFull = 13
+
+// SpaceLeft returns the bytes free for the database on its file system.
+func (s *Store) SpaceLeft() (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 // Commit writes the batch in one transaction and returns once it is durable.

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"errors"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
@@ -136,3 +139,62 @@ func TestEmptyStore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Two rounds merged commit as the two would have one after the other.
+func TestMergedBatches(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first := &Batch{
+		Specs:  map[int64]*jobspb.JobSpec{1: {Name: "a"}},
+		Jobs:   []*jobspb.JobRecord{{Id: 1, Index: -1, State: "PENDING"}},
+		Logs:   []LogChunk{{ID: 1, Index: -1, Data: []byte("one ")}},
+		NextID: 2,
+	}
+	first.Merge(&Batch{
+		Specs:  map[int64]*jobspb.JobSpec{2: {Name: "b"}},
+		Jobs:   []*jobspb.JobRecord{{Id: 1, Index: -1, State: "COMPLETED"}, {Id: 2, Index: -1, State: "PENDING"}},
+		Logs:   []LogChunk{{ID: 1, Index: -1, Data: []byte("two")}},
+		NextID: 3,
+	})
+	(&Batch{}).Merge(&Batch{Specs: map[int64]*jobspb.JobSpec{9: {}}}) // a nil map takes specs too
+	if err := s.Commit(first); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[int64]string{}
+	for _, j := range st.Jobs {
+		states[j.Id] = j.State
+	}
+	if states[1] != "COMPLETED" || states[2] != "PENDING" || st.NextID != 3 || len(st.Specs) != 2 {
+		t.Fatalf("after a merged commit: states %v, next id %d, %d specs", states, st.NextID, len(st.Specs))
+	}
+}
+
+func TestIsFull(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{coded(13), true},
+		{coded(13 | 3<<8), true}, // an extended SQLITE_FULL code
+		{coded(10), false},
+		{fmt.Errorf("writing: %w", syscall.ENOSPC), true},
+		{errors.New("database is locked"), false},
+	}
+	for _, tt := range tests {
+		if got := IsFull(tt.err); got != tt.want {
+			t.Errorf("IsFull(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+type coded int
+
+func (c coded) Error() string { return fmt.Sprintf("sqlite error %d", int(c)) }
+func (c coded) Code() int     { return int(c) }

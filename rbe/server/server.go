@@ -77,8 +77,9 @@ type Jobs interface {
 	Register(grpc.ServiceRegistrar)
 	// WorkerUp returns a generation that WorkerDown presents, so that the
 	// end of a replaced stream does not mark its successor down, and how
-	// much output of each job attempt the worker runs is stored.
-	WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage)) (uint64, map[string]int64)
+	// much output of each job attempt the worker runs is stored. drop ends
+	// the worker's stream, so that it reconnects and registers anew.
+	WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage), drop func()) (uint64, map[string]int64)
 	WorkerDown(name string, gen uint64)
 	FromWorker(name string, m *workerpb.WorkerMessage)
 	// Status returns job counts by state and job slots in use by worker.

@@ -69,9 +69,13 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 		}
 		ws.log.Info("worker disconnected", "worker", w.ID(), "reason", reason)
 	}()
+	// Cancelling ctx ends the stream from the send side; the jobs service
+	// does so to make the worker register again.
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
 	var stored map[string]int64
 	if ws.jobs != nil {
-		gen, stored = ws.jobs.WorkerUp(w.ID(), reg, w.Send)
+		gen, stored = ws.jobs.WorkerUp(w.ID(), reg, w.Send, cancel)
 	}
 	if err := stream.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Registered{Registered: &workerpb.Registered{
 		WorkerId: w.ID(), HeartbeatIntervalMs: ws.heartbeat, JobOutput: stored,
@@ -79,8 +83,6 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 		return err
 	}
 
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
 	sendErr := make(chan error, 1)
 	go func() {
 		for {
