@@ -14,33 +14,36 @@ import (
 
 // jobJSON is a job in `--json` output; its keys are stable.
 type jobJSON struct {
-	ID              string            `json:"id"`
-	JobID           int64             `json:"job_id"`
-	ArrayIndex      *int32            `json:"array_index"`
-	Array           string            `json:"array,omitempty"`
-	Name            string            `json:"name"`
-	Queue           string            `json:"queue"`
-	State           string            `json:"state"`
-	PendingReason   string            `json:"pending_reason"`
-	Priority        priorityJSON      `json:"priority"`
-	Command         []string          `json:"command"`
-	CPUs            int32             `json:"cpus"`
-	MemoryBytes     int64             `json:"memory_bytes"`
-	GPUs            int32             `json:"gpus"`
-	GPUIndices      []int32           `json:"gpu_indices"`
-	TimeLimitSecs   int64             `json:"time_limit_seconds"`
-	Dependencies    []depJSON         `json:"dependencies"`
-	Attempts        int32             `json:"attempts"`
-	ExitCode        int32             `json:"exit_code"`
-	PeakMemoryBytes int64             `json:"peak_memory_bytes"`
-	OOMKilled       bool              `json:"oom_killed"`
-	Workers         []string          `json:"workers"`
-	SubmitTime      *string           `json:"submit_time"`
-	StartTime       *string           `json:"start_time"`
-	EndTime         *string           `json:"end_time"`
-	NoRequeue       bool              `json:"no_requeue"`
-	Message         string            `json:"message,omitempty"`
-	Env             map[string]string `json:"env,omitempty"`
+	ID                 string            `json:"id"`
+	JobID              int64             `json:"job_id"`
+	ArrayIndex         *int32            `json:"array_index"`
+	Array              string            `json:"array,omitempty"`
+	Name               string            `json:"name"`
+	Queue              string            `json:"queue"`
+	State              string            `json:"state"`
+	PendingReason      string            `json:"pending_reason"`
+	Priority           priorityJSON      `json:"priority"`
+	Command            []string          `json:"command"`
+	CPUs               int32             `json:"cpus"`
+	MemoryBytes        int64             `json:"memory_bytes"`
+	GPUs               int32             `json:"gpus"`
+	GPUIndices         []int32           `json:"gpu_indices"`
+	TimeLimitSecs      int64             `json:"time_limit_seconds"`
+	Dependencies       []depJSON         `json:"dependencies"`
+	Attempts           int32             `json:"attempts"`
+	ExitCode           int32             `json:"exit_code"`
+	PeakMemoryBytes    int64             `json:"peak_memory_bytes"`
+	OOMKilled          bool              `json:"oom_killed"`
+	OutputBytes        int64             `json:"output_bytes"`
+	OutputTruncated    bool              `json:"output_truncated"`
+	OutputDroppedBytes int64             `json:"output_dropped_bytes"`
+	Workers            []string          `json:"workers"`
+	SubmitTime         *string           `json:"submit_time"`
+	StartTime          *string           `json:"start_time"`
+	EndTime            *string           `json:"end_time"`
+	NoRequeue          bool              `json:"no_requeue"`
+	Message            string            `json:"message,omitempty"`
+	Env                map[string]string `json:"env,omitempty"`
 }
 
 type priorityJSON struct {
@@ -82,6 +85,7 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		Command:  s.Command, CPUs: max(s.Cpus, 1), MemoryBytes: s.MemoryBytes, GPUs: s.Gpus, GPUIndices: r.GpuIndices,
 		TimeLimitSecs: r.TimeLimitMs / 1000, Dependencies: []depJSON{}, Attempts: r.Attempts, ExitCode: r.ExitCode,
 		PeakMemoryBytes: r.PeakMemoryBytes, OOMKilled: r.OomKilled, Workers: []string{},
+		OutputBytes: r.OutputBytes, OutputTruncated: r.OutputDroppedBytes > 0, OutputDroppedBytes: r.OutputDroppedBytes,
 		SubmitTime: rfc3339(r.SubmitUnixMs), StartTime: rfc3339(r.StartUnixMs), EndTime: rfc3339(r.EndUnixMs),
 		NoRequeue: s.NoRequeue, Message: r.Message, Env: s.Env,
 	}
@@ -224,6 +228,11 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 	}
 	if r.PeakMemoryBytes > 0 || r.OomKilled {
 		row("PeakMemory:", "%.1fMiB (oom_killed=%v)", float64(r.PeakMemoryBytes)/(1<<20), r.OomKilled)
+	}
+	if r.OutputDroppedBytes > 0 {
+		row("Output:", "%d bytes, truncated: %d bytes between the head and the tail dropped over the server's --max-job-output", r.OutputBytes, r.OutputDroppedBytes)
+	} else if r.OutputBytes > 0 {
+		row("Output:", "%d bytes", r.OutputBytes)
 	}
 	for _, t := range []struct {
 		k  string

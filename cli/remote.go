@@ -42,6 +42,7 @@ type RemoteServeCmd struct {
 	Config          string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
 	WorkerTimeout   time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
 	JobRetention    string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)."`
+	MaxJobOutput    units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
 }
 
 // Run implements the command.
@@ -78,6 +79,7 @@ func (c *RemoteServeCmd) Run() error {
 		Config:         c.Config,
 		WorkerTimeout:  c.WorkerTimeout,
 		JobRetention:   retention,
+		MaxJobOutput:   int64(c.MaxJobOutput),
 		Log:            log,
 		Ready: func(addr net.Addr) {
 			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)

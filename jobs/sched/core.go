@@ -56,6 +56,10 @@ type Config struct {
 	// Retention is how long after it ends a job (an array: its last task)
 	// is kept, output included; 0 keeps jobs for ever.
 	Retention time.Duration
+	// MaxJobOutput caps the output stored of each attempt of a job, in
+	// bytes; 0 for no cap. Workers are told it with each assignment and
+	// send the first half as it is written and the last half at the end.
+	MaxJobOutput int64
 }
 
 // Key names a job or an array task.
@@ -461,6 +465,7 @@ func (c *Core) move(j *job, to State) {
 
 // end moves a job to a terminal state and frees what it held.
 func (c *Core) end(j *job, s State, nowMs int64) {
+	c.markDropped(j)
 	c.move(j, s)
 	j.rec.PendingReason = ""
 	j.rec.EndUnixMs = nowMs
@@ -474,6 +479,7 @@ func (c *Core) end(j *job, s State, nowMs int64) {
 // requeue sends a running job whose worker was lost back to PENDING, or ends
 // it as NODE_FAIL when it must not be requeued.
 func (c *Core) requeue(j *job, why string) {
+	c.markDropped(j)
 	now := c.cfg.Now().UnixMilli()
 	if j.spec.NoRequeue || j.rec.CancelRequested {
 		final := NodeFail
@@ -556,26 +562,49 @@ func (c *Core) attempt(workerName, task string) *job {
 	return j
 }
 
-// Log appends output of a running attempt. offset is where data starts in
-// the attempt's output: repeats are dropped, and output past a gap (chunks
-// lost with a broken stream) waits for the worker to send the gap again.
-func (c *Core) Log(workerName, task string, offset int64, data []byte) {
+// Log takes output of a running attempt. offset is where data starts in
+// the attempt's output, and skipped how many bytes before it the worker
+// dropped over MaxJobOutput. Repeats are ignored; output past a gap (chunks
+// lost with a broken stream) waits for the worker to send the gap again;
+// no more than MaxJobOutput bytes of an attempt are stored, whatever the
+// worker sends; and a line in the output says where bytes were dropped.
+func (c *Core) Log(workerName, task string, offset, skipped int64, data []byte) {
 	j := c.attempt(workerName, task)
 	if j == nil {
 		return
 	}
-	have := j.rec.OutputBytes
-	if offset > have {
+	r := j.rec
+	if offset-skipped > r.OutputBytes || offset+int64(len(data)) <= r.OutputBytes {
 		return
 	}
-	skip := have - offset
-	if skip >= int64(len(data)) {
-		return
+	if gap := offset - r.OutputBytes; gap > 0 {
+		r.OutputBytes += gap
+		r.OutputDroppedBytes += gap
+		r.OutputUnmarkedBytes += gap
 	}
-	data = data[skip:]
-	j.rec.OutputBytes += int64(len(data))
+	data = data[r.OutputBytes-offset:]
+	keep := int64(len(data))
+	if c.cfg.MaxJobOutput > 0 {
+		keep = min(keep, max(c.cfg.MaxJobOutput-(r.OutputBytes-r.OutputDroppedBytes), 0))
+	}
+	if keep > 0 {
+		c.markDropped(j)
+		c.logs = append(c.logs, store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: append([]byte(nil), data[:keep]...)})
+	}
+	r.OutputBytes += int64(len(data))
+	r.OutputDroppedBytes += int64(len(data)) - keep
+	r.OutputUnmarkedBytes += int64(len(data)) - keep
 	c.touch(j)
-	c.logs = append(c.logs, store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: append([]byte(nil), data...)})
+}
+
+// markDropped adds to a job's output the line that says how much of it
+// was dropped there, if any was since the last such line.
+func (c *Core) markDropped(j *job) {
+	if n := j.rec.OutputUnmarkedBytes; n > 0 {
+		c.logs = append(c.logs, logLine(j, fmt.Sprintf("\n[rbs: %d bytes of output dropped here: over --max-job-output]\n", n)))
+		j.rec.OutputUnmarkedBytes = 0
+		c.touch(j)
+	}
 }
 
 // OutputStored returns, for each attempt running on the worker, how much of

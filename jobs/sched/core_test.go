@@ -389,17 +389,79 @@ func TestOutputIsContiguous(t *testing.T) {
 		}
 		return out
 	}
-	h.c.Log("w", j.task, 0, []byte("abc"))
-	h.c.Log("w", j.task, 6, []byte("ghi")) // after a gap: waits for the resend
-	h.c.Log("w", j.task, 1, []byte("bcdef"))
+	h.c.Log("w", j.task, 0, 0, []byte("abc"))
+	h.c.Log("w", j.task, 6, 0, []byte("ghi")) // after a gap: waits for the resend
+	h.c.Log("w", j.task, 1, 0, []byte("bcdef"))
 	if got := logs(); got != "abcdef" {
 		t.Fatalf("stored output %q, want abcdef", got)
 	}
 	if got := h.c.OutputStored("w"); got[j.task] != 6 {
 		t.Fatalf("OutputStored = %v, want 6 for %s", got, j.task)
 	}
-	h.c.Log("other", j.task, 6, []byte("x")) // not its worker
+	h.c.Log("other", j.task, 6, 0, []byte("x")) // not its worker
 	if got := logs(); got != "" {
 		t.Fatalf("output from another worker was stored: %q", got)
+	}
+}
+
+// TestOutputCap feeds output to a job under a 10-byte MaxJobOutput, as a
+// worker that keeps the head and the tail sends it, and as one that does
+// not, across restarts of the server, and checks what is stored.
+func TestOutputCap(t *testing.T) {
+	type chunk struct {
+		offset, skipped int64
+		data            string
+		restart         bool // restart the server before this chunk
+	}
+	marker := func(n int) string {
+		return fmt.Sprintf("\n[rbs: %d bytes of output dropped here: over --max-job-output]\n", n)
+	}
+	for _, tc := range []struct {
+		name             string
+		chunks           []chunk
+		want             string
+		written, dropped int64
+		lost             bool // the worker is lost instead of reporting the end
+	}{
+		{"under the cap", []chunk{{0, 0, "01234", false}, {5, 0, "56789", false}}, "0123456789", 10, 0, false},
+		{"head and tail", []chunk{{0, 0, "01234", false}, {15, 10, "fghij", false}}, "01234" + marker(10) + "fghij", 20, 10, false},
+		{"head and tail, across a restart", []chunk{{0, 0, "01234", false}, {15, 10, "fghij", true}, {15, 10, "fghij", true}}, "01234" + marker(10) + "fghij", 20, 10, false},
+		{"a lost tail chunk is sent again", []chunk{{0, 0, "01234", false}, {18, 0, "ij", false}, {15, 10, "fgh", false}, {18, 0, "ij", false}},
+			"01234" + marker(10) + "fghij", 20, 10, false},
+		{"a skip that does not reach the stored output waits", []chunk{{0, 0, "012", false}, {15, 10, "fghij", false}}, "012", 3, 0, false},
+		{"a worker that sends everything", []chunk{{0, 0, "0123456789abcdef", false}, {16, 0, "gh", false}}, "0123456789" + marker(8), 18, 8, false},
+		{"a worker that sends everything, across a restart", []chunk{{0, 0, "0123456789abcdef", false}, {16, 0, "gh", true}}, "0123456789" + marker(8), 18, 8, false},
+		{"a worker with a larger cap", []chunk{{0, 0, "0123456", false}, {17, 10, "hijklmn", false}}, "0123456" + marker(10) + "hij" + marker(4), 24, 14, false},
+		{"a worker that sends everything, then is lost", []chunk{{0, 0, "0123456789abcdef", false}}, "0123456789" + marker(6) + "\n[rbs] attempt 1 lost: worker w lost; requeued\n", 16, 6, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.c.cfg.MaxJobOutput = 10
+			h.worker("w", 1, 1)
+			id := h.submit(&jobspb.JobSpec{})
+			h.step()
+			task := h.c.jobs[Key{id, -1}].task
+			for _, c := range tc.chunks {
+				if c.restart {
+					h.restart()
+					h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 1, Memory: 8 << 30, JobSlots: 1, Running: []string{task}, Send: func(*workerpb.ServerMessage) {}})
+				}
+				h.c.Log("w", task, c.offset, c.skipped, []byte(c.data))
+			}
+			if tc.lost {
+				h.c.WorkerDown("w")
+				h.advance(time.Hour)
+				h.step()
+			} else {
+				h.finish(id, -1, Completed)
+			}
+			h.commit()
+			if r := h.rec(id, -1); r.OutputBytes != tc.written || r.OutputDroppedBytes != tc.dropped || r.OutputUnmarkedBytes != 0 {
+				t.Errorf("written %d, dropped %d, unmarked %d; want %d, %d, 0", r.OutputBytes, r.OutputDroppedBytes, r.OutputUnmarkedBytes, tc.written, tc.dropped)
+			}
+			if got, _, err := h.store.Logs(id, -1, 0, 1<<20); err != nil || string(got) != tc.want {
+				t.Errorf("stored %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -15,7 +15,7 @@ func TestRetention(t *testing.T) {
 	arr := h.submit(&jobspb.JobSpec{Array: &jobspb.ArraySpec{Text: "0-1"}})
 	failed := h.submit(&jobspb.JobSpec{})
 	h.step()
-	h.c.Log("w", h.c.jobs[Key{plain, -1}].task, 0, []byte("output"))
+	h.c.Log("w", h.c.jobs[Key{plain, -1}].task, 0, 0, []byte("output"))
 	h.finish(plain, -1, Completed)
 	h.finish(arr, 0, Completed)
 	h.finish(failed, -1, Failed)

@@ -351,7 +351,7 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 	j.rec.Worker = w.name
 	j.rec.GpuIndices = gpus
 	j.task = taskID(j)
-	j.rec.OutputBytes = 0
+	j.rec.OutputBytes, j.rec.OutputDroppedBytes, j.rec.OutputUnmarkedBytes = 0, 0, 0
 	w.running[j.key] = j
 	c.byTask[j.task] = j
 	c.touch(j)
@@ -369,15 +369,16 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 		env["RBS_ARRAY_INDEX"] = strconv.Itoa(int(j.key.Index))
 	}
 	c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignJob{AssignJob: &workerpb.AssignJob{
-		TaskId:      j.task,
-		JobId:       j.key.String(),
-		Command:     s.Command,
-		Script:      s.Script,
-		Env:         env,
-		Cpus:        cpusOf(s),
-		MemoryBytes: s.MemoryBytes,
-		GpuIndices:  gpus,
-		TimeLimitMs: j.rec.TimeLimitMs,
+		TaskId:         j.task,
+		JobId:          j.key.String(),
+		Command:        s.Command,
+		Script:         s.Script,
+		Env:            env,
+		Cpus:           cpusOf(s),
+		MemoryBytes:    s.MemoryBytes,
+		GpuIndices:     gpus,
+		TimeLimitMs:    j.rec.TimeLimitMs,
+		MaxOutputBytes: c.cfg.MaxJobOutput,
 	}}})
 	if j.rec.Attempts > 1 {
 		c.logs = append(c.logs, logLine(j, fmt.Sprintf("[rbs] attempt %d on worker %s\n", j.rec.Attempts, w.name)))

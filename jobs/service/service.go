@@ -375,7 +375,7 @@ func (s *Service) FromWorker(name string, m *workerpb.WorkerMessage) {
 	switch k := m.Kind.(type) {
 	case *workerpb.WorkerMessage_JobLog:
 		s.post(func(c *sched.Core) error {
-			c.Log(name, k.JobLog.TaskId, k.JobLog.Offset, k.JobLog.Data)
+			c.Log(name, k.JobLog.TaskId, k.JobLog.Offset, k.JobLog.Skipped, k.JobLog.Data)
 			return nil
 		})
 	case *workerpb.WorkerMessage_JobEnded:

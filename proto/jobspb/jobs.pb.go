@@ -308,10 +308,17 @@ type JobRecord struct {
 	Message         string   `protobuf:"bytes,16,opt,name=message,proto3" json:"message,omitempty"`
 	// time_limit_ms is the limit in force (the job's, else its queue's).
 	TimeLimitMs int64 `protobuf:"varint,17,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
-	// output_bytes is how much output of the current attempt is stored.
-	OutputBytes   int64 `protobuf:"varint,18,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// output_bytes is how much output the current attempt has written, as far
+	// as the server has heard: stored, or dropped over --max-job-output.
+	OutputBytes int64 `protobuf:"varint,18,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	// output_dropped_bytes is how much of it was dropped over
+	// --max-job-output: the stored output keeps its head and its tail.
+	OutputDroppedBytes int64 `protobuf:"varint,19,opt,name=output_dropped_bytes,json=outputDroppedBytes,proto3" json:"output_dropped_bytes,omitempty"`
+	// output_unmarked_bytes is how much of the dropped output no marker line
+	// in the stored output accounts for yet.
+	OutputUnmarkedBytes int64 `protobuf:"varint,20,opt,name=output_unmarked_bytes,json=outputUnmarkedBytes,proto3" json:"output_unmarked_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *JobRecord) Reset() {
@@ -466,6 +473,20 @@ func (x *JobRecord) GetTimeLimitMs() int64 {
 func (x *JobRecord) GetOutputBytes() int64 {
 	if x != nil {
 		return x.OutputBytes
+	}
+	return 0
+}
+
+func (x *JobRecord) GetOutputDroppedBytes() int64 {
+	if x != nil {
+		return x.OutputDroppedBytes
+	}
+	return 0
+}
+
+func (x *JobRecord) GetOutputUnmarkedBytes() int64 {
+	if x != nil {
+		return x.OutputUnmarkedBytes
 	}
 	return 0
 }
@@ -1427,7 +1448,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xcb\x04\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xb1\x05\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -1449,7 +1470,9 @@ const file_jobs_proto_rawDesc = "" +
 	"\x10cancel_requested\x18\x0f \x01(\bR\x0fcancelRequested\x12\x18\n" +
 	"\amessage\x18\x10 \x01(\tR\amessage\x12\"\n" +
 	"\rtime_limit_ms\x18\x11 \x01(\x03R\vtimeLimitMs\x12!\n" +
-	"\foutput_bytes\x18\x12 \x01(\x03R\voutputBytes\"9\n" +
+	"\foutput_bytes\x18\x12 \x01(\x03R\voutputBytes\x120\n" +
+	"\x14output_dropped_bytes\x18\x13 \x01(\x03R\x12outputDroppedBytes\x122\n" +
+	"\x15output_unmarked_bytes\x18\x14 \x01(\x03R\x13outputUnmarkedBytes\"9\n" +
 	"\rSubmitRequest\x12(\n" +
 	"\x04spec\x18\x01 \x01(\v2\x14.rbs.jobs.v1.JobSpecR\x04spec\"'\n" +
 	"\x0eSubmitResponse\x12\x15\n" +

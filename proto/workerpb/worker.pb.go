@@ -962,18 +962,22 @@ func (x *Cancel) GetTaskId() string {
 // AssignJob asks the worker to run one attempt of a batch job in a job slot.
 // task_id names the attempt ("42_7#2"): reports about it carry the same id.
 type AssignJob struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Command       []string               `protobuf:"bytes,3,rep,name=command,proto3" json:"command,omitempty"`
-	Script        string                 `protobuf:"bytes,4,opt,name=script,proto3" json:"script,omitempty"`
-	Env           map[string]string      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Cpus          int32                  `protobuf:"varint,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
-	MemoryBytes   int64                  `protobuf:"varint,7,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	GpuIndices    []int32                `protobuf:"varint,8,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
-	TimeLimitMs   int64                  `protobuf:"varint,9,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	JobId       string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Command     []string               `protobuf:"bytes,3,rep,name=command,proto3" json:"command,omitempty"`
+	Script      string                 `protobuf:"bytes,4,opt,name=script,proto3" json:"script,omitempty"`
+	Env         map[string]string      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Cpus        int32                  `protobuf:"varint,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes int64                  `protobuf:"varint,7,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	GpuIndices  []int32                `protobuf:"varint,8,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
+	TimeLimitMs int64                  `protobuf:"varint,9,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
+	// max_output_bytes caps the output the attempt sends (the server's
+	// --max-job-output; 0 for no cap): the first half as it is written, and
+	// the last half when the attempt ends. What falls between is dropped.
+	MaxOutputBytes int64 `protobuf:"varint,10,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AssignJob) Reset() {
@@ -1069,6 +1073,13 @@ func (x *AssignJob) GetTimeLimitMs() int64 {
 	return 0
 }
 
+func (x *AssignJob) GetMaxOutputBytes() int64 {
+	if x != nil {
+		return x.MaxOutputBytes
+	}
+	return 0
+}
+
 type JobStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -1116,10 +1127,14 @@ func (x *JobStarted) GetTaskId() string {
 // JobLog carries output of a running job attempt; offset is where data
 // starts in the attempt's output, so the server can drop repeats.
 type JobLog struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Offset int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data   []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// skipped is how many bytes before offset the worker dropped over
+	// AssignJob.max_output_bytes and will never send: the server takes data
+	// when offset - skipped is no further than what it has.
+	Skipped       int64 `protobuf:"varint,4,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1173,6 +1188,13 @@ func (x *JobLog) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *JobLog) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
 }
 
 // JobEnded reports how a job attempt ended.
@@ -1828,7 +1850,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xd6\x02\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x80\x03\n" +
 	"\tAssignJob\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -1839,17 +1861,20 @@ const file_worker_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x12\x1f\n" +
 	"\vgpu_indices\x18\b \x03(\x05R\n" +
 	"gpuIndices\x12\"\n" +
-	"\rtime_limit_ms\x18\t \x01(\x03R\vtimeLimitMs\x1a6\n" +
+	"\rtime_limit_ms\x18\t \x01(\x03R\vtimeLimitMs\x12(\n" +
+	"\x10max_output_bytes\x18\n" +
+	" \x01(\x03R\x0emaxOutputBytes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
 	"\n" +
 	"JobStarted\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"M\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"g\n" +
 	"\x06JobLog\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\xde\x01\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x18\n" +
+	"\askipped\x18\x04 \x01(\x03R\askipped\"\xde\x01\n" +
 	"\bJobEnded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +

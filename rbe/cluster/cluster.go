@@ -52,6 +52,9 @@ type Config struct {
 	WorkerTimeout time.Duration
 	// JobRetention is how long ended jobs are kept; 0 keeps them for ever.
 	JobRetention time.Duration
+	// MaxJobOutput caps the output stored of each job attempt, in bytes:
+	// its head and its tail are kept; 0 for no cap.
+	MaxJobOutput int64
 }
 
 // DefaultDataDir is where a server keeps its state when no --data-dir is
@@ -147,7 +150,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	if c.store, err = store.Open(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention}
+	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention, MaxJobOutput: cfg.MaxJobOutput}
 	if cfg.Config != "" {
 		qc, err := config.Load(cfg.Config)
 		if err != nil {

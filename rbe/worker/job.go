@@ -146,13 +146,16 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	}
 	// The output is also kept in a file until the job's end is delivered,
 	// so that what a broken stream lost can be sent again.
-	keep, err := os.Create(w.outputFile(a.TaskId))
+	out, err := newJobOutput(w.outputFile(a.TaskId), a.MaxOutputBytes)
 	if err != nil {
 		return fail("creating the job's output file: " + err.Error())
 	}
-	defer keep.Close()
+	defer out.close()
+	w.mu.Lock()
+	w.outputs[a.TaskId] = out
+	w.mu.Unlock()
 	streamed := make(chan int64, 1)
-	go func() { streamed <- w.streamOutput(a.TaskId, io.TeeReader(pr, keep)) }()
+	go func() { streamed <- w.streamOutput(a.TaskId, pr, out) }()
 
 	res, runErr := process.Run(ctx, w.runner.reaper.wrap(process.Spec{
 		Args:    args,
@@ -201,71 +204,82 @@ func (w *Worker) outputFile(task string) string {
 }
 
 // resendOutput returns the output of running or finished job attempts that
-// the server lacks, given how much of each it has stored.
+// the server lacks, given how much of each it has.
 func (w *Worker) resendOutput(stored map[string]int64) []*workerpb.WorkerMessage {
-	var out []*workerpb.WorkerMessage
+	var msgs []*workerpb.WorkerMessage
 	for task, have := range stored {
-		f, err := os.Open(w.outputFile(task))
-		if err != nil {
+		w.mu.Lock()
+		out := w.outputs[task]
+		w.mu.Unlock()
+		if out == nil {
 			continue
 		}
-		buf := make([]byte, logChunk)
 		for off := have; ; {
-			n, err := f.ReadAt(buf, off)
-			if n > 0 {
-				out = append(out, &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobLog{JobLog: &workerpb.JobLog{TaskId: task, Offset: off, Data: append([]byte(nil), buf[:n]...)}}})
-				off += int64(n)
-			}
-			if err != nil {
+			data, at, skipped, err := out.read(off, logChunk)
+			if err != nil || len(data) == 0 {
 				break
 			}
+			msgs = append(msgs, jobLog(task, at, skipped, data))
+			off = at + int64(len(data))
 		}
-		f.Close()
 	}
-	return out
+	return msgs
 }
 
-// streamOutput sends what the job writes, in chunks, and returns how many
-// bytes it sent.
-func (w *Worker) streamOutput(task string, r io.Reader) int64 {
-	data := make(chan []byte)
+func jobLog(task string, offset, skipped int64, data []byte) *workerpb.WorkerMessage {
+	return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobLog{JobLog: &workerpb.JobLog{TaskId: task, Offset: offset, Skipped: skipped, Data: data}}}
+}
+
+// streamOutput keeps what the job writes on r in out, sends it in chunks as
+// it comes (the head; the tail once r ends), and returns how many bytes the
+// job wrote.
+func (w *Worker) streamOutput(task string, r io.Reader, out *jobOutput) int64 {
+	more := make(chan struct{}, 1)
+	copied := make(chan struct{})
 	go func() {
-		defer close(data)
+		defer close(copied)
+		buf := make([]byte, logChunk)
 		for {
-			buf := make([]byte, logChunk)
 			n, err := r.Read(buf)
 			if n > 0 {
-				data <- buf[:n]
+				if err := out.write(buf[:n]); err != nil {
+					w.log.Warn("keeping a job's output", "task", task, "err", err)
+					return
+				}
+				select {
+				case more <- struct{}{}:
+				default:
+				}
 			}
 			if err != nil {
 				return
 			}
 		}
 	}()
-	var off int64
-	var pending []byte
-	flush := func() {
-		if len(pending) > 0 {
-			w.outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobLog{JobLog: &workerpb.JobLog{TaskId: task, Offset: off, Data: pending}}}
-			off += int64(len(pending))
-			pending = nil
+	var sent int64
+	// send sends what there is from sent on; with whole, only full chunks.
+	send := func(whole bool) {
+		for {
+			data, at, skipped, err := out.read(sent, logChunk)
+			if err != nil || len(data) == 0 || whole && len(data) < logChunk {
+				return
+			}
+			w.outbox <- jobLog(task, at, skipped, data)
+			sent = at + int64(len(data))
 		}
 	}
 	t := time.NewTicker(logFlush)
 	defer t.Stop()
 	for {
 		select {
-		case b, ok := <-data:
-			if !ok {
-				flush()
-				return off
-			}
-			pending = append(pending, b...)
-			if len(pending) >= logChunk {
-				flush()
-			}
+		case <-more:
+			send(true)
 		case <-t.C:
-			flush()
+			send(false)
+		case <-copied:
+			size := out.end()
+			send(false)
+			return size
 		}
 	}
 }

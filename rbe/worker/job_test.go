@@ -1,7 +1,11 @@
 package worker
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rbs-build/rbs/proto/workerpb"
@@ -32,5 +36,88 @@ func TestJobEnvGPUs(t *testing.T) {
 				t.Errorf("%s: env %q lacks %s", tc.name, env, want)
 			}
 		}
+	}
+}
+
+// TestJobOutput writes a numbered stream of bytes to a jobOutput in
+// pieces and reads what would be sent from several offsets, before and
+// after the attempt ends.
+func TestJobOutput(t *testing.T) {
+	stream := func(from, to int) string {
+		var b strings.Builder
+		for i := from; i < to; i++ {
+			b.WriteByte(byte('a' + i%26))
+		}
+		return b.String()
+	}
+	// sent reads from off on in 4-byte pieces, as the worker sends, and
+	// writes a skip of n bytes as <n>.
+	sent := func(t *testing.T, o *jobOutput, off int64) string {
+		var b strings.Builder
+		for {
+			data, at, skipped, err := o.read(off, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(data) == 0 {
+				return b.String()
+			}
+			if at != off+skipped {
+				t.Fatalf("read(%d) starts at %d after skipping %d", off, at, skipped)
+			}
+			if skipped > 0 {
+				fmt.Fprintf(&b, "<%d>", skipped)
+			}
+			b.Write(data)
+			off = at + int64(len(data))
+		}
+	}
+	for _, tc := range []struct {
+		name           string
+		limit          int64
+		size, piece    int
+		from           int64
+		running, ended string
+	}{
+		{"no cap", 0, 100, 7, 0, stream(0, 100), stream(0, 100)},
+		{"under the cap", 10, 8, 3, 0, stream(0, 5), stream(0, 8)},
+		{"at the cap", 10, 10, 3, 0, stream(0, 5), stream(0, 10)},
+		{"over the cap", 10, 100, 3, 0, stream(0, 5), stream(0, 5) + "<90>" + stream(95, 100)},
+		{"over the cap in one piece", 10, 100, 100, 0, stream(0, 5), stream(0, 5) + "<90>" + stream(95, 100)},
+		{"an odd cap", 11, 100, 9, 0, stream(0, 5), stream(0, 5) + "<89>" + stream(94, 100)},
+		{"sent again from the head", 10, 100, 3, 3, stream(3, 5), stream(3, 5) + "<90>" + stream(95, 100)},
+		{"sent again from the end of the head", 10, 100, 3, 5, "", "<90>" + stream(95, 100)},
+		{"sent again from the tail", 10, 100, 3, 97, "", stream(97, 100)},
+		{"all sent", 10, 100, 3, 100, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := newJobOutput(filepath.Join(t.TempDir(), "out"), tc.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := stream(0, tc.size)
+			for i := 0; i < len(all); i += tc.piece {
+				if err := o.write([]byte(all[i:min(i+tc.piece, len(all))])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := sent(t, o, tc.from); got != tc.running {
+				t.Errorf("while running: %q, want %q", got, tc.running)
+			}
+			if n := o.end(); n != int64(tc.size) {
+				t.Errorf("end() = %d, want %d", n, tc.size)
+			}
+			o.close()
+			if got := sent(t, o, tc.from); got != tc.ended {
+				t.Errorf("once ended: %q, want %q", got, tc.ended)
+			}
+			fi, err := os.Stat(o.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.limit > 0 && fi.Size() > tc.limit {
+				t.Errorf("the file holds %d bytes, over the cap %d", fi.Size(), tc.limit)
+			}
+		})
 	}
 }

@@ -58,6 +58,8 @@ type Worker struct {
 	// break after a send seemed to succeed, so each new stream reports them
 	// again (the server ignores ends it already has).
 	ended map[string]endedJob
+	// outputs holds the output of job attempts, running or in ended.
+	outputs map[string]*jobOutput
 	// outbox holds results, job output and job ends for the server, in
 	// order; it outlives any one stream. held are messages to send first on
 	// the next stream: one whose send failed, and output to send again.
@@ -144,6 +146,7 @@ func Run(ctx context.Context, cfg Config) error {
 		jobsRoot: jobsRoot,
 		running:  map[string]running{},
 		ended:    map[string]endedJob{},
+		outputs:  map[string]*jobOutput{},
 		outbox:   make(chan *workerpb.WorkerMessage, 1024),
 	}
 	api := workerpb.NewWorkersClient(conn)
@@ -203,6 +206,7 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 	for id, e := range w.ended {
 		if time.Since(e.at) > endedRetention {
 			delete(w.ended, id)
+			delete(w.outputs, id)
 			os.Remove(w.outputFile(id))
 			continue
 		}
