@@ -12,6 +12,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/merkle"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -160,16 +161,17 @@ func (fc *fileCache) fetchDirs(ctx context.Context, ds []digest.Digest) error {
 	return err
 }
 
-// stage materializes the tree under dir: directories are created, files
-// hard-linked from the cache, symlinks made after their targets are checked.
+// stage materializes the tree under dir, once merkle.CheckTree found it
+// sound: directories are created, files hard-linked from the cache,
+// symlinks made as they are.
 func (fc *fileCache) stage(ctx context.Context, t *inputTree, dir string) error {
+	if err := merkle.CheckTree(t.root, t.dirs); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
 	files := map[fileKey]bool{}
 	for _, d := range t.dirs {
 		for _, f := range d.Files {
-			fd, err := digest.FromProto(f.Digest)
-			if err != nil {
-				return status.Errorf(codes.InvalidArgument, "input file %q: %v", f.Name, err)
-			}
+			fd, _ := digest.FromProto(f.Digest) // checked
 			files[fileKey{fd, f.IsExecutable}] = true
 		}
 	}
@@ -187,21 +189,7 @@ func (fc *fileCache) stageDir(t *inputTree, d digest.Digest, abs, rel string) er
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	claim := func(name string) error {
-		if err := checkName(name); err != nil {
-			return status.Errorf(codes.InvalidArgument, "input directory %q: %v", rel, err)
-		}
-		if seen[name] {
-			return status.Errorf(codes.InvalidArgument, "input directory %q: %q appears twice", rel, name)
-		}
-		seen[name] = true
-		return nil
-	}
 	for _, f := range dir.Files {
-		if err := claim(f.Name); err != nil {
-			return err
-		}
 		fd, _ := digest.FromProto(f.Digest)
 		dst := filepath.Join(abs, f.Name)
 		if fd.Size() == 0 {
@@ -219,20 +207,11 @@ func (fc *fileCache) stageDir(t *inputTree, d digest.Digest, abs, rel string) er
 		}
 	}
 	for _, s := range dir.Symlinks {
-		if err := claim(s.Name); err != nil {
-			return err
-		}
-		if err := checkSymlink(rel, s.Target); err != nil {
-			return status.Errorf(codes.InvalidArgument, "input symlink %q: %v", path.Join(rel, s.Name), err)
-		}
 		if err := os.Symlink(s.Target, filepath.Join(abs, s.Name)); err != nil {
 			return err
 		}
 	}
 	for _, sub := range dir.Directories {
-		if err := claim(sub.Name); err != nil {
-			return err
-		}
 		sd, _ := digest.FromProto(sub.Digest)
 		if err := fc.stageDir(t, sd, filepath.Join(abs, sub.Name), path.Join(rel, sub.Name)); err != nil {
 			return err

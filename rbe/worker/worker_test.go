@@ -218,18 +218,44 @@ func TestEscapingPathsAreRejected(t *testing.T) {
 	r := newRig(t)
 	file := r.putBytes([]byte("x"))
 	marker := filepath.Join(t.TempDir(), "must-not-exist")
+	touch := &repb.Command{Arguments: sh("touch " + marker)}
+	links := func(targets ...string) []*repb.SymlinkNode {
+		var out []*repb.SymlinkNode
+		for i := 0; i < len(targets); i += 2 {
+			out = append(out, &repb.SymlinkNode{Name: targets[i], Target: targets[i+1]})
+		}
+		return out
+	}
+	var chain []string // l1 -> l2 -> … -> l41 -> f
+	for i := 1; i <= 41; i++ {
+		next := "l" + strconv.Itoa(i+1)
+		if i == 41 {
+			next = "f"
+		}
+		chain = append(chain, "l"+strconv.Itoa(i), next)
+	}
 	tests := []struct {
 		name string
 		cmd  *repb.Command
 		root *repb.Directory
+		want string // in the status message
 	}{
-		{"output with ..", &repb.Command{Arguments: sh("touch " + marker), OutputFiles: []string{"../../escape"}}, nil},
-		{"absolute output", &repb.Command{Arguments: sh("touch " + marker), OutputPaths: []string{"/etc/passwd"}}, nil},
-		{"working directory with ..", &repb.Command{Arguments: sh("touch " + marker), WorkingDirectory: "../.."}, nil},
-		{"input named ..", &repb.Command{Arguments: sh("touch " + marker)}, &repb.Directory{Files: []*repb.FileNode{{Name: "..", Digest: file.Proto()}}}},
-		{"input name with a slash", &repb.Command{Arguments: sh("touch " + marker)}, &repb.Directory{Files: []*repb.FileNode{{Name: "a/../../b", Digest: file.Proto()}}}},
-		{"absolute symlink", &repb.Command{Arguments: sh("touch " + marker)}, &repb.Directory{Symlinks: []*repb.SymlinkNode{{Name: "l", Target: "/etc"}}}},
-		{"symlink out of the tree", &repb.Command{Arguments: sh("touch " + marker)}, &repb.Directory{Symlinks: []*repb.SymlinkNode{{Name: "l", Target: "../../.."}}}},
+		{"output with ..", &repb.Command{Arguments: sh("touch " + marker), OutputFiles: []string{"../../escape"}}, nil, "escape"},
+		{"absolute output", &repb.Command{Arguments: sh("touch " + marker), OutputPaths: []string{"/etc/passwd"}}, nil, "/etc/passwd"},
+		{"working directory with ..", &repb.Command{Arguments: sh("touch " + marker), WorkingDirectory: "../.."}, nil, "../.."},
+		{"input named ..", touch, &repb.Directory{Files: []*repb.FileNode{{Name: "..", Digest: file.Proto()}}}, `".."`},
+		{"input name with a slash", touch, &repb.Directory{Files: []*repb.FileNode{{Name: "a/../../b", Digest: file.Proto()}}}, "a/../../b"},
+		{"absolute symlink", touch, &repb.Directory{Symlinks: links("l", "/etc")}, `"l" -> "/etc"`},
+		{"symlink out of the tree", touch, &repb.Directory{Symlinks: links("l", "../../..")}, `"l" -> "../../.." escapes`},
+		// Each link alone stays inside; e resolves through d/l to the
+		// root's parent.
+		{"symlinks chaining out of the tree", touch, &repb.Directory{
+			Directories: []*repb.DirectoryNode{{Name: "d", Digest: r.put(&repb.Directory{Symlinks: links("l", "..")}).Proto()}},
+			Symlinks:    links("e", "d/l/.."),
+		}, `"e" -> "d/l/.." escapes the input root`},
+		{"symlink loop", touch, &repb.Directory{Symlinks: links("a", "b", "b", "a")}, `"a" -> "b" goes through more than 40 symlinks`},
+		{"chain of 41 symlinks", touch, &repb.Directory{Files: []*repb.FileNode{{Name: "f", Digest: file.Proto()}}, Symlinks: links(chain...)},
+			`"l1" -> "l2" goes through more than 40 symlinks`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,13 +263,35 @@ func TestEscapingPathsAreRejected(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if codes.Code(resp.Status.GetCode()) != codes.InvalidArgument {
-				t.Fatalf("status %v, want INVALID_ARGUMENT", resp.Status)
+			if codes.Code(resp.Status.GetCode()) != codes.InvalidArgument || !strings.Contains(resp.Status.GetMessage(), tt.want) {
+				t.Fatalf("status %v, want INVALID_ARGUMENT naming %s", resp.Status, tt.want)
 			}
 			if _, err := os.Stat(marker); err == nil {
 				t.Fatal("the command ran")
 			}
 		})
+	}
+}
+
+func TestSymlinksInsideTheTree(t *testing.T) {
+	r := newRig(t)
+	in := r.putBytes([]byte("in\n"))
+	data := r.put(&repb.Directory{Files: []*repb.FileNode{{Name: "in.txt", Digest: in.Proto()}}})
+	dir := r.put(&repb.Directory{Symlinks: []*repb.SymlinkNode{{Name: "x", Target: "../data"}, {Name: "up", Target: ".."}}})
+	root := &repb.Directory{
+		Directories: []*repb.DirectoryNode{{Name: "data", Digest: data.Proto()}, {Name: "dir", Digest: dir.Proto()}},
+		Symlinks:    []*repb.SymlinkNode{{Name: "a", Target: "data/in.txt"}, {Name: "b", Target: "dir/up/dir/x/in.txt"}},
+	}
+	cmd := &repb.Command{Arguments: sh("cat a dir/x/in.txt b > out.txt"), OutputPaths: []string{"out.txt"}}
+	resp, err := r.execute(r.action(cmd, root, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status.GetCode() != 0 || resp.Result.ExitCode != 0 || len(resp.Result.OutputFiles) != 1 {
+		t.Fatalf("status %v, result %v", resp.Status, resp.Result)
+	}
+	if got := r.get(resp.Result.OutputFiles[0].Digest); got != "in\nin\nin\n" {
+		t.Fatalf("out.txt = %q", got)
 	}
 }
 
