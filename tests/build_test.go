@@ -273,3 +273,48 @@ func TestBuildWithRemoteCache(t *testing.T) {
 		t.Fatalf("stamped.txt from the remote cache = %q", got)
 	}
 }
+
+// writePython adds a package whose py_test imports a sibling module and
+// whose genrule runs a py_binary tool that does too: Python writes
+// __pycache__ next to each imported module, inside the action's runfiles or
+// source directory.
+func (w *workspace) writePython() {
+	w.write("py/BUILD.rbs", `py_test(name = "helper_test", srcs = ["helper_test.py", "helper.py"])
+py_binary(name = "tool", srcs = ["tool.py", "helper.py"])
+genrule(name = "gen", outs = ["gen.txt"], cmd = "$(location :tool) > $@", tools = [":tool"])
+`)
+	w.write("py/helper.py", "def shout(s):\n    return s.upper() + '!'\n")
+	w.write("py/helper_test.py", "from helper import shout\nassert shout('hi') == 'HI!', shout('hi')\n")
+	w.write("py/tool.py", "from helper import shout\nprint(shout('made'))\n")
+}
+
+// Actions may write inside their input tree, as Python does; what they
+// write there is dropped. A write anywhere else is still an error.
+func TestActionsWriteIntoTheirInputs(t *testing.T) {
+	requireTool(t, "python3")
+	srv := startServer(t)
+	startWorker(t, srv, "w1")
+	for _, where := range [][]string{nil, {"--remote", srv.Addr}} {
+		w := newWorkspace(t)
+		w.writePython()
+		if out := w.mustRbs(append([]string{"test"}, append(where, "//py:helper_test")...)...); !strings.Contains(out, "1 tests: 1 passed") {
+			t.Fatalf("rbs test %v:\n%s", where, out)
+		}
+		w.mustRbs(append([]string{"build"}, append(where, "//py:gen")...)...)
+		if got := w.read("rbs-bin/py/gen.txt"); got != "MADE!\n" {
+			t.Fatalf("rbs build %v: gen.txt = %q", where, got)
+		}
+		for _, dropped := range []string{"rbs-bin/py/__pycache__", "py/__pycache__"} {
+			if _, err := os.Stat(filepath.Join(w.dir, dropped)); !os.IsNotExist(err) {
+				t.Fatalf("rbs %v left %s in the workspace (%v)", where, dropped, err)
+			}
+		}
+	}
+	w := newWorkspace(t)
+	w.write("junk/BUILD.rbs", `genrule(name = "j", srcs = ["in.txt"], outs = ["o.txt"], cmd = "cp $< $@ && touch junk.txt")`)
+	w.write("junk/in.txt", "in\n")
+	out, err := w.rbs("", "build", "//junk:j")
+	if err == nil || !strings.Contains(out, "//junk:j wrote junk.txt, which is not one of its declared outputs") {
+		t.Fatalf("a write into the exec root: %v\n%s", err, out)
+	}
+}

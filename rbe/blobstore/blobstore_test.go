@@ -256,3 +256,91 @@ func TestDiskLinkAndFileMode(t *testing.T) {
 		t.Fatalf("Link of absent blob: %v", err)
 	}
 }
+
+// A program that writes to an input hard-linked from the store writes to the
+// stored file: Unchanged and Link find that out, drop the blob if its content
+// changed, and repair it if only its mode or time did.
+func TestDiskLinkedFileWrittenInPlace(t *testing.T) {
+	d, b := blob("stored content\n")
+	for _, tc := range []struct {
+		name    string
+		change  func(p string) error
+		advance bool // a use after touchInterval, which refreshes the time
+		kept    bool
+	}{
+		{name: "untouched", change: func(string) error { return nil }, kept: true},
+		{name: "appended", change: func(p string) error { return writeTo(p, os.O_APPEND, "more\n") }},
+		{name: "overwritten at the same size", change: func(p string) error { return writeTo(p, 0, strings.ToUpper(string(b))) }},
+		{name: "truncated", change: func(p string) error { return writeTo(p, os.O_TRUNC, "") }},
+		{name: "overwritten with its size and mode kept, then used an hour later", change: func(p string) error {
+			if err := writeTo(p, 0, strings.ToUpper(string(b))); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o444)
+		}, advance: true},
+		{name: "mode changed", change: func(p string) error { return os.Chmod(p, 0o755) }, kept: true},
+		{name: "time changed", change: func(p string) error {
+			return os.Chtimes(p, time.Unix(1e9, 0), time.Unix(1e9, 0))
+		}, kept: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			clock := newClock()
+			disk, err := NewDisk(filepath.Join(dir, "cache"), 0, WithFileMode(0o444), WithClock(clock.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := PutBytes(context.Background(), disk, d, b); err != nil {
+				t.Fatal(err)
+			}
+			first := filepath.Join(dir, "first")
+			if err := disk.Link(d, first); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.change(first); err != nil {
+				t.Fatal(err)
+			}
+			if tc.advance {
+				clock.advance()
+			} else if ok, err := disk.Unchanged(d); err != nil || ok != tc.kept {
+				t.Fatalf("Unchanged = %v, %v; want %v", ok, err, tc.kept)
+			}
+			second := filepath.Join(dir, "second")
+			err = disk.Link(d, second)
+			if !tc.kept {
+				if status.Code(err) != codes.NotFound {
+					t.Fatalf("Link of a changed blob: %v, want NotFound", err)
+				}
+				if got := present(t, disk, []digest.Digest{d}); got[0] {
+					t.Fatal("the changed blob is still stored")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(second)
+			info, serr := os.Stat(second)
+			if err != nil || serr != nil || string(got) != string(b) || info.Mode().Perm() != 0o444 {
+				t.Fatalf("linked again: %q (%v), mode %v (%v); want the stored content, mode 0444", got, err, info.Mode(), serr)
+			}
+		})
+	}
+}
+
+// writeTo writes s to the file at p opened with flag, making it writable
+// first as a program that means to would.
+func writeTo(p string, flag int, s string) error {
+	if err := os.Chmod(p, 0o644); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|flag, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

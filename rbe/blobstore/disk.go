@@ -198,22 +198,32 @@ func (d *Disk) use(key digest.Digest) bool {
 	d.mu.Lock()
 	el, ok := d.index[key]
 	var touch bool
+	var was, now time.Time
 	if ok {
 		d.lru.MoveToFront(el)
 		e := el.Value.(*diskEntry)
-		now := d.now()
+		now = d.now()
 		if now.Sub(e.touched) >= touchInterval {
-			e.touched, touch = now, true
+			was, e.touched, touch = e.touched, now, true
 		}
 	}
 	d.mu.Unlock()
+	// In a store for hard links, a file whose time is not the recorded one
+	// may have been written through a link: it keeps its time so that
+	// Unchanged sees it. Best effort: a failed time update only makes the
+	// LRU order after a restart less precise.
 	if touch {
-		now := d.now()
-		// Best effort: a failed time update only makes the LRU order after
-		// a restart less precise.
-		_ = os.Chtimes(d.path(key), now, now)
+		if p := d.path(key); d.mode == 0 || modifiedAt(p, was) {
+			_ = os.Chtimes(p, now, now)
+		}
 	}
 	return ok
+}
+
+// modifiedAt reports whether the file at p was last modified at t.
+func modifiedAt(p string, t time.Time) bool {
+	info, err := os.Lstat(p)
+	return err == nil && info.ModTime().Equal(t)
 }
 
 // Put implements Store.
@@ -306,10 +316,17 @@ func (d *Disk) remove(paths []string) {
 
 // Link makes dst a hard link to the stored blob key, falling back to a copy
 // where a link is impossible (another file system, too many links). It
-// returns a NotFound error when the blob is absent.
+// returns a NotFound error when the blob is absent, or was written to
+// through an earlier link (see Unchanged), which drops it.
 func (d *Disk) Link(key digest.Digest, dst string) error {
 	if !d.use(key) {
 		return NotFound(key)
+	}
+	if ok, err := d.Unchanged(key); err != nil || !ok {
+		if err == nil {
+			err = NotFound(key)
+		}
+		return err
 	}
 	// Under the lock, an eviction cannot remove the file between the
 	// lookup and the link.
@@ -344,6 +361,76 @@ func (d *Disk) Link(key digest.Digest, dst string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Unchanged reports whether the file of the stored blob key still holds the
+// content it was stored with. It is for stores whose files are hard-linked
+// into place (Link), where a program that writes to its link, or changes its
+// mode, changes the stored file. A file whose size, mode (WithFileMode) or
+// modification time differs from the store's record is hashed again: if its
+// content still has its digest, its mode is restored and it is kept;
+// otherwise it is dropped from the store and Unchanged returns false. A blob
+// that is not stored is unchanged.
+func (d *Disk) Unchanged(key digest.Digest) (bool, error) {
+	p := d.path(key)
+	d.mu.Lock()
+	el, ok := d.index[key]
+	var want time.Time
+	if ok {
+		want = el.Value.(*diskEntry).touched
+	}
+	d.mu.Unlock()
+	if !ok {
+		return true, nil
+	}
+	info, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return true, nil // evicted meanwhile
+	}
+	if err != nil {
+		return false, status.Errorf(codes.Internal, "checking blob %s: %v", key, err)
+	}
+	if info.Size() == key.Size() && (d.mode == 0 || info.Mode().Perm() == d.mode) && info.ModTime().Equal(want) {
+		return true, nil
+	}
+	intact, err := hasDigest(p, key)
+	if err != nil {
+		return false, status.Errorf(codes.Internal, "checking blob %s: %v", key, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now, err := os.Lstat(p)
+	if err != nil || !os.SameFile(info, now) || d.index[key] != el {
+		return true, nil // evicted, or replaced by a Put, meanwhile
+	}
+	e := el.Value.(*diskEntry)
+	if intact {
+		if d.mode != 0 && now.Mode().Perm() != d.mode {
+			if err := os.Chmod(p, d.mode); err != nil {
+				return false, status.Errorf(codes.Internal, "restoring the mode of blob %s: %v", key, err)
+			}
+		}
+		e.touched = now.ModTime()
+		return true, nil
+	}
+	d.lru.Remove(el)
+	delete(d.index, key)
+	d.size -= e.size
+	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		return false, status.Errorf(codes.Internal, "dropping changed blob %s: %v", key, err)
+	}
+	return false, nil
+}
+
+// hasDigest reports whether the file at p holds the content of key.
+func hasDigest(p string, key digest.Digest) (bool, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	got, err := digest.FromReader(f)
+	return got == key, err
 }
 
 // FindMissing implements Store.

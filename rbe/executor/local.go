@@ -235,8 +235,15 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 	if runErr != nil {
 		return nil, fmt.Errorf("%s: cannot run %q: %w", desc, a.Args[0], runErr)
 	}
+	changed, err := l.changed(p.Tree.Files)
+	if err != nil {
+		return nil, fmt.Errorf("%s: checking its inputs: %w", desc, err)
+	}
 	if pr.Cancelled {
 		return nil, fmt.Errorf("%s: %w", desc, ctx.Err())
+	}
+	if changed != "" {
+		return nil, fmt.Errorf("%s: input %s was written to while the action ran; inputs are hard links into the local cache and must not be modified (copy an input before changing it)", desc, changed)
 	}
 	if pr.TimedOut {
 		pr.ExitCode = -1
@@ -330,6 +337,26 @@ func (l *Local) stage(ctx context.Context, f merkle.File, dst string) error {
 		err = os.Chmod(dst, mode)
 	}
 	return err
+}
+
+// changed returns the path of an input whose blob in the local CAS was
+// changed in place through its hard link, if any; the blob is then dropped
+// from the CAS (see blobstore.Disk.Unchanged), so no later action gets it.
+func (l *Local) changed(files []merkle.File) (string, error) {
+	first := ""
+	for _, f := range files {
+		if f.Digest.Size() == 0 {
+			continue
+		}
+		ok, err := l.store(f.Executable).Unchanged(f.Digest)
+		if err != nil {
+			return "", err
+		}
+		if !ok && first == "" {
+			first = f.Path
+		}
+	}
+	return first, nil
 }
 
 // fill puts the outputs, stdout and stderr into the CAS and the result into
@@ -481,11 +508,21 @@ func (c *localCollector) collect(a *Action) error {
 }
 
 // checkUndeclared reports the first file or directory (in path order) the
-// action left in its scratch directory that is neither an input, nor a
-// declared output, nor a directory holding either.
+// action left in its scratch directory outside its declared outputs and
+// its input tree.
+//
+// An input directory — one that holds an input file, other than the exec
+// root itself — is the action's to write in, with everything below it: a
+// runfiles tree, __pycache__ next to an imported .py file, a tool's scratch
+// file next to its inputs. What is written there is dropped with the
+// scratch directory: not an output, not cached. Anything else — a new entry
+// in the exec root, or in a directory holding only outputs or other
+// directories (next to a genrule's outs in rbs-out/bin/pkg) — is an error
+// naming it, as most likely an output the rule forgot to declare.
 func checkUndeclared(root string, a *Action, desc string) error {
 	known := map[string]bool{} // inputs and declared outputs: not looked into
 	parents := map[string]bool{}
+	inputDirs := map[string]bool{}
 	addParents := func(p string) {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
 			parents[d] = true
@@ -494,6 +531,7 @@ func checkUndeclared(root string, a *Action, desc string) error {
 	for _, f := range a.Inputs {
 		known[f.Path] = true
 		addParents(f.Path)
+		inputDirs[path.Dir(f.Path)] = true
 	}
 	for _, list := range [][]string{a.Outputs, a.OutputDirs} {
 		for _, o := range list {
@@ -511,7 +549,7 @@ func checkUndeclared(root string, a *Action, desc string) error {
 		for _, e := range entries {
 			p := path.Join(rel, e.Name())
 			switch {
-			case known[p]:
+			case known[p] || inputDirs[p] && e.IsDir():
 			case parents[p] && e.IsDir():
 				if err := walk(p); err != nil {
 					return err

@@ -319,3 +319,76 @@ func TestLocalCacheTooSmall(t *testing.T) {
 		}
 	}
 }
+
+// What an action may leave outside its declared outputs: anything inside
+// its input directories (dropped), nothing elsewhere.
+func TestLocalWritesOutsideOutputs(t *testing.T) {
+	const out = "rbs-out/bin/gen/out.txt"
+	for _, tc := range []struct {
+		name, script string
+		err          string // "" when the action succeeds
+	}{
+		{"__pycache__ next to an input", "mkdir pkg/__pycache__ && echo c > pkg/__pycache__/mod.pyc", ""},
+		{"a new file in an input directory", "echo x > pkg/new.txt && mkdir -p pkg/sub/deep", ""},
+		{"inside a runfiles tree", "touch rbs-out/bin/pkg/tool.runfiles/__main__/x rbs-out/bin/pkg/tool.runfiles/__main__/pkg/__pycache__", ""},
+		{"next to a tool", "touch rbs-out/bin/pkg/tool.lock", ""},
+		{"in the exec root", "touch junk", "wrote junk, which is not one of its declared outputs"},
+		{"a new directory in the exec root", "mkdir -p newdir/sub", "wrote newdir, which"},
+		{"next to an output", "touch rbs-out/bin/gen/extra.txt", "wrote rbs-out/bin/gen/extra.txt, which"},
+		{"on the way to inputs", "touch rbs-out/bin/stray", "wrote rbs-out/bin/stray, which"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLocal(t)
+			f := newFixture(t, "input\n")
+			a := f.shAction("cat in.txt > "+out+" && "+tc.script, out)
+			for _, p := range []string{"pkg/mod.py", "rbs-out/bin/pkg/tool", "rbs-out/bin/pkg/tool.runfiles/__main__/pkg/mod.py"} {
+				a.Inputs = append(a.Inputs, merkle.File{Path: p, Digest: digest.FromBytes([]byte(p)), Data: []byte(p)})
+			}
+			for i := 0; i < 2; i++ {
+				res, err := l.Run(context.Background(), a, f.outRoot)
+				if tc.err != "" {
+					if err == nil || !strings.Contains(err.Error(), "Genrule //pkg:cat "+tc.err) {
+						t.Fatalf("run %d: %v, want an error containing %q", i, err, tc.err)
+					}
+					continue
+				}
+				if err != nil || res.ExitCode != 0 || res.Cached != (i == 1) {
+					t.Fatalf("run %d: %v, %+v", i, err, res)
+				}
+				entries, err := os.ReadDir(f.outRoot)
+				if err != nil || len(entries) != 1 || entries[0].Name() != "rbs-out" || f.read(out) != "input\n" {
+					t.Fatalf("run %d: the output root holds %v (%v), want only %s", i, entries, err, out)
+				}
+				if err := os.RemoveAll(filepath.Join(f.outRoot, "rbs-out")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Inputs are hard links into the local CAS: an action that writes to one
+// fails, and the next action that uses the same content still gets it. A
+// changed mode alone is put back.
+func TestLocalInputWrittenInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, err string
+	}{
+		{"appended to", "chmod u+w in.txt && echo more >> in.txt", "Genrule //pkg:cat: input in.txt was written to while the action ran"},
+		{"truncated", "chmod u+w in.txt && : > in.txt", "input in.txt was written to"},
+		{"made executable", "chmod 755 in.txt", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLocal(t)
+			f := newFixture(t, "input\n")
+			_, err := l.Run(context.Background(), f.shAction(tc.script+" && cat in.txt > out.txt", "out.txt"), f.outRoot)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("Run = %v, want an error containing %q", err, tc.err)
+			}
+			run(t, l, f.shAction("cat in.txt > out.txt && stat -c %a in.txt >> out.txt", "out.txt"), f.outRoot)
+			if got := f.read("out.txt"); got != "input\n444\n" {
+				t.Fatalf("the next action read %q, want the input's content, read-only", got)
+			}
+		})
+	}
+}

@@ -169,8 +169,16 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 		fmt.Fprintf(stderr, "rbs worker %s: cannot run %q: %v\n", r.name, cmd.Arguments[0], runErr)
 		pr.ExitCode = 127
 	}
+	changed, err := r.cache.changed(tree)
+	if err != nil {
+		return nil, err
+	}
 	if pr.Cancelled {
 		return nil, status.Error(codes.Canceled, "action cancelled")
+	}
+	if changed != "" {
+		// Its result may come from the changed content: it is not reported.
+		return nil, status.Errorf(codes.Aborted, "input %s was written to while the action ran; inputs are hard links into the worker's cache and must not be modified (copy an input before changing it)", changed)
 	}
 
 	meta.OutputUploadStartTimestamp = timestamppb.Now()

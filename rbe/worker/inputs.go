@@ -108,6 +108,9 @@ type fileKey struct {
 type inputTree struct {
 	root digest.Digest
 	dirs map[digest.Digest]*repb.Directory
+	// linked holds each distinct file hard-linked into place, with one of
+	// its paths, once staged.
+	linked map[fileKey]string
 }
 
 // loadTree reads the input root's Directory messages, level by level, from
@@ -175,16 +178,22 @@ func (fc *fileCache) stage(ctx context.Context, t *inputTree, dir string) error 
 			files[fileKey{fd, f.IsExecutable}] = true
 		}
 	}
-	if err := fc.fetch(ctx, files); err != nil {
-		if status.Code(err) == codes.NotFound {
-			return status.Errorf(codes.FailedPrecondition, "input files missing from the CAS: %v", err)
-		}
+	if err := fc.fetchFiles(ctx, files); err != nil {
 		return err
 	}
-	return fc.stageDir(t, t.root, dir, "")
+	t.linked = map[fileKey]string{}
+	return fc.stageDir(ctx, t, t.root, dir, "")
 }
 
-func (fc *fileCache) stageDir(t *inputTree, d digest.Digest, abs, rel string) error {
+func (fc *fileCache) fetchFiles(ctx context.Context, files map[fileKey]bool) error {
+	err := fc.fetch(ctx, files)
+	if status.Code(err) == codes.NotFound {
+		return status.Errorf(codes.FailedPrecondition, "input files missing from the CAS: %v", err)
+	}
+	return err
+}
+
+func (fc *fileCache) stageDir(ctx context.Context, t *inputTree, d digest.Digest, abs, rel string) error {
 	dir := t.dirs[d]
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
@@ -202,8 +211,20 @@ func (fc *fileCache) stageDir(t *inputTree, d digest.Digest, abs, rel string) er
 			}
 			continue
 		}
-		if err := fc.store(f.IsExecutable).Link(fd, dst); err != nil {
-			return fmt.Errorf("staging %s: %w", path.Join(rel, f.Name), err)
+		k, p := fileKey{fd, f.IsExecutable}, path.Join(rel, f.Name)
+		err := fc.store(k.exec).Link(fd, dst)
+		if blobstore.IsNotFound(err) {
+			// Evicted since it was fetched, or dropped as changed by an
+			// earlier action: fetched again.
+			if err = fc.fetchFiles(ctx, map[fileKey]bool{k: true}); err == nil {
+				err = fc.store(k.exec).Link(fd, dst)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("staging %s: %w", p, err)
+		}
+		if _, ok := t.linked[k]; !ok {
+			t.linked[k] = p
 		}
 	}
 	for _, s := range dir.Symlinks {
@@ -213,9 +234,26 @@ func (fc *fileCache) stageDir(t *inputTree, d digest.Digest, abs, rel string) er
 	}
 	for _, sub := range dir.Directories {
 		sd, _ := digest.FromProto(sub.Digest)
-		if err := fc.stageDir(t, sd, filepath.Join(abs, sub.Name), path.Join(rel, sub.Name)); err != nil {
+		if err := fc.stageDir(ctx, t, sd, filepath.Join(abs, sub.Name), path.Join(rel, sub.Name)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// changed returns the path of an input file of t whose cached blob was
+// changed in place through a hard link while the action ran, if any; the
+// blob is then dropped from the cache (see blobstore.Disk.Unchanged).
+func (fc *fileCache) changed(t *inputTree) (string, error) {
+	first := ""
+	for k, p := range t.linked {
+		ok, err := fc.store(k.exec).Unchanged(k.d)
+		if err != nil {
+			return "", err
+		}
+		if !ok && (first == "" || p < first) {
+			first = p
+		}
+	}
+	return first, nil
 }

@@ -295,6 +295,31 @@ func TestSymlinksInsideTheTree(t *testing.T) {
 	}
 }
 
+// Inputs are hard links into the worker's cache: an action that writes to
+// one is aborted, and the next action that uses the same blob still gets
+// its content.
+func TestInputWrittenInPlace(t *testing.T) {
+	r := newRig(t)
+	in := r.putBytes([]byte("original\n"))
+	root := &repb.Directory{Files: []*repb.FileNode{{Name: "in.txt", Digest: in.Proto()}}}
+	write := &repb.Command{Arguments: sh("chmod u+w in.txt && echo more >> in.txt && cat in.txt > out.txt"), OutputPaths: []string{"out.txt"}}
+	resp, err := r.execute(r.action(write, root, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if codes.Code(resp.Status.GetCode()) != codes.Aborted || !strings.Contains(resp.Status.GetMessage(), "input in.txt was written to") {
+		t.Fatalf("status %v, want ABORTED naming in.txt", resp.Status)
+	}
+	read := &repb.Command{Arguments: sh("cat in.txt; stat -c %a in.txt")}
+	resp, err = r.execute(r.action(read, root, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(resp.Result.GetStdoutDigest()); resp.Status.GetCode() != 0 || got != "original\n444\n" {
+		t.Fatalf("the next action read %q (status %v), want the original content, read-only", got, resp.Status)
+	}
+}
+
 func TestPlatformMismatchFailsFast(t *testing.T) {
 	r := newRig(t)
 	cmd := &repb.Command{Arguments: sh("true"), Platform: &repb.Platform{Properties: []*repb.Platform_Property{{Name: "gpu", Value: "h100"}}}}
