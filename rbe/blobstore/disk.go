@@ -3,6 +3,7 @@ package blobstore
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rbs-build/rbs/rbe/digest"
@@ -232,16 +234,15 @@ func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
 		return status.Errorf(codes.ResourceExhausted, "blob %s is larger than the store's bound of %d bytes", key, d.maxSize)
 	}
 	tmp, err := os.CreateTemp(d.tmpDir, "put-")
-	if err != nil {
-		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+	if errors.Is(err, syscall.ENOSPC) && d.makeRoom(key.Size()) {
+		tmp, err = os.CreateTemp(d.tmpDir, "put-")
 	}
-	buf := copyBuffers.Get().(*[]byte)
-	// Hide the file's ReadFrom so the large buffer is used: ReadFrom would
-	// copy through a 32 KiB one, a write syscall each.
-	n, err := io.CopyBuffer(struct{ io.Writer }{tmp}, r, *buf)
-	copyBuffers.Put(buf)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	if err != nil {
+		return storeError(key, err)
+	}
+	n, err := d.fill(tmp, r, key.Size())
+	if cerr := tmp.Close(); err == nil && cerr != nil {
+		err = storeError(key, cerr)
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
@@ -252,16 +253,16 @@ func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
 	if d.mode != 0 {
 		if err := os.Chmod(tmp.Name(), d.mode); err != nil {
 			os.Remove(tmp.Name())
-			return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+			return storeError(key, err)
 		}
 	}
 	if err := os.Chtimes(tmp.Name(), now, now); err != nil {
 		os.Remove(tmp.Name())
-		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+		return storeError(key, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		os.Remove(tmp.Name())
-		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+		return storeError(key, err)
 	}
 
 	// The rename and the index update happen under the lock so that an
@@ -270,7 +271,7 @@ func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
 	if err := os.Rename(tmp.Name(), final); err != nil {
 		d.mu.Unlock()
 		os.Remove(tmp.Name())
-		return status.Errorf(codes.Internal, "storing blob %s: %v", key, err)
+		return storeError(key, err)
 	}
 	if el, ok := d.index[key]; ok {
 		e := el.Value.(*diskEntry)
@@ -285,6 +286,77 @@ func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
 	d.mu.Unlock()
 	d.remove(victims)
 	return nil
+}
+
+// fill copies r into f, which is to hold size bytes. When the file system
+// is full it evicts least recently used blobs to make room for the rest,
+// and fails with RESOURCE_EXHAUSTED only when nothing is left to evict.
+// Errors of r are returned as they are.
+func (d *Disk) fill(f *os.File, r io.Reader, size int64) (int64, error) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	var n int64
+	for {
+		m, rerr := r.Read(*buf)
+		for p := (*buf)[:m]; len(p) > 0; {
+			w, err := f.Write(p)
+			p, n = p[w:], n+int64(w)
+			if err != nil && !(errors.Is(err, syscall.ENOSPC) && d.makeRoom(max(size-n, int64(len(p))))) {
+				return n, storeError(digest.Digest{}, err)
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// storeError turns a file system error into the status a client sees: the
+// operation and the cause, never the server's paths. A full disk is
+// RESOURCE_EXHAUSTED.
+func storeError(key digest.Digest, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		err = fmt.Errorf("%s: %w", le.Op, le.Err)
+	}
+	what := "storing a blob"
+	if !key.IsZero() {
+		what = "storing blob " + key.String()
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return status.Errorf(codes.ResourceExhausted, "%s: the server's disk is full and no cached blob is left to evict", what)
+	}
+	return status.Errorf(codes.Internal, "%s: %v", what, err)
+}
+
+// makeRoom evicts least recently used blobs holding at least n bytes, for
+// a write the file system refused for want of space. It reports whether it
+// evicted anything.
+func (d *Disk) makeRoom(n int64) bool {
+	var victims []string
+	d.mu.Lock()
+	for freed := int64(0); freed < max(n, 1) && d.lru.Len() > 0; {
+		el := d.lru.Back()
+		e := el.Value.(*diskEntry)
+		d.lru.Remove(el)
+		delete(d.index, e.key)
+		d.size -= e.size
+		freed += e.size
+		victim := filepath.Join(d.tmpDir, "evict-"+blobName(e.key))
+		if err := os.Rename(d.path(e.key), victim); err == nil {
+			victims = append(victims, victim)
+		}
+	}
+	d.mu.Unlock()
+	d.remove(victims)
+	return len(victims) > 0
 }
 
 // evictLocked drops least recently used entries from the index until the
