@@ -3,15 +3,38 @@ package process
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
+func sh(script string) []string { return []string{"sh", "-c", script} }
+
+// waitForFile waits until path exists.
+func waitForFile(path string) error {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s never appeared", path)
+		}
+	}
+}
+
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
+	// The payloads that are stopped create $READY once they are set up,
+	// and Run's timer starts (or the context is cancelled) only then, from
+	// OnStart: their output and their trap are in place whatever the
+	// machine's speed. Were they not stopped, they would print "not
+	// stopped" and exit 0.
+	ready := filepath.Join(dir, "ready")
+	env := []string{"PATH=/bin:/usr/bin", "READY=" + ready}
 	tests := []struct {
 		name     string
 		spec     Spec
@@ -20,31 +43,34 @@ func TestRun(t *testing.T) {
 		timedOut bool
 		out      string
 	}{
-		{"exit code and env", Spec{Args: []string{"sh", "-c", `echo "$X"; exit 3`}, Env: []string{"PATH=/bin:/usr/bin", "X=only this"}}, false, 3, false, "only this\n"},
-		{"killed by a signal", Spec{Args: []string{"sh", "-c", "kill -9 $$"}, Env: []string{"PATH=/bin:/usr/bin"}}, false, 137, false, ""},
-		{"timeout", Spec{Args: []string{"sh", "-c", "echo started; sleep 30"}, Env: []string{"PATH=/bin:/usr/bin"}, Timeout: 200 * time.Millisecond}, false, 143, true, "started\n"},
-		{"timeout ignoring SIGTERM", Spec{Args: []string{"sh", "-c", "trap '' TERM; echo started; sleep 30"}, Env: []string{"PATH=/bin:/usr/bin"}, Timeout: 200 * time.Millisecond, Grace: 100 * time.Millisecond}, false, 137, true, "started\n"},
-		{"cancelled", Spec{Args: []string{"sleep", "30"}, Env: []string{"PATH=/bin:/usr/bin"}}, true, 143, false, ""},
+		{"exit code and env", Spec{Args: sh(`echo "$X"; exit 3`), Env: []string{"PATH=/bin:/usr/bin", "X=only this"}}, false, 3, false, "only this\n"},
+		{"killed by a signal", Spec{Args: sh("kill -9 $$"), Env: []string{"PATH=/bin:/usr/bin"}}, false, 137, false, ""},
+		{"timeout", Spec{Args: sh(`echo started; : >"$READY"; sleep 30; echo not stopped`), Env: env, Timeout: 200 * time.Millisecond}, false, 143, true, "started\n"},
+		{"timeout ignoring SIGTERM", Spec{Args: sh(`trap '' TERM; echo started; : >"$READY"; sleep 30; echo not stopped`), Env: env, Timeout: 200 * time.Millisecond, Grace: 100 * time.Millisecond}, false, 137, true, "started\n"},
+		{"cancelled", Spec{Args: sh(`: >"$READY"; sleep 30; echo not stopped`), Env: env}, true, 143, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(ready)
 			var out bytes.Buffer
 			tt.spec.Stdout, tt.spec.Stderr, tt.spec.Dir = &out, &out, dir
 			ctx, cancel := context.WithCancel(context.Background())
-			if tt.cancel {
-				time.AfterFunc(200*time.Millisecond, cancel)
-			}
 			defer cancel()
-			start := time.Now()
+			if slices.Equal(tt.spec.Env, env) {
+				tt.spec.OnStart = func(int) error {
+					err := waitForFile(ready)
+					if tt.cancel {
+						cancel()
+					}
+					return err
+				}
+			}
 			res, err := Run(ctx, tt.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.ExitCode != tt.exit || res.TimedOut != tt.timedOut || res.Cancelled != tt.cancel || out.String() != tt.out {
 				t.Fatalf("Run = %+v, output %q", res, out.String())
-			}
-			if time.Since(start) > 10*time.Second {
-				t.Fatal("the process was not stopped")
 			}
 		})
 	}
