@@ -15,6 +15,11 @@ import (
 // links".
 const maxFollows = 40
 
+// MaxTreeEntries bounds the files, directories and symlinks an input root
+// holds once laid out on disk, where a Directory named twice is laid out
+// twice: a DAG of a few hundred bytes can name 2^40 paths.
+const MaxTreeEntries = 1 << 20
+
 var (
 	errEscapes = errors.New("escapes the input root")
 	errLoop    = fmt.Errorf("goes through more than %d symlinks (a loop?)", maxFollows)
@@ -34,6 +39,9 @@ func CheckTree(root digest.Digest, dirs map[digest.Digest]*repb.Directory) error
 	c := &treeCheck{dirs: dirs, hasLinks: map[digest.Digest]bool{}}
 	if err := c.validate(root, "", map[digest.Digest]bool{}); err != nil {
 		return err
+	}
+	if n := c.entries(root, map[digest.Digest]int64{}); n > MaxTreeEntries {
+		return fmt.Errorf("the input root holds more than %d entries once laid out", MaxTreeEntries)
 	}
 	return c.checkLinks(&node{dir: dirs[root], digest: root})
 }
@@ -103,6 +111,23 @@ func (c *treeCheck) validate(d digest.Digest, p string, seen map[digest.Digest]b
 	}
 	c.hasLinks[d] = links
 	return nil
+}
+
+// entries counts the entries under d as laid out on disk, each distinct
+// Directory counted once and its count reused, saturating above
+// MaxTreeEntries. validate has checked the digests.
+func (c *treeCheck) entries(d digest.Digest, memo map[digest.Digest]int64) int64 {
+	if n, ok := memo[d]; ok {
+		return n
+	}
+	dir := c.dirs[d]
+	n := int64(len(dir.Files) + len(dir.Symlinks) + len(dir.Directories))
+	for _, sub := range dir.Directories {
+		sd, _ := digest.FromProto(sub.Digest)
+		n = min(n+c.entries(sd, memo), MaxTreeEntries+1)
+	}
+	memo[d] = n
+	return n
 }
 
 // checkName validates one entry name of a Directory.

@@ -21,7 +21,7 @@ import (
 type spec map[string]string
 
 // messages builds the Directory messages of s.
-func (s spec) messages(t *testing.T) (digest.Digest, map[digest.Digest]*repb.Directory) {
+func (s spec) messages(t testing.TB) (digest.Digest, map[digest.Digest]*repb.Directory) {
 	t.Helper()
 	dirs := map[digest.Digest]*repb.Directory{}
 	var build func(dir string) digest.Digest
@@ -214,4 +214,90 @@ func TestCheckTreeNames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dag is a root with depth levels, each naming the next Directory width
+// times; the bottom one holds a symlink.
+func dag(depth, width int) (digest.Digest, map[digest.Digest]*repb.Directory) {
+	dirs := map[digest.Digest]*repb.Directory{}
+	dir := &repb.Directory{Files: []*repb.FileNode{{Name: "f", Digest: digest.Empty.Proto()}}, Symlinks: []*repb.SymlinkNode{{Name: "l", Target: "f"}}}
+	for level := 0; ; level++ {
+		b, _ := proto.Marshal(dir)
+		d := digest.FromBytes(b)
+		dirs[d] = dir
+		if level == depth {
+			return d, dirs
+		}
+		dir = &repb.Directory{}
+		for i := 0; i < width; i++ {
+			dir.Directories = append(dir.Directories, &repb.DirectoryNode{Name: fmt.Sprintf("d%d", i), Digest: d.Proto()})
+		}
+	}
+}
+
+// A DAG that names one Directory many times is as large as its paths once
+// laid out: past MaxTreeEntries it is refused before its symlinks are
+// resolved path by path.
+func TestCheckTreeBoundsLaidOutSize(t *testing.T) {
+	tests := []struct {
+		depth, width int
+		ok           bool
+	}{
+		{3, 2, true},
+		{10, 3, true}, // 3^10 = 59049 leaves
+		{30, 2, false},
+		{40, 64, false},
+	}
+	for _, tt := range tests {
+		root, dirs := dag(tt.depth, tt.width)
+		err := CheckTree(root, dirs)
+		if tt.ok && err != nil {
+			t.Errorf("depth %d width %d: %v", tt.depth, tt.width, err)
+		}
+		if !tt.ok && (err == nil || !strings.Contains(err.Error(), "entries")) {
+			t.Errorf("depth %d width %d: %v, want a refusal for its size", tt.depth, tt.width, err)
+		}
+	}
+}
+
+// FuzzCheckTree feeds CheckTree any Tree message: it must not panic, and
+// must answer within the bounds it promises. `go test -fuzz FuzzCheckTree
+// ./rbe/merkle` explores further.
+func FuzzCheckTree(f *testing.F) {
+	for _, s := range []spec{
+		{"a/b": "", "l": "-> a/b"},
+		{"d/l": "-> ..", "e": "-> d/l/.."},
+		{"x": "-> y", "y": "-> x"},
+		{"d/s/x": "-> ../sibling/f", "d/sibling/f": ""},
+	} {
+		root, dirs := s.messages(f)
+		tree := &repb.Tree{Root: dirs[root]}
+		for d, dir := range dirs {
+			if d != root {
+				tree.Children = append(tree.Children, dir)
+			}
+		}
+		b, _ := proto.Marshal(tree)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tree := &repb.Tree{}
+		if proto.Unmarshal(b, tree) != nil || tree.Root == nil {
+			return
+		}
+		dirs := map[digest.Digest]*repb.Directory{}
+		var root digest.Digest
+		for i, dir := range append([]*repb.Directory{tree.Root}, tree.Children...) {
+			mb, err := proto.Marshal(dir)
+			if err != nil {
+				return
+			}
+			d := digest.FromBytes(mb)
+			dirs[d] = dir
+			if i == 0 {
+				root = d
+			}
+		}
+		CheckTree(root, dirs)
+	})
 }

@@ -104,6 +104,10 @@ type fileKey struct {
 	exec bool
 }
 
+// maxDirectorySize bounds one Directory message of an input tree, as the
+// server bounds those it reads.
+const maxDirectorySize = 8 << 20
+
 // inputTree is an action's input root, read from the CAS.
 type inputTree struct {
 	root digest.Digest
@@ -126,6 +130,9 @@ func (fc *fileCache) loadTree(ctx context.Context, root digest.Digest) (*inputTr
 		for _, d := range level {
 			if _, done := t.dirs[d]; done {
 				continue
+			}
+			if d.Size() > maxDirectorySize {
+				return nil, status.Errorf(codes.InvalidArgument, "input directory %s is %d bytes, over the limit of %d bytes", d, d.Size(), maxDirectorySize)
 			}
 			var b []byte
 			if d.Size() > 0 {
