@@ -315,6 +315,16 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 	if len(s.Command) == 0 && s.Script == "" {
 		return 0, status.Error(codes.InvalidArgument, "nothing to run: give a command after -- or --script FILE")
 	}
+	for _, a := range s.Command {
+		if strings.ContainsRune(a, 0) {
+			return 0, status.Errorf(codes.InvalidArgument, "command argument %q contains a NUL byte, which no program can be given", a)
+		}
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return 0, status.Errorf(codes.InvalidArgument, "environment variable %q=%q: want a name without '=' or NUL and a value without NUL", k, v)
+		}
+	}
 	if s.Queue == "" {
 		s.Queue = c.defQ
 	}

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"syscall"
 
@@ -52,7 +53,10 @@ type Store struct {
 // Open opens (creating if needed) the database in dir.
 func Open(dir string) (*Store, error) {
 	path := filepath.Join(dir, "jobs.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)")
+	// The path is escaped into the URI: a '#' or '?' in it would end the
+	// file name there, and two directories could share one database.
+	uri := url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"}
+	db, err := sql.Open("sqlite", uri.String())
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -198,3 +199,33 @@ type coded int
 
 func (c coded) Error() string { return fmt.Sprintf("sqlite error %d", int(c)) }
 func (c coded) Code() int     { return int(c) }
+
+// Directories whose names hold URI characters keep databases of their own.
+func TestOpenEscapesThePath(t *testing.T) {
+	base := t.TempDir()
+	for i, name := range []string{"a#1", "a#2", "b?x=1", "c%20d"} {
+		dir := base + "/" + name
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(&Batch{NextID: int64(i + 10)}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if _, err := os.Stat(dir + "/jobs.db"); err != nil {
+			t.Fatalf("%s: no jobs.db of its own: %v", name, err)
+		}
+	}
+	s, err := Open(base + "/a#1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, err := s.Load(); err != nil || st.NextID != 10 {
+		t.Fatalf("a#1 reads next id %v, %v; want its own 10", st, err)
+	}
+}
