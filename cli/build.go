@@ -128,8 +128,10 @@ func (c *TestCmd) run(ctx context.Context, s *session.Session) error {
 // RunCmd is `rbs run`.
 type RunCmd struct {
 	BuildFlags
-	Target string   `arg:"" help:"The executable target to run."`
-	Args   []string `arg:"" optional:"" passthrough:"" help:"Arguments for the program, after --."`
+	Target string `arg:"" help:"The executable target to run."`
+	// Partial passthrough, as for job submit: a mistyped flag after the
+	// target is an error, not the program's first argument.
+	Args []string `arg:"" optional:"" passthrough:"partial" help:"Arguments for the program, after --."`
 }
 
 // Run implements the command.
