@@ -151,7 +151,7 @@ func TestNoTokenServesLoopbackOnly(t *testing.T) {
 		refused  bool
 	}{
 		{"127.0.0.1:0", false, "", false},
-		{"[::1]:0", false, "", false},
+		{"127.0.0.2:0", false, "", false},
 		{"0.0.0.0:0", false, "", true},
 		{":0", false, "", true},
 		{":0", true, "", false},
@@ -171,9 +171,6 @@ func TestNoTokenServesLoopbackOnly(t *testing.T) {
 				return
 			}
 			if err != nil {
-				if strings.Contains(err.Error(), "::1") && strings.Contains(err.Error(), "cannot assign") {
-					t.Skip("no IPv6 loopback here")
-				}
 				t.Fatal(err)
 			}
 			c.close()
