@@ -104,6 +104,7 @@ type RemoteWorkerCmd struct {
 	GPUs            string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
 	Property        []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
 	CacheMaxSize    units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"10GiB"`
+	RunAs           string     `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
 }
 
 // Run implements the command.
@@ -133,6 +134,13 @@ func (c *RemoteWorkerCmd) config() (worker.Config, error) {
 			return cfg, fmt.Errorf("no --name given and the host name is unknown: %w", err)
 		}
 		cfg.Name = host
+	}
+	if c.RunAs != "" {
+		u, err := runAsUser(c.RunAs, os.Geteuid())
+		if err != nil {
+			return cfg, err
+		}
+		cfg.RunAs = u
 	}
 	if cfg.CPUs == 0 {
 		cfg.CPUs = runtime.NumCPU()

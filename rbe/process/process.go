@@ -39,6 +39,9 @@ type Spec struct {
 	// OnStart is called with the pid right after the start (to put the
 	// process in a memory cgroup); an error stops it.
 	OnStart func(pid int) error
+	// Credential is the user and groups the process runs as (nil: this
+	// process's own); setting another needs root.
+	Credential *syscall.Credential
 }
 
 // Result says how a process ended.
@@ -96,6 +99,8 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// The child takes on Credential before it sets Pdeathsig, which a
+	// change of uid would clear.
 	cmd := &exec.Cmd{
 		Path:        prog,
 		Args:        spec.Args,
@@ -103,7 +108,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		Dir:         spec.Dir,
 		Stdout:      spec.Stdout,
 		Stderr:      spec.Stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.Credential},
 	}
 	if cmd.Env == nil {
 		cmd.Env = []string{}

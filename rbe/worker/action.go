@@ -31,6 +31,8 @@ type actionRunner struct {
 	cache    *fileCache
 	execRoot string
 	reaper   *reaper
+	// user is who payloads run as (nil: the worker's own user).
+	user *User
 }
 
 // readProto reads a message from the CAS, unless inline holds its bytes.
@@ -119,7 +121,12 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 		return nil, err
 	}
 
+	// dir stays the worker's, with its stdout and stderr, closed to
+	// payloads but for the input root in it.
 	dir := filepath.Join(r.execRoot, taskID)
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return nil, err
+	}
 	defer os.RemoveAll(dir)
 	root := filepath.Join(dir, "root")
 	tree, err := r.cache.loadTree(ctx, rootDigest)
@@ -138,6 +145,9 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 			return nil, status.Errorf(codes.InvalidArgument, "creating the parent of output %q: %v", o.path, err)
 		}
 	}
+	if err := r.user.handOver(root); err != nil {
+		return nil, err
+	}
 	meta.InputFetchCompletedTimestamp = timestamppb.Now()
 
 	env := make([]string, 0, len(cmd.EnvironmentVariables))
@@ -145,12 +155,12 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 		env = append(env, v.Name+"="+v.Value)
 	}
 	sort.Strings(env)
-	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	stdout, err := os.OpenFile(filepath.Join(dir, "stdout"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer stdout.Close()
-	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	stderr, err := os.OpenFile(filepath.Join(dir, "stderr"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -162,12 +172,15 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 
 	meta.ExecutionStartTimestamp = timestamppb.Now()
 	tr.ExecutionStartNs = time.Now().UnixNano()
-	pr, runErr := process.Run(ctx, r.reaper.wrap(process.Spec{Args: cmd.Arguments, Env: env, Dir: wd, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace}))
+	pr, runErr := process.Run(ctx, r.reaper.wrap(process.Spec{Args: cmd.Arguments, Env: env, Dir: wd, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace, Credential: r.user.credential()}))
 	tr.ExecutionEndNs = time.Now().UnixNano()
 	meta.ExecutionCompletedTimestamp = timestamppb.Now()
 	if runErr != nil {
 		fmt.Fprintf(stderr, "rbs worker %s: cannot run %q: %v\n", r.name, cmd.Arguments[0], runErr)
 		pr.ExitCode = 127
+	}
+	if err := r.user.reclaim(root); err != nil {
+		return nil, err
 	}
 	changed, err := r.cache.changed(tree)
 	if err != nil {

@@ -52,14 +52,18 @@ func sweepGroups() (int, error) {
 }
 
 // jobEnv is the environment a job starts with: a few variables of the
-// worker's own, then the job's (RBS_JOB_ID and friends included), then
-// the GPUs pinned to it.
-func jobEnv(dir string, env map[string]string, gpus gpuEnv) []string {
+// worker's own (HOME, USER and LOGNAME those of u when the job runs as
+// u), then the job's (RBS_JOB_ID and friends included), then the GPUs
+// pinned to it.
+func jobEnv(dir string, u *User, env map[string]string, gpus gpuEnv) []string {
 	vars := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "TMPDIR": dir, "HOME": dir}
 	for _, k := range []string{"PATH", "HOME", "LANG", "USER", "LOGNAME", "SHELL"} {
 		if v, ok := os.LookupEnv(k); ok {
 			vars[k] = v
 		}
+	}
+	if u != nil {
+		vars["HOME"], vars["USER"], vars["LOGNAME"] = u.Home, u.Name, u.Name
 	}
 	for k, v := range env {
 		vars[k] = v
@@ -119,7 +123,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	}
 	name := strings.NewReplacer("#", "-", "/", "-").Replace(a.TaskId)
 	dir := filepath.Join(w.jobsRoot, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail("creating the job's directory: " + err.Error())
 	}
 	defer os.RemoveAll(dir)
@@ -133,6 +137,11 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		if !strings.HasPrefix(a.Script, "#!") {
 			args = append([]string{"/bin/sh"}, args...)
 		}
+	}
+	// Only now, with the script written (a process the user left running
+	// could put a symlink in its place), is the directory the user's.
+	if err := w.cfg.RunAs.handOver(dir); err != nil {
+		return fail("giving the job's directory to its user: " + err.Error())
 	}
 	group, err := memlimit.New(fmt.Sprintf("%s%d-%s-%s", groupPrefix, os.Getpid(), w.session, name), a.MemoryBytes)
 	if err != nil {
@@ -158,14 +167,15 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	go func() { streamed <- w.streamOutput(a.TaskId, pr, out) }()
 
 	res, runErr := process.Run(ctx, w.runner.reaper.wrap(process.Spec{
-		Args:    args,
-		Env:     jobEnv(dir, a.Env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)),
-		Dir:     dir,
-		Stdout:  pw,
-		Stderr:  pw,
-		Timeout: time.Duration(a.TimeLimitMs) * time.Millisecond,
-		Grace:   jobGrace,
-		OnStart: group.Add,
+		Args:       args,
+		Env:        jobEnv(dir, w.cfg.RunAs, a.Env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)),
+		Dir:        dir,
+		Stdout:     pw,
+		Stderr:     pw,
+		Timeout:    time.Duration(a.TimeLimitMs) * time.Millisecond,
+		Grace:      jobGrace,
+		OnStart:    group.Add,
+		Credential: w.cfg.RunAs.credential(),
 	}))
 	pw.Close()
 	select {

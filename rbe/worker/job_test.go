@@ -30,8 +30,31 @@ func TestJobEnvGPUs(t *testing.T) {
 		{"two, the job asks for another", []int32{2, 0}, withUUIDs, map[string]string{"CUDA_VISIBLE_DEVICES": "1"}, "2,0", "GPU-c,GPU-a"},
 		{"known by index only", []int32{1}, byIndex, nil, "1", "1"},
 	} {
-		env := jobEnv("/job", tc.env, pinnedGPUs(tc.pinned, tc.offered))
+		env := jobEnv("/job", nil, tc.env, pinnedGPUs(tc.pinned, tc.offered))
 		for _, want := range []string{"CUDA_VISIBLE_DEVICES=" + tc.cuda, "NVIDIA_VISIBLE_DEVICES=" + tc.nvidia, "TMPDIR=/job"} {
+			if !slices.Contains(env, want) {
+				t.Errorf("%s: env %q lacks %s", tc.name, env, want)
+			}
+		}
+	}
+}
+
+// TestJobEnvUser checks that a job run as another user gets that user's
+// HOME, USER and LOGNAME, and one run as the worker's the worker's.
+func TestJobEnvUser(t *testing.T) {
+	t.Setenv("HOME", "/home/worker")
+	t.Setenv("USER", "worker")
+	t.Setenv("LOGNAME", "worker")
+	for _, tc := range []struct {
+		name string
+		user *User
+		want []string
+	}{
+		{"the worker's own", nil, []string{"HOME=/home/worker", "USER=worker", "LOGNAME=worker"}},
+		{"another", &User{Name: "alice", UID: 1001, GID: 1001, Home: "/home/alice"}, []string{"HOME=/home/alice", "USER=alice", "LOGNAME=alice"}},
+	} {
+		env := jobEnv("/job", tc.user, nil, pinnedGPUs(nil, nil))
+		for _, want := range tc.want {
 			if !slices.Contains(env, want) {
 				t.Errorf("%s: env %q lacks %s", tc.name, env, want)
 			}

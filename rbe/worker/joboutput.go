@@ -22,9 +22,9 @@ type jobOutput struct {
 }
 
 // newJobOutput creates the file of an attempt's output under a cap (0 for
-// none).
+// none), readable by the worker only.
 func newJobOutput(path string, limit int64) (*jobOutput, error) {
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
 	}

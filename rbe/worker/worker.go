@@ -39,8 +39,10 @@ type Config struct {
 	// Properties are offered in addition to OSFamily and ISA.
 	Properties   []*workerpb.Property
 	CacheMaxSize int64
-	Version      string
-	Log          *slog.Logger
+	// RunAs is the user actions and jobs run as (nil: the worker's own).
+	RunAs   *User
+	Version string
+	Log     *slog.Logger
 }
 
 // Worker is a running worker.
@@ -112,18 +114,40 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer conn.Close()
+	// Payloads may enter the work dir and exec and jobs in it, but list
+	// none of them, and cannot enter the cache: all they reach is their
+	// own directory (the inputs linked into it are read-only to them) and
+	// what lies outside the work dir.
+	if err := os.MkdirAll(cfg.WorkDir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(cfg.WorkDir, 0o711); err != nil {
+		return err
+	}
+	if cfg.RunAs != nil {
+		if err := cfg.RunAs.reach(cfg.WorkDir); err != nil {
+			return err
+		}
+	}
 	execRoot := filepath.Join(cfg.WorkDir, "exec")
 	jobsRoot := filepath.Join(cfg.WorkDir, "jobs")
 	for _, d := range []string{execRoot, jobsRoot} {
 		if err := os.RemoveAll(d); err != nil {
 			return fmt.Errorf("clearing %s: %w", d, err)
 		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.Mkdir(d, 0o711); err != nil {
 			return err
 		}
 	}
+	cacheDir := filepath.Join(cfg.WorkDir, "cache")
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(cacheDir, 0o700); err != nil {
+		return err
+	}
 	cas := client.NewCAS(conn, "")
-	cache, err := newFileCache(filepath.Join(cfg.WorkDir, "cache"), cfg.CacheMaxSize, cas)
+	cache, err := newFileCache(cacheDir, cfg.CacheMaxSize, cas)
 	if err != nil {
 		return err
 	}
@@ -142,7 +166,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg:      cfg,
 		session:  hex.EncodeToString(sess),
 		log:      cfg.Log,
-		runner:   &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp},
+		runner:   &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp, user: cfg.RunAs},
 		jobsRoot: jobsRoot,
 		running:  map[string]running{},
 		ended:    map[string]endedJob{},
