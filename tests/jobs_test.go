@@ -1,8 +1,11 @@
 package tests
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,10 +137,31 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("logs of a %d-byte output: %d bytes, not the same", want.Len(), len(got))
 	}
 
-	// logs -f follows until the end.
-	slow := submit(t, srv, "--", "sh", "-c", "echo one; sleep 1; echo two")
-	if got := rbs(t, srv, "job", "logs", "-f", slow); got != "one\ntwo\n" {
-		t.Fatalf("logs -f %q", got)
+	// logs -f follows until the end: the job writes "two" only once the
+	// follower has printed "one".
+	release := filepath.Join(t.TempDir(), "release")
+	slow := submit(t, srv, "--", "sh", "-c", `echo one; while [ ! -e "$1" ]; do sleep 0.05; done; echo two`, "sh", release)
+	follow := exec.Command(rbsBin, "job", "logs", "-f", slow)
+	follow.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token)
+	followed, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(followed)
+	if first, err := lines.ReadString('\n'); err != nil || first != "one\n" {
+		follow.Process.Kill()
+		follow.Wait()
+		t.Fatalf("logs -f printed %q first (%v), want one", first, err)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(lines)
+	if werr := follow.Wait(); err != nil || werr != nil || string(rest) != "two\n" {
+		t.Fatalf("logs -f went on with %q (%v, %v), want two", rest, err, werr)
 	}
 
 	// TIMEOUT.
@@ -199,7 +223,34 @@ func TestJobArrayThrottleAndDependencies(t *testing.T) {
 	startWorker(t, srv, "w1", "--cpus", "8", "--job-slots", "8")
 	startWorker(t, srv, "w2", "--cpus", "8", "--job-slots", "8")
 
-	arr := submit(t, srv, "--array", "0-5%2", "--", "sh", "-c", `date +%s.%N; sleep 0.4; date +%s.%N; echo "index $RBS_ARRAY_INDEX"`)
+	// The tasks run until the release, which comes once two of them run:
+	// those two overlap whatever the machine's speed.
+	release := filepath.Join(t.TempDir(), "release")
+	arr := submit(t, srv, "--array", "0-5%2", "--", "sh", "-c", `date +%s.%N; while [ ! -e "$1" ]; do sleep 0.05; done; date +%s.%N; echo "index $RBS_ARRAY_INDEX"`, "sh", release)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var tasks []jobView
+		if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", arr)), &tasks); err != nil {
+			t.Fatal(err)
+		}
+		running := 0
+		for _, task := range tasks {
+			if task.State == "RUNNING" {
+				running++
+			}
+		}
+		if running > 2 {
+			t.Fatalf("%d array tasks run at once under %%2: %+v", running, tasks)
+		}
+		if running == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("two array tasks never ran at once: %+v", tasks)
+		}
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rbs(t, srv, "job", "wait", arr)
 	type span struct{ start, end float64 }
 	var spans []span
@@ -263,19 +314,24 @@ func TestJobPriorityBackfillAndReasons(t *testing.T) {
 	srv := startServer(t)
 	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "4")
 
-	// Occupy one CPU for a known time.
-	first := submit(t, srv, "--cpus", "1", "--time", "30s", "--", "sleep", "3")
+	// Occupy one CPU until the release; the scheduler counts on its time
+	// limit.
+	dir := t.TempDir()
+	release, order := filepath.Join(dir, "release"), filepath.Join(dir, "order")
+	first := submit(t, srv, "--cpus", "1", "--time", "30s", "--", "sh", "-c", `while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release)
 	waitFor(t, srv, first, "RUNNING", inState("RUNNING"))
-	// The big job needs both CPUs: it waits, with a reservation at first's end.
-	big := submit(t, srv, "--cpus", "2", "--priority", "100", "--time", "1m", "--", "true")
+	record := func(name string) []string { return []string{"--", "sh", "-c", `echo "$1" >>"$2"`, "sh", name, order} }
+	// The big job needs both CPUs: it waits, with a reservation at the end
+	// of first's time limit.
+	big := submit(t, srv, append([]string{"--cpus", "2", "--priority", "100", "--time", "1m"}, record("big")...)...)
 	// A job without a time limit fits in the free CPU but could delay the
 	// big job: it waits for Priority.
-	unlimited := submit(t, srv, "--cpus", "1", "--", "true")
+	unlimited := submit(t, srv, append([]string{"--cpus", "1"}, record("unlimited")...)...)
 	if j := waitFor(t, srv, unlimited, "scheduled", func(j jobView) bool { return j.PendingReason != "" }); j.PendingReason != "Priority" {
 		t.Fatalf("unlimited job: %+v", j)
 	}
 	// A short job fits in the gap and ends before the reservation: backfilled.
-	short := submit(t, srv, "--cpus", "1", "--time", "10s", "--", "sleep", "1")
+	short := submit(t, srv, "--cpus", "1", "--time", "10s", "--", "true")
 	tooBig := submit(t, srv, "--cpus", "64", "--", "true")
 
 	waitFor(t, srv, short, "RUNNING (backfilled)", func(j jobView) bool { return j.State != "PENDING" })
@@ -285,10 +341,12 @@ func TestJobPriorityBackfillAndReasons(t *testing.T) {
 	if j := show(t, srv, tooBig); j.PendingReason != "NoWorkerFits" {
 		t.Fatalf("64-CPU job: %+v", j)
 	}
-	rbs(t, srv, "job", "wait", big, unlimited)
-	b, u := show(t, srv, big), show(t, srv, unlimited)
-	if *b.StartTime > *u.StartTime {
-		t.Fatalf("the lower-priority job started first: big %s, unlimited %s", *b.StartTime, *u.StartTime)
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rbs(t, srv, "job", "wait", first, big, unlimited)
+	if got, err := os.ReadFile(order); err != nil || string(got) != "big\nunlimited\n" {
+		t.Fatalf("the jobs ran in the order %q (%v), want big, then unlimited", got, err)
 	}
 	rbs(t, srv, "job", "cancel", tooBig)
 }
@@ -350,39 +408,142 @@ func TestJobOutOfMemory(t *testing.T) {
 	}
 }
 
+// requestProxy forwards TCP connections to a server and reports each call
+// a gRPC client starts through it (an HTTP/2 HEADERS frame from the
+// client), so that a test knows how far the client has got.
+type requestProxy struct {
+	Addr     string
+	requests chan struct{}
+}
+
+func startRequestProxy(t *testing.T, target string) *requestProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	p := &requestProxy{Addr: ln.Addr().String(), requests: make(chan struct{}, 100)}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close() // the server is down: so is the client's connection
+				continue
+			}
+			go func() { io.Copy(c, up); c.Close(); up.Close() }()
+			go func() { p.forward(up, c); c.Close(); up.Close() }()
+		}
+	}()
+	return p
+}
+
+// forward copies what an HTTP/2 client sends, frame by frame.
+func (p *requestProxy) forward(dst io.Writer, src io.Reader) {
+	preface := make([]byte, len("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	if _, err := io.ReadFull(src, preface); err != nil {
+		return
+	}
+	if _, err := dst.Write(preface); err != nil {
+		return
+	}
+	header := make([]byte, 9) // length (24 bits), type, flags, stream id
+	for {
+		if _, err := io.ReadFull(src, header); err != nil {
+			return
+		}
+		if _, err := dst.Write(header); err != nil {
+			return
+		}
+		if _, err := io.CopyN(dst, src, int64(header[0])<<16|int64(header[1])<<8|int64(header[2])); err != nil {
+			return
+		}
+		if header[3] == 0x1 { // HEADERS
+			select {
+			case p.requests <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// waitRequests waits until n calls have gone through the proxy.
+func (p *requestProxy) waitRequests(t *testing.T, n int, who string) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for i := range n {
+		select {
+		case <-p.requests:
+		case <-timeout:
+			t.Fatalf("%s made %d calls, not %d", who, i, n)
+		}
+	}
+}
+
 func TestJobsSurviveServerKill(t *testing.T) {
 	srv := startServer(t)
 	startWorker(t, srv, "w1", "--cpus", "1", "--job-slots", "1")
-	running := submit(t, srv, "--", "sh", "-c", "echo before; sleep 1; echo during; sleep 3; echo after")
+	// The job goes on to its next line when the test creates the file the
+	// line before names; it records that it wrote "during".
+	dir := t.TempDir()
+	during, wrote, after := filepath.Join(dir, "during"), filepath.Join(dir, "wrote"), filepath.Join(dir, "after")
+	running := submit(t, srv, "--", "sh", "-c", `echo before
+while [ ! -e "$1" ]; do sleep 0.05; done
+echo during; : >"$2"
+while [ ! -e "$3" ]; do sleep 0.05; done
+echo after`, "sh", during, wrote, after)
 	waitFor(t, srv, running, "RUNNING", inState("RUNNING"))
 	queued := submit(t, srv, "--", "echo", "queued")
 	waitFor(t, srv, running, "some output", func(jobView) bool { return rbs(t, srv, "job", "logs", running) == "before\n" })
 
-	// A follower and a waiter ride out the crash.
+	// A follower and a waiter ride out the crash. Each reaches the server
+	// through a proxy that tells when it has made its second call (the
+	// first checks that the server is there): from then on it retries.
 	follow := exec.Command(rbsBin, "job", "logs", "-f", running)
 	wait := exec.Command(rbsBin, "job", "wait", running, queued)
 	var followed, followErr, waited strings.Builder
 	follow.Stdout, follow.Stderr, wait.Stdout = &followed, &followErr, &waited
-	for _, c := range []*exec.Cmd{follow, wait} {
-		c.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr)
+	proxies := map[*exec.Cmd]*requestProxy{follow: startRequestProxy(t, srv.Addr), wait: startRequestProxy(t, srv.Addr)}
+	for c, p := range proxies {
+		c.Env = append(os.Environ(), "RBS_REMOTE="+p.Addr)
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Process.Kill() })
 	}
-	time.Sleep(300 * time.Millisecond)
+	proxies[follow].waitRequests(t, 2, "logs -f")
+	proxies[wait].waitRequests(t, 2, "wait")
 
 	// The job writes "during" while the server is down.
 	srv.cmd.Process.Signal(syscall.SIGKILL)
 	srv.cmd.Wait()
-	time.Sleep(2 * time.Second)
+	if err := os.WriteFile(during, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(wrote); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job never wrote its second line")
+		}
+	}
 	srv.start(t, srv.Addr)
 
-	if got := rbs(t, srv, "job", "logs", running); got != "before\n" {
+	// What the server had stored is there; what the worker could not send
+	// yet may have arrived too.
+	if got := rbs(t, srv, "job", "logs", running); got != "before\n" && got != "before\nduring\n" {
 		t.Fatalf("logs after the crash %q", got)
 	}
 	if j := show(t, srv, queued); j.State != "PENDING" {
 		t.Fatalf("queued job after the crash: %+v", j)
+	}
+	if err := os.WriteFile(after, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	rbs(t, srv, "job", "wait", running, queued)
 	if j := show(t, srv, running); j.Attempts != 1 {
@@ -413,7 +574,8 @@ func TestJobsSurviveServerKill(t *testing.T) {
 func TestJobsRequeuedWhenWorkerDies(t *testing.T) {
 	srv := startServer(t, "--worker-timeout", "2s")
 	w1 := startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
-	again := submit(t, srv, "--", "sh", "-c", "echo attempt $RBS_ATTEMPT; sleep 2")
+	// The first attempt runs until its worker dies; the second ends.
+	again := submit(t, srv, "--", "sh", "-c", `echo attempt $RBS_ATTEMPT; if [ "$RBS_ATTEMPT" = 1 ]; then exec sleep 60; fi`)
 	lost := submit(t, srv, "--no-requeue", "--", "sleep", "30")
 	waitFor(t, srv, again, "RUNNING", inState("RUNNING"))
 	waitFor(t, srv, lost, "RUNNING", inState("RUNNING"))
@@ -459,17 +621,23 @@ queue(name = "debug", priority = 100, max_time = "1m")
 	if _, stderr, err := rbsRun(srv, "job", "submit", "--queue", "debug", "--time", "2m", "--", "true"); err == nil || !strings.Contains(stderr, "exceeds queue debug") {
 		t.Fatalf("over the queue's max_time: %v %q", err, stderr)
 	}
-	// The debug queue's priority puts its job ahead of an earlier batch job.
-	blocker := submit(t, srv, "--", "sleep", "2")
+	// The debug queue's priority puts its job ahead of an earlier batch
+	// job; both wait behind a blocker until the release.
+	dir := t.TempDir()
+	release, order := filepath.Join(dir, "release"), filepath.Join(dir, "order")
+	blocker := submit(t, srv, "--", "sh", "-c", `while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release)
 	waitFor(t, srv, blocker, "RUNNING", inState("RUNNING"))
-	batch := submit(t, srv, "--", "true")
-	debug := submit(t, srv, "--queue", "debug", "--", "true")
-	if j := show(t, srv, debug); j.Priority.Queue != 100 {
-		t.Fatalf("debug job priority %+v", j.Priority)
+	batch := submit(t, srv, "--", "sh", "-c", `echo batch >>"$1"`, "sh", order)
+	debug := submit(t, srv, "--queue", "debug", "--", "sh", "-c", `echo debug >>"$1"`, "sh", order)
+	if j := show(t, srv, debug); j.Priority.Queue != 100 || j.State != "PENDING" {
+		t.Fatalf("debug job behind the blocker: %+v", j)
 	}
-	rbs(t, srv, "job", "wait", batch, debug)
-	if b, d := show(t, srv, batch), show(t, srv, debug); *d.StartTime > *b.StartTime {
-		t.Fatalf("debug job started at %s, after the batch job at %s", *d.StartTime, *b.StartTime)
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rbs(t, srv, "job", "wait", blocker, batch, debug)
+	if got, err := os.ReadFile(order); err != nil || string(got) != "debug\nbatch\n" {
+		t.Fatalf("the jobs ran in the order %q (%v), want debug, then batch", got, err)
 	}
 	if j := show(t, srv, debug); j.PendingReason != "" || j.ExitCode != 0 {
 		t.Fatalf("%+v", j)
