@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,20 @@ func equalMaps(a, b map[string]string) bool {
 // not the build: the server runs it again on the other worker.
 func TestBazelSurvivesWorkerLoss(t *testing.T) {
 	w := newBazelWorkspace(t)
+	// The action notes each run, then waits for the release: the worker is
+	// killed while it certainly runs the action.
+	dir := t.TempDir()
+	runs, release := filepath.Join(dir, "runs"), filepath.Join(dir, "release")
+	build := fmt.Sprintf(`genrule(
+    name = "slow",
+    outs = ["slow.txt"],
+    cmd = "echo ran >> %s; while [ ! -e %s ]; do sleep 0.05; done; echo done > $@",
+    tags = ["manual"],
+)
+`, runs, release)
+	if err := os.WriteFile(filepath.Join(w.dir, "slow", "BUILD"), []byte(build), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	srv := startServer(t)
 	workers := map[string]*worker{
 		"w1": startWorker(t, srv, "w1", "--action-slots", "1"),
@@ -104,12 +119,33 @@ func TestBazelSurvivesWorkerLoss(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := w.bazel("build", "--remote_executor=grpc://"+srv.Addr, "//slow:slow")
+		// Without its own retries, Bazel sees the build through only if the
+		// server runs the action again.
+		out, err := w.bazel("build", "--remote_executor=grpc://"+srv.Addr, "--remote_retries=0", "//slow:slow")
 		done <- result{out, err}
 	}()
+	// waitRuns waits until the action has started n times.
+	waitRuns := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			b, _ := os.ReadFile(runs)
+			if strings.Count(string(b), "ran\n") >= n {
+				return
+			}
+			select {
+			case r := <-done:
+				t.Fatalf("the build ended before the slow action started %d times: %v\n%s", n, r.err, r.out)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the slow action started %d times, not %d", strings.Count(string(b), "ran\n"), n)
+			}
+		}
+	}
 
+	waitRuns(1)
 	var victim string
-	for deadline := time.Now().Add(2 * time.Minute); victim == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); victim == ""; time.Sleep(100 * time.Millisecond) {
 		var st struct {
 			Workers []struct {
 				Name        string `json:"name"`
@@ -126,11 +162,15 @@ func TestBazelSurvivesWorkerLoss(t *testing.T) {
 				victim = wk.Name
 			}
 		}
-	}
-	if victim == "" {
-		t.Fatal("the slow action never started on a worker")
+		if victim == "" && time.Now().After(deadline) {
+			t.Fatalf("the slow action runs, but no worker shows a used slot: %+v", st)
+		}
 	}
 	if err := workers[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitRuns(2)
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
@@ -155,7 +195,7 @@ func TestBazelBuildsWhileJobSlotsAreFull(t *testing.T) {
 	startWorker(t, srv, "w2", "--job-slots", "1", "--action-slots", "2")
 	var ids []string
 	for i := 0; i < 3; i++ {
-		ids = append(ids, submit(t, srv, "--", "sleep", "120"))
+		ids = append(ids, submit(t, srv, "--", "sleep", "infinity")) // until cancelled
 	}
 	for _, id := range ids[:2] {
 		waitFor(t, srv, id, "RUNNING", inState("RUNNING"))
