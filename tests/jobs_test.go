@@ -373,17 +373,12 @@ func requireMemoryCgroup(t *testing.T) {
 	t.Skip("no memory cgroup can be created here; set RBS_TEST_REQUIRE_ALL=1 to make this a failure")
 }
 
-// allocateInGroup is a Python job that allocates n MiB and writes to every
-// page of it (the zeroed pages of a bare bytearray(n) may never become
-// resident), but only once the worker has moved it out of the worker's own
-// cgroup and into the job's: memory touched before that move is charged to
-// the worker's group.
-func allocateInGroup(n int) string {
-	return fmt.Sprintf(`import os, time
-parent = open("/proc/%%d/cgroup" %% os.getppid()).read()
-while open("/proc/self/cgroup").read() == parent:
-    time.sleep(0.01)
-b = bytearray(%d << 20)
+// allocateAtOnce is a Python job that allocates n MiB as soon as it starts
+// and writes to every page of it. The worker holds a job until it is in its
+// memory cgroup, so even this first allocation counts against the limit and
+// the peak.
+func allocateAtOnce(n int) string {
+	return fmt.Sprintf(`b = bytearray(%d << 20)
 b[::4096] = b"x" * len(b[::4096])
 print(len(b))
 `, n)
@@ -394,14 +389,14 @@ func TestJobOutOfMemory(t *testing.T) {
 	requireMemoryCgroup(t)
 	srv := startServer(t)
 	startWorker(t, srv, "w1")
-	id := submit(t, srv, "--memory-gb", "0.0625", "--time", "1m", "--", python, "-c", allocateInGroup(512))
+	id := submit(t, srv, "--memory-gb", "0.0625", "--time", "1m", "--", python, "-c", allocateAtOnce(512))
 	if _, _, err := rbsRun(srv, "job", "wait", id); err == nil {
 		t.Fatal("wait succeeded for a job over its memory limit")
 	}
 	if j := show(t, srv, id); j.State != "OUT_OF_MEMORY" || !j.OOMKilled || j.PeakMemoryBytes == 0 {
 		t.Fatalf("job over its memory limit: %+v", j)
 	}
-	ok := submit(t, srv, "--memory-gb", "1", "--time", "1m", "--", python, "-c", allocateInGroup(64))
+	ok := submit(t, srv, "--memory-gb", "1", "--time", "1m", "--", python, "-c", allocateAtOnce(64))
 	rbs(t, srv, "job", "wait", ok)
 	if j := show(t, srv, ok); j.State != "COMPLETED" || j.OOMKilled || j.PeakMemoryBytes < 64<<20 {
 		t.Fatalf("job within its memory limit: %+v, want COMPLETED with a peak of at least 64 MiB", j)

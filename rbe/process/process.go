@@ -37,7 +37,8 @@ type Spec struct {
 	Start  func(*exec.Cmd) error
 	Finish func(*exec.Cmd)
 	// OnStart is called with the pid right after the start (to put the
-	// process in a memory cgroup); an error stops it.
+	// process in a memory cgroup), before the command runs; an error stops
+	// it.
 	OnStart func(pid int) error
 	// Credential is the user and groups the process runs as (nil: this
 	// process's own); setting another needs root.
@@ -113,11 +114,29 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
+	// The command must not run before OnStart has placed it (in a memory
+	// cgroup, say): what it allocated first would escape the limit and the
+	// peak. It starts as a shell that waits for a line on fd 3, closes it,
+	// and execs the command in its own place.
+	var hold, release *os.File
+	if spec.OnStart != nil {
+		if hold, release, err = os.Pipe(); err != nil {
+			return Result{}, err
+		}
+		defer release.Close()
+		cmd.Path = "/bin/sh"
+		cmd.Args = append([]string{"/bin/sh", "-c", `read -r _ <&3 || exit 125; exec 3<&-; exec "$0" "$@"`, prog}, spec.Args[1:]...)
+		cmd.ExtraFiles = []*os.File{hold}
+	}
 	start := spec.Start
 	if start == nil {
 		start = (*exec.Cmd).Start
 	}
-	if err := start(cmd); err != nil {
+	err = start(cmd)
+	if hold != nil {
+		hold.Close()
+	}
+	if err != nil {
 		return Result{}, err
 	}
 	pgid := cmd.Process.Pid
@@ -134,6 +153,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			<-done
 			return Result{}, err
 		}
+		if _, err := release.WriteString("go\n"); err != nil {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			<-done
+			return Result{}, fmt.Errorf("releasing the started process: %w", err)
+		}
+		release.Close()
 	}
 
 	var timeout <-chan time.Time

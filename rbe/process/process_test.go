@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +27,13 @@ func waitForFile(path string) error {
 
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
-	// The payloads that are stopped create $READY once they are set up,
-	// and Run's timer starts (or the context is cancelled) only then, from
-	// OnStart: their output and their trap are in place whatever the
-	// machine's speed. Were they not stopped, they would print "not
-	// stopped" and exit 0.
-	ready := filepath.Join(dir, "ready")
-	env := []string{"PATH=/bin:/usr/bin", "READY=" + ready}
+	// The payloads that are cancelled create $READY once they are set up,
+	// and only then is the context cancelled: their trap is in place
+	// whatever the machine's speed. Were they not stopped, they would
+	// print "not stopped" and exit 0. $PLACED is made by OnStart, which
+	// runs before the command does.
+	ready, placed := filepath.Join(dir, "ready"), filepath.Join(dir, "placed")
+	env := []string{"PATH=/bin:/usr/bin", "READY=" + ready, "PLACED=" + placed}
 	tests := []struct {
 		name     string
 		spec     Spec
@@ -44,26 +43,27 @@ func TestRun(t *testing.T) {
 		out      string
 	}{
 		{"exit code and env", Spec{Args: sh(`echo "$X"; exit 3`), Env: []string{"PATH=/bin:/usr/bin", "X=only this"}}, false, 3, false, "only this\n"},
-		{"killed by a signal", Spec{Args: sh("kill -9 $$"), Env: []string{"PATH=/bin:/usr/bin"}}, false, 137, false, ""},
-		{"timeout", Spec{Args: sh(`echo started; : >"$READY"; sleep 30; echo not stopped`), Env: env, Timeout: 200 * time.Millisecond}, false, 143, true, "started\n"},
-		{"timeout ignoring SIGTERM", Spec{Args: sh(`trap '' TERM; echo started; : >"$READY"; sleep 30; echo not stopped`), Env: env, Timeout: 200 * time.Millisecond, Grace: 100 * time.Millisecond}, false, 137, true, "started\n"},
+		{"killed by a signal", Spec{Args: sh("kill -9 $$"), Env: env}, false, 137, false, ""},
+		{"timeout", Spec{Args: sh(`sleep 30; echo not stopped`), Env: env, Timeout: 200 * time.Millisecond}, false, 143, true, ""},
 		{"cancelled", Spec{Args: sh(`: >"$READY"; sleep 30; echo not stopped`), Env: env}, true, 143, false, ""},
+		{"cancelled, ignoring SIGTERM", Spec{Args: sh(`trap '' TERM; : >"$READY"; sleep 30; echo not stopped`), Env: env, Grace: 100 * time.Millisecond}, true, 137, false, ""},
+		{"held until placed", Spec{Args: []string{"cat", placed}, Env: env, OnStart: place(placed)}, false, 0, false, "placed\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Remove(ready)
+			os.Remove(placed)
 			var out bytes.Buffer
 			tt.spec.Stdout, tt.spec.Stderr, tt.spec.Dir = &out, &out, dir
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			if slices.Equal(tt.spec.Env, env) {
-				tt.spec.OnStart = func(int) error {
-					err := waitForFile(ready)
-					if tt.cancel {
-						cancel()
+			if tt.cancel {
+				go func() {
+					if err := waitForFile(ready); err != nil {
+						t.Error(err)
 					}
-					return err
-				}
+					cancel()
+				}()
 			}
 			res, err := Run(ctx, tt.spec)
 			if err != nil {
@@ -73,6 +73,39 @@ func TestRun(t *testing.T) {
 				t.Fatalf("Run = %+v, output %q", res, out.String())
 			}
 		})
+	}
+}
+
+// place returns an OnStart that gives the command, were it not held, half a
+// second to run and exit (and fail, finding no file) before it makes the
+// file the command reads.
+func place(path string) func(pid int) error {
+	return func(pid int) error {
+		for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				return err
+			}
+			if _, after, _ := strings.Cut(string(b), ") "); strings.HasPrefix(after, "Z") {
+				break // it ran and exited: the file comes too late
+			}
+		}
+		return os.WriteFile(path, []byte("placed\n"), 0o644)
+	}
+}
+
+// A process whose OnStart fails is stopped before its command runs.
+func TestOnStartFailureStopsTheCommand(t *testing.T) {
+	ran := filepath.Join(t.TempDir(), "ran")
+	_, err := Run(context.Background(), Spec{
+		Args: sh(`: >"$RAN"`), Env: []string{"PATH=/bin:/usr/bin", "RAN=" + ran},
+		OnStart: func(int) error { return fmt.Errorf("no room") },
+	})
+	if err == nil || !strings.Contains(err.Error(), "no room") {
+		t.Fatalf("Run = %v, want OnStart's error", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the command ran although OnStart failed")
 	}
 }
 
