@@ -773,10 +773,31 @@ func TestLargestArray(t *testing.T) {
 func TestJobRetention(t *testing.T) {
 	srv := startServer(t, "--job-retention", "2s")
 	startWorker(t, srv, "w1", "--cpus", "1", "--job-slots", "1")
-	id := submit(t, srv, "--", "echo", "kept a while")
-	rbs(t, srv, "job", "wait", id)
-	if got := rbs(t, srv, "job", "logs", id); got != "kept a while\n" {
-		t.Fatalf("logs %q", got)
+	// The output is read by a follower while the job runs, so that the
+	// check does not race the retention.
+	release := filepath.Join(t.TempDir(), "release")
+	id := submit(t, srv, "--", "sh", "-c", `echo kept a while; while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release)
+	follow := exec.Command(rbsBin, "job", "logs", "-f", id)
+	follow.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr)
+	followed, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(followed)
+	if line, err := lines.ReadString('\n'); err != nil || line != "kept a while\n" {
+		t.Fatalf("logs -f printed %q, %v", line, err)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rest, _ := io.ReadAll(lines); len(rest) > 0 {
+		t.Fatalf("logs -f printed %q more", rest)
+	}
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("logs -f: %v", err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
