@@ -44,8 +44,9 @@ func TestRun(t *testing.T) {
 	}{
 		{"exit code and env", Spec{Args: sh(`echo "$X"; exit 3`), Env: []string{"PATH=/bin:/usr/bin", "X=only this"}}, false, 3, false, "only this\n"},
 		{"killed by a signal", Spec{Args: sh("kill -9 $$"), Env: env}, false, 137, false, ""},
-		{"timeout", Spec{Args: sh(`sleep 30; echo not stopped`), Env: env, Timeout: 200 * time.Millisecond}, false, 143, true, ""},
-		{"cancelled", Spec{Args: sh(`: >"$READY"; sleep 30; echo not stopped`), Env: env}, true, 143, false, ""},
+		// A long grace: SIGTERM, not the SIGKILL after it, ends these.
+		{"timeout", Spec{Args: sh(`sleep 30; echo not stopped`), Env: env, Timeout: 200 * time.Millisecond, Grace: time.Minute}, false, 143, true, ""},
+		{"cancelled", Spec{Args: sh(`: >"$READY"; sleep 30; echo not stopped`), Env: env, Grace: time.Minute}, true, 143, false, ""},
 		{"cancelled, ignoring SIGTERM", Spec{Args: sh(`trap '' TERM; : >"$READY"; sleep 30; echo not stopped`), Env: env, Grace: 100 * time.Millisecond}, true, 137, false, ""},
 		{"held until placed", Spec{Args: []string{"cat", placed}, Env: env, OnStart: place(placed)}, false, 0, false, "placed\n"},
 	}
