@@ -137,15 +137,17 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Token == "" && !loopback(cfg.Listen) {
+		if !cfg.InsecureNoAuth {
+			return nil, fmt.Errorf("refusing to serve %s without a token: anyone who reaches that port could run commands on every worker. "+
+				"Give a token with --token-file FILE or RBS_REMOTE_TOKEN, listen on 127.0.0.1, or pass --insecure-no-auth to serve it open anyway", cfg.Listen)
+		}
+		if cfg.Log != nil {
+			cfg.Log.Warn("serving without authentication (--insecure-no-auth): anyone who reaches the port can run commands on every worker", "addr", cfg.Listen)
+		}
+	}
 	if c.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
-	if cfg.Token == "" && !cfg.InsecureNoAuth && !isLoopback(c.lis.Addr()) {
-		return nil, fmt.Errorf("refusing to serve %s without a token: anyone who reaches that port could run commands on every worker. "+
-			"Give a token with --token-file FILE or RBS_REMOTE_TOKEN, listen on 127.0.0.1, or pass --insecure-no-auth to serve it open anyway", cfg.Listen)
-	}
-	if cfg.Token == "" && cfg.InsecureNoAuth && cfg.Log != nil && !isLoopback(c.lis.Addr()) {
-		cfg.Log.Warn("serving without authentication (--insecure-no-auth): anyone who reaches the port can run commands on every worker", "addr", c.lis.Addr().String())
 	}
 	if c.store, err = store.Open(cfg.DataDir); err != nil {
 		return nil, err
@@ -239,9 +241,26 @@ func DefaultListen(haveToken bool) string {
 	return "127.0.0.1:8980"
 }
 
-// isLoopback reports whether a listener's address is reachable from this
-// machine only.
-func isLoopback(a net.Addr) bool {
-	tcp, ok := a.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
+// loopback reports whether the listen address host:port is reachable from
+// this machine only: a loopback IP, or a name all of whose addresses are.
+// It is decided before listening, so that a refused server never opens the
+// port.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
