@@ -976,8 +976,14 @@ type AssignJob struct {
 	// --max-job-output; 0 for no cap): the first half as it is written, and
 	// the last half when the attempt ends. What falls between is dropped.
 	MaxOutputBytes int64 `protobuf:"varint,10,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// input_root is the digest, "HASH/SIZE", of a Directory to stage into the
+	// job's directory before it starts; "" for none.
+	InputRoot string `protobuf:"bytes,11,opt,name=input_root,json=inputRoot,proto3" json:"input_root,omitempty"`
+	// outputs are paths in the job's directory to record into the CAS when
+	// the attempt ends.
+	Outputs       []string `protobuf:"bytes,12,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssignJob) Reset() {
@@ -1078,6 +1084,20 @@ func (x *AssignJob) GetMaxOutputBytes() int64 {
 		return x.MaxOutputBytes
 	}
 	return 0
+}
+
+func (x *AssignJob) GetInputRoot() string {
+	if x != nil {
+		return x.InputRoot
+	}
+	return ""
+}
+
+func (x *AssignJob) GetOutputs() []string {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
 }
 
 type JobStarted struct {
@@ -1209,7 +1229,11 @@ type JobEnded struct {
 	Message         string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
 	// output_bytes is the total size of the attempt's output, so the server
 	// knows when it has all of it.
-	OutputBytes   int64 `protobuf:"varint,7,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	OutputBytes int64 `protobuf:"varint,7,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	// output_root is the digest, "HASH/SIZE", of a Directory in the CAS
+	// holding the recorded outputs at their paths; outputs lists them.
+	OutputRoot    string       `protobuf:"bytes,8,opt,name=output_root,json=outputRoot,proto3" json:"output_root,omitempty"`
+	Outputs       []*JobOutput `protobuf:"bytes,9,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1293,6 +1317,83 @@ func (x *JobEnded) GetOutputBytes() int64 {
 	return 0
 }
 
+func (x *JobEnded) GetOutputRoot() string {
+	if x != nil {
+		return x.OutputRoot
+	}
+	return ""
+}
+
+func (x *JobEnded) GetOutputs() []*JobOutput {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+// JobOutput is one recorded output of a job attempt.
+type JobOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// kind is file, directory or symlink.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// size_bytes is a file's size, or the total of a directory's files.
+	SizeBytes     int64 `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobOutput) Reset() {
+	*x = JobOutput{}
+	mi := &file_worker_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobOutput) ProtoMessage() {}
+
+func (x *JobOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobOutput.ProtoReflect.Descriptor instead.
+func (*JobOutput) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *JobOutput) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *JobOutput) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *JobOutput) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
 // TaskResult ends an action. result is a serialized
 // build.bazel.remote.execution.v2.ActionResult whose blobs are already in
 // the CAS; status_code and status_message are a google.rpc.Status (a
@@ -1314,7 +1415,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1427,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1440,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{16}
+	return file_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskResult) GetTaskId() string {
@@ -1406,7 +1507,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1519,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1532,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{17}
+	return file_worker_proto_rawDescGZIP(), []int{18}
 }
 
 type StatusResponse struct {
@@ -1447,7 +1548,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1560,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1573,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{18}
+	return file_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusResponse) GetWorkers() []*WorkerStatus {
@@ -1519,7 +1620,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1632,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1645,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{19}
+	return file_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WorkerStatus) GetId() string {
@@ -1613,7 +1714,7 @@ type SlotUse struct {
 
 func (x *SlotUse) Reset() {
 	*x = SlotUse{}
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1726,7 @@ func (x *SlotUse) String() string {
 func (*SlotUse) ProtoMessage() {}
 
 func (x *SlotUse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1739,7 @@ func (x *SlotUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotUse.ProtoReflect.Descriptor instead.
 func (*SlotUse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{20}
+	return file_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SlotUse) GetUsed() int32 {
@@ -1665,7 +1766,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1778,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1791,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{21}
+	return file_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QueueStatus) GetQueuedActions() int32 {
@@ -1722,7 +1823,7 @@ type ActionStats struct {
 
 func (x *ActionStats) Reset() {
 	*x = ActionStats{}
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1835,7 @@ func (x *ActionStats) String() string {
 func (*ActionStats) ProtoMessage() {}
 
 func (x *ActionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1848,7 @@ func (x *ActionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionStats.ProtoReflect.Descriptor instead.
 func (*ActionStats) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{22}
+	return file_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ActionStats) GetCompleted() int64 {
@@ -1850,7 +1951,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x80\x03\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xb9\x03\n" +
 	"\tAssignJob\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -1863,7 +1964,10 @@ const file_worker_proto_rawDesc = "" +
 	"gpuIndices\x12\"\n" +
 	"\rtime_limit_ms\x18\t \x01(\x03R\vtimeLimitMs\x12(\n" +
 	"\x10max_output_bytes\x18\n" +
-	" \x01(\x03R\x0emaxOutputBytes\x1a6\n" +
+	" \x01(\x03R\x0emaxOutputBytes\x12\x1d\n" +
+	"\n" +
+	"input_root\x18\v \x01(\tR\tinputRoot\x12\x18\n" +
+	"\aoutputs\x18\f \x03(\tR\aoutputs\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
@@ -1874,7 +1978,7 @@ const file_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x18\n" +
-	"\askipped\x18\x04 \x01(\x03R\askipped\"\xde\x01\n" +
+	"\askipped\x18\x04 \x01(\x03R\askipped\"\xb3\x02\n" +
 	"\bJobEnded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1883,7 +1987,15 @@ const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"oom_killed\x18\x05 \x01(\bR\toomKilled\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12!\n" +
-	"\foutput_bytes\x18\a \x01(\x03R\voutputBytes\"\xa7\x02\n" +
+	"\foutput_bytes\x18\a \x01(\x03R\voutputBytes\x12\x1f\n" +
+	"\voutput_root\x18\b \x01(\tR\n" +
+	"outputRoot\x122\n" +
+	"\aoutputs\x18\t \x03(\v2\x18.rbs.worker.v1.JobOutputR\aoutputs\"R\n" +
+	"\tJobOutput\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"\xa7\x02\n" +
 	"\n" +
 	"TaskResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
@@ -1949,7 +2061,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_worker_proto_goTypes = []any{
 	(SlotClass)(0),         // 0: rbs.worker.v1.SlotClass
 	(*WorkerMessage)(nil),  // 1: rbs.worker.v1.WorkerMessage
@@ -1968,21 +2080,22 @@ var file_worker_proto_goTypes = []any{
 	(*JobStarted)(nil),     // 14: rbs.worker.v1.JobStarted
 	(*JobLog)(nil),         // 15: rbs.worker.v1.JobLog
 	(*JobEnded)(nil),       // 16: rbs.worker.v1.JobEnded
-	(*TaskResult)(nil),     // 17: rbs.worker.v1.TaskResult
-	(*StatusRequest)(nil),  // 18: rbs.worker.v1.StatusRequest
-	(*StatusResponse)(nil), // 19: rbs.worker.v1.StatusResponse
-	(*WorkerStatus)(nil),   // 20: rbs.worker.v1.WorkerStatus
-	(*SlotUse)(nil),        // 21: rbs.worker.v1.SlotUse
-	(*QueueStatus)(nil),    // 22: rbs.worker.v1.QueueStatus
-	(*ActionStats)(nil),    // 23: rbs.worker.v1.ActionStats
-	nil,                    // 24: rbs.worker.v1.Registered.JobOutputEntry
-	nil,                    // 25: rbs.worker.v1.AssignJob.EnvEntry
-	nil,                    // 26: rbs.worker.v1.StatusResponse.JobsEntry
+	(*JobOutput)(nil),      // 17: rbs.worker.v1.JobOutput
+	(*TaskResult)(nil),     // 18: rbs.worker.v1.TaskResult
+	(*StatusRequest)(nil),  // 19: rbs.worker.v1.StatusRequest
+	(*StatusResponse)(nil), // 20: rbs.worker.v1.StatusResponse
+	(*WorkerStatus)(nil),   // 21: rbs.worker.v1.WorkerStatus
+	(*SlotUse)(nil),        // 22: rbs.worker.v1.SlotUse
+	(*QueueStatus)(nil),    // 23: rbs.worker.v1.QueueStatus
+	(*ActionStats)(nil),    // 24: rbs.worker.v1.ActionStats
+	nil,                    // 25: rbs.worker.v1.Registered.JobOutputEntry
+	nil,                    // 26: rbs.worker.v1.AssignJob.EnvEntry
+	nil,                    // 27: rbs.worker.v1.StatusResponse.JobsEntry
 }
 var file_worker_proto_depIdxs = []int32{
 	3,  // 0: rbs.worker.v1.WorkerMessage.register:type_name -> rbs.worker.v1.Register
 	8,  // 1: rbs.worker.v1.WorkerMessage.heartbeat:type_name -> rbs.worker.v1.Heartbeat
-	17, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
+	18, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
 	14, // 3: rbs.worker.v1.WorkerMessage.job_started:type_name -> rbs.worker.v1.JobStarted
 	15, // 4: rbs.worker.v1.WorkerMessage.job_log:type_name -> rbs.worker.v1.JobLog
 	16, // 5: rbs.worker.v1.WorkerMessage.job_ended:type_name -> rbs.worker.v1.JobEnded
@@ -1996,26 +2109,27 @@ var file_worker_proto_depIdxs = []int32{
 	5,  // 13: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
 	0,  // 14: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
 	7,  // 15: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
-	24, // 16: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
+	25, // 16: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
 	10, // 17: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
-	25, // 18: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
-	20, // 19: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
-	22, // 20: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
-	26, // 21: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
-	23, // 22: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
-	4,  // 23: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 24: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
-	21, // 25: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
-	21, // 26: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
-	1,  // 27: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
-	18, // 28: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
-	2,  // 29: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
-	19, // 30: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
-	29, // [29:31] is the sub-list for method output_type
-	27, // [27:29] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	26, // 18: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
+	17, // 19: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
+	21, // 20: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
+	23, // 21: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
+	27, // 22: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
+	24, // 23: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
+	4,  // 24: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 25: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
+	22, // 26: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
+	22, // 27: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
+	1,  // 28: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
+	19, // 29: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
+	2,  // 30: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
+	20, // 31: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
+	30, // [30:32] is the sub-list for method output_type
+	28, // [28:30] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -2043,7 +2157,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
