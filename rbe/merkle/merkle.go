@@ -76,19 +76,34 @@ func CheckPath(p string) error {
 	return nil
 }
 
+// Symlink is one symlink of a tree: its place in the root, as a File's
+// Path, and its target, kept as text and never resolved.
+type Symlink struct {
+	Path, Target string
+}
+
 // dir is a directory under construction.
 type dir struct {
 	path  string // in the root; "" for the root
 	files map[string]File
+	links map[string]Symlink
 	dirs  map[string]*dir
 }
 
-func newDir(p string) *dir { return &dir{path: p, files: map[string]File{}, dirs: map[string]*dir{}} }
+func newDir(p string) *dir {
+	return &dir{path: p, files: map[string]File{}, links: map[string]Symlink{}, dirs: map[string]*dir{}}
+}
 
 // Build makes the input root holding files. The same path may appear more
 // than once only with the same content and executable bit. An empty set of
 // files makes the empty root.
-func Build(files []File) (*Tree, error) {
+func Build(files []File) (*Tree, error) { return BuildAll(files, nil, nil) }
+
+// BuildAll makes the tree holding files (as Build), symlinks and
+// directories, which are kept even when empty. A path may be given twice
+// only as the same entry: a file with the same content and executable bit,
+// a symlink with the same target, or a directory.
+func BuildAll(files []File, links []Symlink, dirs []string) (*Tree, error) {
 	root := newDir("")
 	byPath := map[string]File{}
 	for _, f := range files {
@@ -108,25 +123,53 @@ func Build(files []File) (*Tree, error) {
 			}
 			continue
 		}
+		d, name, err := root.parentOf(f.Path)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.free(name, f.Path, "file"); err != nil {
+			return nil, err
+		}
 		byPath[f.Path] = f
-		d := root
-		parts := strings.Split(f.Path, "/")
-		for i, name := range parts[:len(parts)-1] {
-			if other, ok := d.files[name]; ok {
-				return nil, fmt.Errorf("input %q is both a file and the directory of input %q", other.Path, f.Path)
-			}
-			sub, ok := d.dirs[name]
-			if !ok {
-				sub = newDir(strings.Join(parts[:i+1], "/"))
-				d.dirs[name] = sub
-			}
-			d = sub
-		}
-		name := parts[len(parts)-1]
-		if sub, ok := d.dirs[name]; ok {
-			return nil, fmt.Errorf("input %q is both a file and the directory of input %q", f.Path, sub.anyFile())
-		}
 		d.files[name] = f
+	}
+	for _, l := range links {
+		if err := CheckPath(l.Path); err != nil {
+			return nil, fmt.Errorf("symlink: %w", err)
+		}
+		if l.Target == "" || strings.ContainsRune(l.Target, '\x00') {
+			return nil, fmt.Errorf("symlink %q has an empty target or one with NUL", l.Path)
+		}
+		d, name, err := root.parentOf(l.Path)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := d.links[name]; dup {
+			if prev.Target != l.Target {
+				return nil, fmt.Errorf("symlink %q is given twice with different targets (%q and %q)", l.Path, prev.Target, l.Target)
+			}
+			continue
+		}
+		if err := d.free(name, l.Path, "symlink"); err != nil {
+			return nil, err
+		}
+		d.links[name] = l
+	}
+	for _, p := range dirs {
+		if err := CheckPath(p); err != nil {
+			return nil, fmt.Errorf("directory: %w", err)
+		}
+		d, name, err := root.parentOf(p)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := d.dirs[name]; ok {
+			continue
+		}
+		if err := d.free(name, p, "directory"); err != nil {
+			return nil, err
+		}
+		d.dirs[name] = newDir(p)
 	}
 	t := &Tree{Directories: map[digest.Digest][]byte{}}
 	rd, err := t.add(root)
@@ -142,6 +185,48 @@ func Build(files []File) (*Tree, error) {
 	return t, nil
 }
 
+// parentOf returns the directory that holds the checked path p, creating
+// the directories on the way, and p's last name.
+func (d *dir) parentOf(p string) (*dir, string, error) {
+	parts := strings.Split(p, "/")
+	for i, name := range parts[:len(parts)-1] {
+		if other := d.entry(name); other != "" {
+			return nil, "", fmt.Errorf("input %q is both a %s and the directory of input %q", path.Join(d.path, name), other, p)
+		}
+		sub, ok := d.dirs[name]
+		if !ok {
+			sub = newDir(strings.Join(parts[:i+1], "/"))
+			d.dirs[name] = sub
+		}
+		d = sub
+	}
+	return d, parts[len(parts)-1], nil
+}
+
+// entry says what d holds as name besides a directory: "file", "symlink",
+// or "".
+func (d *dir) entry(name string) string {
+	if _, ok := d.files[name]; ok {
+		return "file"
+	}
+	if _, ok := d.links[name]; ok {
+		return "symlink"
+	}
+	return ""
+}
+
+// free checks that d holds nothing as name yet, for the entry of the given
+// kind at p.
+func (d *dir) free(name, p, kind string) error {
+	if sub, ok := d.dirs[name]; ok {
+		return fmt.Errorf("input %q is both a %s and the directory of input %q", p, kind, sub.anyFile())
+	}
+	if other := d.entry(name); other != "" {
+		return fmt.Errorf("input %q is both a %s and a %s", p, other, kind)
+	}
+	return nil
+}
+
 func execSuffix(x bool) string {
 	if x {
 		return " executable"
@@ -153,6 +238,9 @@ func execSuffix(x bool) string {
 func (d *dir) anyFile() string {
 	for _, name := range sortedKeys(d.files) {
 		return d.files[name].Path
+	}
+	for _, name := range sortedKeys(d.links) {
+		return d.links[name].Path
 	}
 	for _, name := range sortedKeys(d.dirs) {
 		return d.dirs[name].anyFile()
@@ -183,6 +271,9 @@ func (t *Tree) add(d *dir) (digest.Digest, error) {
 			return digest.Digest{}, err
 		}
 		msg.Directories = append(msg.Directories, &repb.DirectoryNode{Name: name, Digest: sd.Proto()})
+	}
+	for _, name := range sortedKeys(d.links) {
+		msg.Symlinks = append(msg.Symlinks, &repb.SymlinkNode{Name: name, Target: d.links[name].Target})
 	}
 	b, err := marshal(msg)
 	if err != nil {

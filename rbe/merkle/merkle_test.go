@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -223,4 +224,117 @@ func TestDigestsCarryOver(t *testing.T) {
 		t.Fatalf("after a change HashFile = %v, %v", d2, err)
 	}
 	LoadDigests(filepath.Join(dir, "missing"))
+}
+
+// listing renders every entry of tr, sorted: "p" for a file, "p/" for a
+// directory, "p -> target" for a symlink.
+func listing(t *testing.T, tr *Tree) []string {
+	t.Helper()
+	var out []string
+	var walk func(d digest.Digest, prefix string)
+	walk = func(d digest.Digest, prefix string) {
+		msg := dirOf(t, tr, d)
+		for _, f := range msg.Files {
+			out = append(out, prefix+f.Name)
+		}
+		for _, l := range msg.Symlinks {
+			out = append(out, prefix+l.Name+" -> "+l.Target)
+		}
+		for _, sub := range msg.Directories {
+			out = append(out, prefix+sub.Name+"/")
+			sd, err := digest.FromProto(sub.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			walk(sd, prefix+sub.Name+"/")
+		}
+	}
+	walk(tr.Root, "")
+	slices.Sort(out)
+	return out
+}
+
+// TestBuildAll checks that symlinks are kept as symlinks and directories
+// even when empty, in any order, and that the same tree always has the
+// same digest.
+func TestBuildAll(t *testing.T) {
+	f := mem("a/f", "x", false)
+	for _, tc := range []struct {
+		name  string
+		files []File
+		links []Symlink
+		dirs  []string
+		want  []string
+	}{
+		{"symlinks and empty directories",
+			[]File{f},
+			[]Symlink{{"a/l", "../f"}, {"top", "/etc/passwd"}},
+			[]string{"e", "a/g/h", "a"},
+			[]string{"a/", "a/f", "a/g/", "a/g/h/", "a/l -> ../f", "e/", "top -> /etc/passwd"}},
+		{"a symlink to a directory is not entered",
+			nil,
+			[]Symlink{{"d/link", "/etc"}},
+			nil,
+			[]string{"d/", "d/link -> /etc"}},
+		{"duplicates collapse",
+			[]File{f, f},
+			[]Symlink{{"l", "t"}, {"l", "t"}},
+			[]string{"a", "a", "e", "e"},
+			[]string{"a/", "a/f", "e/", "l -> t"}},
+		{"only an empty directory", nil, nil, []string{"e"}, []string{"e/"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := BuildAll(tc.files, tc.links, tc.dirs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := listing(t, tr); !slices.Equal(got, tc.want) {
+				t.Fatalf("tree %q, want %q", got, tc.want)
+			}
+			rev, err := BuildAll(reversed(tc.files), reversed(tc.links), reversed(tc.dirs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rev.Root != tr.Root {
+				t.Fatalf("root %s given in reverse order, %s in order", rev.Root, tr.Root)
+			}
+			if tr.Root == digest.Empty {
+				t.Fatal("a tree with entries has the empty root")
+			}
+		})
+	}
+}
+
+func reversed[T any](s []T) []T {
+	s = slices.Clone(s)
+	slices.Reverse(s)
+	return s
+}
+
+func TestBuildAllErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files []File
+		links []Symlink
+		dirs  []string
+		want  string
+	}{
+		{"symlink and file", []File{mem("a", "x", false)}, []Symlink{{"a", "t"}}, nil, `"a" is both a file and a symlink`},
+		{"symlink as a directory of a file", []File{mem("a/b", "x", false)}, []Symlink{{"a", "t"}}, nil, `"a" is both a symlink and the directory of input "a/b"`},
+		{"symlink under a file", []File{mem("a", "x", false)}, []Symlink{{"a/b", "t"}}, nil, `"a" is both a file and the directory of input "a/b"`},
+		{"directory on a file", []File{mem("a", "x", false)}, nil, []string{"a"}, `"a" is both a file and a directory`},
+		{"directory on a symlink", nil, []Symlink{{"a", "t"}}, []string{"a"}, `"a" is both a symlink and a directory`},
+		{"directory under a symlink", nil, []Symlink{{"a", "t"}}, []string{"a/b"}, `"a" is both a symlink and the directory of input "a/b"`},
+		{"different targets", nil, []Symlink{{"a", "t"}, {"a", "u"}}, nil, `"a" is given twice with different targets`},
+		{"empty target", nil, []Symlink{{"a", ""}}, nil, `"a" has an empty target`},
+		{"symlink path escapes", nil, []Symlink{{"../a", "t"}}, nil, `"../a" contains ".."`},
+		{"absolute directory", nil, nil, []string{"/etc"}, `"/etc" is absolute`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := BuildAll(tc.files, tc.links, tc.dirs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("BuildAll: %v, want an error with %s", err, tc.want)
+			}
+		})
+	}
 }
