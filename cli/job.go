@@ -13,6 +13,8 @@ import (
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/merkle"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -77,6 +79,8 @@ type JobSubmitCmd struct {
 	Env       []string `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
 	NoRequeue bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
 	Parsable  bool     `help:"Print only the job id."`
+	Inputs    []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
+	Outputs   []string `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
 	Script    string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`
 	// Partial passthrough: the words before the command (or before --)
 	// are all parsed as flags, so a mistyped flag is an error with a
@@ -91,11 +95,23 @@ func (c *JobSubmitCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	var inputs *merkle.Tree
+	if len(c.Inputs) > 0 {
+		if inputs, err = inputRoot(c.Inputs); err != nil {
+			return err
+		}
+		s.InputRoot = inputs.Root.String()
+	}
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if inputs != nil {
+		if err := uploadInputs(context.Background(), client.NewCAS(conn, ""), inputs); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resp, err := jobs.Submit(ctx, &jobspb.SubmitRequest{Spec: s})
@@ -125,9 +141,12 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 		return nil, fmt.Errorf("nothing to run: give a command after --, or --script FILE")
 	}
 
+	if err := checkOutputs(c.Outputs); err != nil {
+		return nil, err
+	}
 	s := &jobspb.JobSpec{
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, Command: args,
-		Cpus: c.CPUs, Gpus: c.GPUs, NoRequeue: c.NoRequeue,
+		Cpus: c.CPUs, Gpus: c.GPUs, NoRequeue: c.NoRequeue, Outputs: c.Outputs,
 	}
 	switch {
 	case c.CPUs < 1:
@@ -389,11 +408,44 @@ func (c *JobCancelCmd) Run() error {
 
 // JobOutputsCmd is `rbs job outputs`.
 type JobOutputsCmd struct {
-	ID string `arg:"" help:"Job id."`
+	RemoteFlags
+	ID   string `arg:"" help:"Job id (one job or array task, such as 42 or 42_7)."`
+	Dest string `help:"Directory to write the outputs into; it must not exist yet (default: ./job-ID-outputs)."`
 }
 
 // Run implements the command.
-func (c *JobOutputsCmd) Run() error { return notImplemented("job outputs") }
+func (c *JobOutputsCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	shown, err := collect(jobs.Show(context.Background(), &jobspb.ShowRequest{Id: c.ID}))
+	if err != nil {
+		return err
+	}
+	if len(shown) != 1 {
+		return fmt.Errorf("job %s is an array of %d tasks: give one task, such as %s_%d", c.ID, len(shown), c.ID, shown[0].Record.Index)
+	}
+	r := shown[0].Record
+	if r.OutputRoot == "" {
+		return fmt.Errorf("job %s has recorded no outputs: it was submitted without --outputs, has not ended yet, or left none of them", shown[0].Id)
+	}
+	root, err := digest.Parse(r.OutputRoot)
+	if err != nil {
+		return fmt.Errorf("job %s: the server sent a bad output root: %w", shown[0].Id, err)
+	}
+	dest := c.Dest
+	if dest == "" {
+		dest = "job-" + shown[0].Id + "-outputs"
+	}
+	files, size, err := merkle.Download(context.Background(), client.NewCAS(conn, ""), root, dest)
+	if err != nil {
+		return fmt.Errorf("downloading the outputs of job %s: %w", shown[0].Id, err)
+	}
+	fmt.Printf("Wrote %d files (%s) of job %s to %s\n", files, byteSize(size), shown[0].Id, dest)
+	return nil
+}
 
 // JobQueuesCmd is `rbs job queues`.
 type JobQueuesCmd struct {

@@ -44,6 +44,16 @@ type jobJSON struct {
 	NoRequeue          bool              `json:"no_requeue"`
 	Message            string            `json:"message,omitempty"`
 	Env                map[string]string `json:"env,omitempty"`
+	InputRoot          string            `json:"input_root,omitempty"`
+	OutputPaths        []string          `json:"output_paths,omitempty"`
+	OutputRoot         string            `json:"output_root,omitempty"`
+	Outputs            []outputJSON      `json:"outputs,omitempty"`
+}
+
+type outputJSON struct {
+	Path      string `json:"path"`
+	Kind      string `json:"kind"`
+	SizeBytes int64  `json:"size_bytes"`
 }
 
 type priorityJSON struct {
@@ -88,6 +98,10 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		OutputBytes: r.OutputBytes, OutputTruncated: r.OutputDroppedBytes > 0, OutputDroppedBytes: r.OutputDroppedBytes,
 		SubmitTime: rfc3339(r.SubmitUnixMs), StartTime: rfc3339(r.StartUnixMs), EndTime: rfc3339(r.EndUnixMs),
 		NoRequeue: s.NoRequeue, Message: r.Message, Env: s.Env,
+		InputRoot: s.InputRoot, OutputPaths: s.Outputs, OutputRoot: r.OutputRoot,
+	}
+	for _, o := range r.Outputs {
+		out.Outputs = append(out.Outputs, outputJSON{o.Path, o.Kind, o.SizeBytes})
 	}
 	if out.Command == nil {
 		out.Command = []string{}
@@ -241,6 +255,9 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		if v := rfc3339(t.ms); v != nil {
 			row(t.k, "%s", *v)
 		}
+	}
+	for _, o := range r.Outputs {
+		row("Outputs:", "%s (%s, %s)", o.Path, o.Kind, byteSize(o.SizeBytes))
 	}
 	if r.Message != "" {
 		row("Message:", "%s", r.Message)

@@ -21,6 +21,8 @@ import (
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/merkle"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -323,6 +325,16 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 	for k, v := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return 0, status.Errorf(codes.InvalidArgument, "environment variable %q=%q: want a name without '=' or NUL and a value without NUL", k, v)
+		}
+	}
+	if s.InputRoot != "" {
+		if _, err := digest.Parse(s.InputRoot); err != nil {
+			return 0, status.Errorf(codes.InvalidArgument, "input root: %v", err)
+		}
+	}
+	for _, o := range s.Outputs {
+		if err := merkle.CheckPath(o); err != nil {
+			return 0, status.Errorf(codes.InvalidArgument, "output: %v; give a path inside the job's directory", err)
 		}
 	}
 	if s.Queue == "" {
@@ -646,6 +658,10 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 	j.rec.PeakMemoryBytes = e.PeakMemoryBytes
 	j.rec.OomKilled = e.OomKilled
 	j.rec.Message = e.Message
+	j.rec.OutputRoot, j.rec.Outputs = e.OutputRoot, nil
+	for _, o := range e.Outputs {
+		j.rec.Outputs = append(j.rec.Outputs, &jobspb.JobOutput{Path: o.Path, Kind: o.Kind, SizeBytes: o.SizeBytes})
+	}
 	c.end(j, s, c.cfg.Now().UnixMilli())
 }
 

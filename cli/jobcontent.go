@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/merkle"
+)
+
+// inputRoot builds the input root of a job from its --inputs values, each
+// PATH (a directory staged whole, a file under its base name) or DEST=PATH
+// (the same, under the subdirectory DEST). Files are hashed here; nothing
+// is sent yet.
+func inputRoot(values []string) (*merkle.Tree, error) {
+	var files []merkle.File
+	for _, v := range values {
+		dest, src, err := parseInput(v)
+		if err != nil {
+			return nil, err
+		}
+		info, err := os.Stat(src)
+		if err != nil {
+			return nil, fmt.Errorf("--inputs %q: %w", v, err)
+		}
+		if !info.IsDir() {
+			f, err := merkle.FileFromDisk(path.Join(dest, filepath.Base(src)), src, info.Mode()&0o111 != 0)
+			if err != nil {
+				return nil, fmt.Errorf("--inputs %q: %w", v, err)
+			}
+			files = append(files, f)
+			continue
+		}
+		fs, skipped, err := merkle.DirFiles(src, dest)
+		if err != nil {
+			return nil, fmt.Errorf("--inputs %q: %w", v, err)
+		}
+		for _, s := range skipped {
+			fmt.Fprintf(os.Stderr, "rbs: --inputs %q: left out %s, a symlink to a directory\n", v, s)
+		}
+		files = append(files, fs...)
+	}
+	t, err := merkle.Build(files)
+	if err != nil {
+		return nil, fmt.Errorf("--inputs: %w", err)
+	}
+	return t, nil
+}
+
+// parseInput splits an --inputs value into where it lands in the job's
+// directory ("" for the directory itself) and the local path it comes from.
+func parseInput(v string) (dest, src string, err error) {
+	src = v
+	if d, s, ok := strings.Cut(v, "="); ok {
+		if err := merkle.CheckPath(d); err != nil {
+			return "", "", fmt.Errorf("--inputs %q: the destination: %v; give a path inside the job's directory", v, err)
+		}
+		dest, src = d, s
+	}
+	switch {
+	case src == "":
+		return "", "", fmt.Errorf("--inputs %q: no path to stage", v)
+	case strings.HasPrefix(src, "//") || strings.HasPrefix(src, ":") || strings.HasPrefix(src, "@"):
+		return "", "", fmt.Errorf("--inputs %q: staging a target's outputs is %w; give a file or directory", v, errNotImplemented)
+	}
+	return dest, src, nil
+}
+
+// checkOutputs validates --outputs values: paths inside the job's
+// directory.
+func checkOutputs(values []string) error {
+	for _, o := range values {
+		if err := merkle.CheckPath(o); err != nil {
+			return fmt.Errorf("--outputs %q: %v; give a path relative to the job's directory, inside it", o, err)
+		}
+	}
+	return nil
+}
+
+// uploadInputs sends the blobs of t the cluster lacks and says on stderr
+// how much it sent.
+func uploadInputs(ctx context.Context, cas *client.CAS, t *merkle.Tree) error {
+	blobs := t.Blobs()
+	sent, size, err := cas.Upload(ctx, blobs)
+	if err != nil {
+		return fmt.Errorf("uploading the inputs: %w", err)
+	}
+	var total int64
+	for _, f := range t.Files {
+		total += f.Digest.Size()
+	}
+	fmt.Fprintf(os.Stderr, "rbs: inputs: %d files, %s; uploaded %d of %d blobs (%s), the rest were already on the cluster\n",
+		len(t.Files), byteSize(total), sent, len(blobs), byteSize(size))
+	return nil
+}
+
+// byteSize formats n bytes for people.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
