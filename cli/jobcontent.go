@@ -6,22 +6,54 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/merkle"
+	"github.com/rbs-build/rbs/rules/session"
 )
 
 // inputRoot builds the input root of a job from its --inputs values, each
-// PATH (a directory staged whole, a file under its base name) or DEST=PATH
-// (the same, under the subdirectory DEST). Files are hashed here; nothing
-// is sent yet.
+// PATH (a directory staged whole, a file under its base name), a target
+// label (its outputs and runfiles, built first if needed, at their places
+// under rbs-out/bin), or DEST=either (the same, under the subdirectory
+// DEST). Files are hashed here; nothing is sent yet.
 func inputRoot(values []string) (*merkle.Tree, error) {
 	var files []merkle.File
+	var sess *session.Session
+	defer func() {
+		if sess != nil {
+			sess.Close()
+		}
+	}()
 	for _, v := range values {
 		dest, src, err := parseInput(v)
 		if err != nil {
 			return nil, err
+		}
+		if isLabel(src) {
+			if sess == nil {
+				cwd, err := os.Getwd()
+				if err != nil {
+					return nil, err
+				}
+				if sess, err = session.Open(session.Options{Dir: cwd, Jobs: runtime.NumCPU(), Out: os.Stderr}); err != nil {
+					return nil, fmt.Errorf("--inputs %q: %w", v, err)
+				}
+			}
+			staged, err := sess.Outputs(context.Background(), src)
+			if err != nil {
+				return nil, fmt.Errorf("--inputs %q: %w", v, err)
+			}
+			for _, st := range staged {
+				fs, err := diskFiles(path.Join(dest, st.Path), st.Source)
+				if err != nil {
+					return nil, fmt.Errorf("--inputs %q: %w", v, err)
+				}
+				files = append(files, fs...)
+			}
+			continue
 		}
 		info, err := os.Stat(src)
 		if err != nil {
@@ -61,13 +93,30 @@ func parseInput(v string) (dest, src string, err error) {
 		}
 		dest, src = d, s
 	}
-	switch {
-	case src == "":
+	if src == "" {
 		return "", "", fmt.Errorf("--inputs %q: no path to stage", v)
-	case strings.HasPrefix(src, "//") || strings.HasPrefix(src, ":") || strings.HasPrefix(src, "@"):
-		return "", "", fmt.Errorf("--inputs %q: staging a target's outputs is %w; give a file or directory", v, errNotImplemented)
 	}
 	return dest, src, nil
+}
+
+// isLabel reports whether an --inputs source names a target rather than a
+// path.
+func isLabel(src string) bool {
+	return strings.HasPrefix(src, "//") || strings.HasPrefix(src, ":") || strings.HasPrefix(src, "@")
+}
+
+// diskFiles returns what the file or directory at abs stages as at p.
+func diskFiles(p, abs string) ([]merkle.File, error) {
+	info, err := os.Stat(abs)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		f, err := merkle.FileFromDisk(p, abs, info.Mode()&0o111 != 0)
+		return []merkle.File{f}, err
+	}
+	fs, _, err := merkle.DirFiles(abs, p)
+	return fs, err
 }
 
 // checkOutputs validates --outputs values: paths inside the job's

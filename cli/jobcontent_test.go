@@ -28,7 +28,7 @@ func TestInputsAndOutputsValues(t *testing.T) {
 		{inputs: []string{"../up=" + src}, err: `contains ".."`},
 		{inputs: []string{"a=" + filepath.Join(dir, "missing")}, err: "no such file"},
 		{inputs: []string{"x="}, err: "no path to stage"},
-		{inputs: []string{"//app:train"}, err: "not implemented yet"},
+		{inputs: []string{"//nowhere:train"}, err: `--inputs "//nowhere:train": no such package`},
 		{inputs: []string{src, "pkg/a.py=" + file}, err: "both a file and the directory"},
 	} {
 		tree, err := inputRoot(tc.inputs)

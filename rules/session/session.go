@@ -358,3 +358,37 @@ func sortedLabels(ls []label.Label) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Staged is a file of a built target as a job stages it: its place in the
+// job's directory and the file on disk it comes from.
+type Staged struct {
+	Path   string // slash-separated, relative
+	Source string // absolute
+}
+
+// Outputs builds the targets a pattern names and returns their files at
+// their short paths and, for an executable, its runfiles beside it as
+// rbs-out/bin lays them out (PKG/NAME.runfiles/WORKSPACE/...), so that the
+// program finds them as it does when built here.
+func (s *Session) Outputs(ctx context.Context, pattern string) ([]Staged, error) {
+	sum, err := s.Build(ctx, []string{pattern}, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []Staged
+	add := func(at string, f *rules.File) {
+		out = append(out, Staged{Path: at, Source: filepath.Join(s.ws.Root, filepath.FromSlash(f.Path()))})
+	}
+	for _, c := range sum.Targets {
+		for _, f := range c.Files {
+			add(f.ShortPath, f)
+		}
+		if exe := c.Executable; exe != nil {
+			add(exe.ShortPath, exe)
+			for _, f := range append([]*rules.File{exe}, sum.Runfiles[exe.Path()]...) {
+				add(exe.ShortPath+".runfiles/"+s.ws.Name+"/"+f.ShortPath, f)
+			}
+		}
+	}
+	return out, nil
+}
