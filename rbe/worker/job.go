@@ -127,9 +127,16 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		return fail("creating the job's directory: " + err.Error())
 	}
 	defer os.RemoveAll(dir)
+	var inputs *inputTree
+	if a.InputRoot != "" {
+		var err error
+		if inputs, err = w.stageJobInputs(ctx, a.InputRoot, dir); err != nil {
+			return fail("staging the job's inputs: " + errorText(err))
+		}
+	}
 	args := a.Command
 	if a.Script != "" {
-		script := filepath.Join(dir, ".rbs-script")
+		script := filepath.Join(dir, scriptName)
 		if err := os.WriteFile(script, []byte(a.Script), 0o755); err != nil {
 			return fail("writing the job's script: " + err.Error())
 		}
@@ -138,8 +145,9 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 			args = append([]string{"/bin/sh"}, args...)
 		}
 	}
-	// Only now, with the script written (a process the user left running
-	// could put a symlink in its place), is the directory the user's.
+	// Only now, with the inputs staged and the script written (a process
+	// the user left running could put a symlink in its place), is the
+	// directory the user's.
 	if err := w.cfg.RunAs.handOver(dir); err != nil {
 		return fail("giving the job's directory to its user: " + err.Error())
 	}
@@ -192,6 +200,12 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	if err != nil || peak == 0 {
 		peak = res.MaxRSS
 	}
+	// What the payload left in its memory group dies before its files
+	// are read.
+	if err := group.Close(); err != nil {
+		w.log.Warn("ending a job's memory group", "task", a.TaskId, "err", err)
+	}
+	end.Message = strings.Join(w.jobFiles(ctx, a, dir, inputs, end), "; ")
 	end.PeakMemoryBytes, end.OomKilled, end.ExitCode = peak, oom, int32(res.ExitCode)
 	switch {
 	case res.Cancelled:
@@ -206,6 +220,22 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		end.State = "FAILED"
 	}
 	return end
+}
+
+// jobFiles ends an attempt that ran: it takes the job's directory back
+// from the --run-as user, checks that no input was changed in place, and
+// records the outputs. It returns notes for the job's message.
+func (w *Worker) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir string, inputs *inputTree, end *workerpb.JobEnded) []string {
+	if err := w.cfg.RunAs.reclaim(dir); err != nil {
+		return []string{"taking the job's directory back from its user, so no input was checked and no output recorded: " + err.Error()}
+	}
+	var notes []string
+	if inputs != nil {
+		if n := w.changedInputNote(inputs); n != "" {
+			notes = append(notes, n)
+		}
+	}
+	return append(notes, w.recordOutputs(ctx, dir, a.Outputs, end)...)
 }
 
 // outputFile is where a job attempt's output is kept.
