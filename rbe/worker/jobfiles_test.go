@@ -307,3 +307,41 @@ echo ready
 		})
 	}
 }
+
+// TestJobRunAs checks that a job run as another user finds its inputs
+// staged before its directory was handed over to it, so that it can write
+// in their directories, and that what it writes there is recorded.
+func TestJobRunAs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
+			t.Fatal("running a job as another user needs root (RBS_TEST_REQUIRE_ALL=1)")
+		}
+		t.Skip("running a job as another user needs root; set RBS_TEST_REQUIRE_ALL=1 to make this a failure")
+	}
+	r := newJobRig(t)
+	// The payload user must reach the jobs directory: it and the test's
+	// directories above it are opened to it.
+	work := filepath.Dir(r.w.jobsRoot)
+	for _, p := range []string{r.w.jobsRoot, work, filepath.Dir(work)} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.w.cfg.RunAs = &User{Name: "payload", UID: 4242424, GID: 4242425}
+	in := r.put([]byte("input\n"))
+	sub := r.putDir(&repb.Directory{Files: []*repb.FileNode{{Name: "in.txt", Digest: in.Proto()}}})
+	root := r.putDir(&repb.Directory{Directories: []*repb.DirectoryNode{{Name: "sub", Digest: sub.Proto()}}})
+	end := r.w.runJob(context.Background(), &workerpb.AssignJob{
+		TaskId:    "runas",
+		Command:   []string{"/bin/sh", "-c", "id -u && cat sub/in.txt > sub/out.txt"},
+		InputRoot: root.String(),
+		Outputs:   []string{"sub"},
+	})
+	if log := r.log(); end.State != "COMPLETED" || log != "4242424\n" {
+		t.Fatalf("state %s (%q), output %q; want COMPLETED, run as 4242424", end.State, end.Message, log)
+	}
+	want := []string{"sub/", "sub/in.txt=input\n", "sub/out.txt=input\n"}
+	if got := r.listing(end.OutputRoot); !slices.Equal(got, want) {
+		t.Fatalf("output tree %q, want %q", got, want)
+	}
+}
