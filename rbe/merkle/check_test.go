@@ -301,3 +301,29 @@ func FuzzCheckTree(f *testing.F) {
 		CheckTree(root, dirs)
 	})
 }
+
+// CheckLayout takes symlinks wherever they point, and still refuses names
+// that would leave the directory.
+func TestCheckLayout(t *testing.T) {
+	for _, tt := range []struct {
+		s  spec
+		ok bool
+	}{
+		{spec{"out/link": "-> /etc/passwd", "out/f": ""}, true},
+		{spec{"up": "-> ../../x"}, true},
+	} {
+		root, dirs := tt.s.messages(t)
+		if err := CheckLayout(root, dirs); (err == nil) != tt.ok {
+			t.Errorf("%v: %v", tt.s, err)
+		}
+		if err := CheckTree(root, dirs); err == nil {
+			t.Errorf("%v: CheckTree took a link out of the tree", tt.s)
+		}
+	}
+	bad := &repb.Directory{Files: []*repb.FileNode{{Name: "..", Digest: digest.Empty.Proto()}}}
+	b, _ := proto.Marshal(bad)
+	d := digest.FromBytes(b)
+	if err := CheckLayout(d, map[digest.Digest]*repb.Directory{d: bad}); err == nil {
+		t.Error("CheckLayout took a file named ..")
+	}
+}

@@ -13,9 +13,10 @@ import (
 )
 
 // Download writes the Directory tree root, read from cas, to dir, which
-// must not exist yet: the tree is laid out in a temporary directory beside
-// it, checked by CheckTree first (so nothing lands outside it), and renamed
-// into place once complete. It returns the files written and their bytes.
+// must not exist yet: the tree is checked by CheckLayout first (every name
+// a plain name used once, so nothing lands outside dir; symlinks are made
+// as they are and never followed), laid out in a temporary directory beside
+// dir, and renamed into place once complete. It returns the files written and their bytes.
 func Download(ctx context.Context, cas *client.CAS, root digest.Digest, dir string) (files int, bytes int64, err error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return 0, 0, fmt.Errorf("%s already exists: remove it or give another destination", dir)
@@ -46,7 +47,7 @@ func Download(ctx context.Context, cas *client.CAS, root digest.Digest, dir stri
 		}
 		level = next
 	}
-	if err := CheckTree(root, dirs); err != nil {
+	if err := CheckLayout(root, dirs); err != nil {
 		return 0, 0, err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".partial-")

@@ -1,0 +1,172 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+type recordedOutput struct {
+	Path      string `json:"path"`
+	Kind      string `json:"kind"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+func outputsOf(t *testing.T, srv *server, id string) []recordedOutput {
+	t.Helper()
+	var j struct {
+		Outputs []recordedOutput `json:"outputs"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", id)), &j); err != nil {
+		t.Fatal(err)
+	}
+	return j.Outputs
+}
+
+// Jobs carry their code in with --inputs and their results out with
+// --outputs, through the CAS, with no shared file system: the worker's
+// directory is not the submitter's.
+func TestJobInputsAndOutputs(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "4", "--job-slots", "4")
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "pkg", ".git"), 0o755)
+	os.WriteFile(filepath.Join(src, "pkg", "main.sh"), []byte("echo from main\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "pkg", ".git", "HEAD"), []byte("ref\n"), 0o644)
+	tool := filepath.Join(t.TempDir(), "tool.sh")
+	os.WriteFile(tool, []byte("#!/bin/sh\necho tool $1\n"), 0o755)
+
+	// The three forms of --inputs: a directory, a file, DEST=PATH.
+	id := submit(t, srv, "--inputs", src, "--inputs", tool, "--inputs", "lib/x="+filepath.Join(src, "pkg"),
+		"--outputs", "result.txt", "--outputs", "out", "--outputs", "never-made",
+		"--", "sh", "-c", `find . -type f ! -name '.rbs-*' | sort; sh pkg/main.sh; ./tool.sh ok; mkdir -p out/sub; echo r > result.txt; echo deep > out/sub/d.txt; ln -s /etc/passwd out/link`)
+	rbs(t, srv, "job", "wait", id)
+	want := "./lib/x/main.sh\n./pkg/main.sh\n./tool.sh\nfrom main\ntool ok\n"
+	if got := rbs(t, srv, "job", "logs", id); got != want {
+		t.Fatalf("the job saw %q, want %q", got, want)
+	}
+	outs := outputsOf(t, srv, id)
+	kinds := map[string]string{}
+	for _, o := range outs {
+		kinds[o.Path] = fmt.Sprintf("%s %d", o.Kind, o.SizeBytes)
+	}
+	if kinds["result.txt"] != "file 2" || kinds["out"] != "directory 5" || len(outs) != 2 {
+		t.Fatalf("recorded outputs %v", outs)
+	}
+	if show := rbs(t, srv, "job", "show", id); !strings.Contains(show, "result.txt (file, 2 B)") {
+		t.Fatalf("job show does not list the outputs:\n%s", show)
+	}
+	dest := filepath.Join(t.TempDir(), "got")
+	if out := rbs(t, srv, "job", "outputs", id, "--dest", dest); !strings.Contains(out, "Wrote 2 files") {
+		t.Fatalf("job outputs printed %q", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dest, "out", "sub", "d.txt")); string(b) != "deep\n" {
+		t.Fatalf("downloaded out/sub/d.txt = %q", b)
+	}
+	if target, err := os.Readlink(filepath.Join(dest, "out", "link")); err != nil || target != "/etc/passwd" {
+		t.Fatalf("the symlink among the outputs came back as %q, %v; want the link itself", target, err)
+	}
+	if _, _, err := rbsRun(srv, "job", "outputs", id, "--dest", dest); err == nil {
+		t.Fatal("job outputs wrote into a directory that exists")
+	}
+
+	// Outputs are recorded however the job ends.
+	release := filepath.Join(t.TempDir(), "release")
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		state string
+	}{
+		{"failure", []string{"--", "sh", "-c", "echo partial > result.txt; exit 3"}, "FAILED"},
+		{"timeout", []string{"--time", "2s", "--", "sh", "-c", "echo partial > result.txt; exec sleep 60"}, "TIMEOUT"},
+		{"cancel", []string{"--", "sh", "-c", `echo partial > result.txt; while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release}, "CANCELLED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := submit(t, srv, append([]string{"--outputs", "result.txt"}, tc.args...)...)
+			if tc.state == "CANCELLED" {
+				waitFor(t, srv, id, "RUNNING", inState("RUNNING"))
+				rbs(t, srv, "job", "cancel", id)
+			}
+			j := waitFor(t, srv, id, tc.state, inState(tc.state))
+			if outs := outputsOf(t, srv, id); len(outs) != 1 || outs[0].Path != "result.txt" || outs[0].SizeBytes != 8 {
+				t.Fatalf("outputs of a job ended %s: %v (%+v)", tc.state, outs, j)
+			}
+		})
+	}
+
+	// Paths that leave the job's directory are refused at submit.
+	for _, bad := range [][]string{
+		{"--inputs", "../up=" + src},
+		{"--inputs", "/abs=" + src},
+		{"--outputs", "../../etc/passwd"},
+		{"--outputs", "/etc/passwd"},
+	} {
+		_, stderr, err := rbsRun(srv, append(append([]string{"job", "submit"}, bad...), "--", "true")...)
+		if err == nil || !strings.Contains(stderr, bad[1]) {
+			t.Errorf("submit %q: %v %s; want a refusal naming the value", bad, err, stderr)
+		}
+	}
+}
+
+var uploaded = regexp.MustCompile(`inputs: (\d+) files, .*; uploaded (\d+) of (\d+) blobs`)
+
+// A tree staged again with one file changed uploads that file and the
+// directories above it, nothing else.
+func TestJobInputsUploadWhatChanged(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1")
+	src := t.TempDir()
+	for i := 0; i < 2000; i++ {
+		p := filepath.Join(src, fmt.Sprintf("d%02d", i%20), fmt.Sprintf("f%04d.txt", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(fmt.Sprintf("file %d\n", i)), 0o644)
+	}
+	stage := func() []string {
+		t.Helper()
+		_, stderr, err := rbsRun(srv, "job", "submit", "--inputs", "tree="+src, "--", "true")
+		m := uploaded.FindStringSubmatch(stderr)
+		if err != nil || m == nil {
+			t.Fatalf("submit: %v %s", err, stderr)
+		}
+		return m[1:]
+	}
+	if got := stage(); got[0] != "2000" || got[1] != got[2] || got[2] != "2022" {
+		t.Fatalf("first staging: %v files, uploaded %v of %v blobs; want 2000 files, all 2022 blobs (2000 files, 20+1+1 directories)", got[0], got[1], got[2])
+	}
+	os.WriteFile(filepath.Join(src, "d07", "f0007.txt"), []byte("changed\n"), 0o644)
+	if got := stage(); got[1] != "4" {
+		t.Fatalf("staging again with one file changed uploaded %v blobs; want 4 (the file, d07, tree and the root)", got[1])
+	}
+	if got := stage(); got[1] != "0" {
+		t.Fatalf("staging an unchanged tree uploaded %v blobs", got[1])
+	}
+}
+
+// A target label among --inputs stages its outputs and runfiles, built
+// first, where rbs-out/bin has them: the py_binary runs on the worker as it
+// runs here.
+func TestJobInputsFromTarget(t *testing.T) {
+	requireTool(t, "python3")
+	srv := startServer(t)
+	startWorker(t, srv, "w1")
+	ws := t.TempDir()
+	copyTree(t, "../examples", ws)
+	submitIn := func(args ...string) string {
+		t.Helper()
+		out, err := run(t, ws, []string{"RBS_REMOTE=" + srv.Addr}, rbsBin, append([]string{"job", "submit", "--parsable"}, args...)...)
+		if err != nil {
+			t.Fatalf("rbs job submit %q: %v\n%s", args, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		return lines[len(lines)-1]
+	}
+	id := submitIn("--inputs", "//app:greet", "--inputs", "bin=//app:greet", "--", "sh", "-c", "app/greet from-here && bin/app/greet again")
+	rbs(t, srv, "job", "wait", id)
+	if got := rbs(t, srv, "job", "logs", id); got != "hello, from-here\nhello, again\n" {
+		t.Fatalf("the staged py_binary printed %q", got)
+	}
+}
