@@ -981,9 +981,14 @@ type AssignJob struct {
 	InputRoot string `protobuf:"bytes,11,opt,name=input_root,json=inputRoot,proto3" json:"input_root,omitempty"`
 	// outputs are paths in the job's directory to record into the CAS when
 	// the attempt ends.
-	Outputs       []string `protobuf:"bytes,12,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Outputs []string `protobuf:"bytes,12,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// checkpoint_dir, relative to the job's directory, is recorded when the
+	// attempt ends (JobEnded.checkpoint_root); checkpoint_root, when set, is
+	// the digest of a Directory to restore there before the attempt starts.
+	CheckpointDir  string `protobuf:"bytes,13,opt,name=checkpoint_dir,json=checkpointDir,proto3" json:"checkpoint_dir,omitempty"`
+	CheckpointRoot string `protobuf:"bytes,14,opt,name=checkpoint_root,json=checkpointRoot,proto3" json:"checkpoint_root,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AssignJob) Reset() {
@@ -1098,6 +1103,20 @@ func (x *AssignJob) GetOutputs() []string {
 		return x.Outputs
 	}
 	return nil
+}
+
+func (x *AssignJob) GetCheckpointDir() string {
+	if x != nil {
+		return x.CheckpointDir
+	}
+	return ""
+}
+
+func (x *AssignJob) GetCheckpointRoot() string {
+	if x != nil {
+		return x.CheckpointRoot
+	}
+	return ""
 }
 
 type JobStarted struct {
@@ -1232,10 +1251,13 @@ type JobEnded struct {
 	OutputBytes int64 `protobuf:"varint,7,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
 	// output_root is the digest, "HASH/SIZE", of a Directory in the CAS
 	// holding the recorded outputs at their paths; outputs lists them.
-	OutputRoot    string       `protobuf:"bytes,8,opt,name=output_root,json=outputRoot,proto3" json:"output_root,omitempty"`
-	Outputs       []*JobOutput `protobuf:"bytes,9,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OutputRoot string       `protobuf:"bytes,8,opt,name=output_root,json=outputRoot,proto3" json:"output_root,omitempty"`
+	Outputs    []*JobOutput `protobuf:"bytes,9,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// checkpoint_root is the digest, "HASH/SIZE", of the Directory holding
+	// the attempt's checkpoint_dir as it ended; "" when there was none.
+	CheckpointRoot string `protobuf:"bytes,10,opt,name=checkpoint_root,json=checkpointRoot,proto3" json:"checkpoint_root,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JobEnded) Reset() {
@@ -1329,6 +1351,13 @@ func (x *JobEnded) GetOutputs() []*JobOutput {
 		return x.Outputs
 	}
 	return nil
+}
+
+func (x *JobEnded) GetCheckpointRoot() string {
+	if x != nil {
+		return x.CheckpointRoot
+	}
+	return ""
 }
 
 // JobOutput is one recorded output of a job attempt.
@@ -1951,7 +1980,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xb9\x03\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x89\x04\n" +
 	"\tAssignJob\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -1967,7 +1996,9 @@ const file_worker_proto_rawDesc = "" +
 	" \x01(\x03R\x0emaxOutputBytes\x12\x1d\n" +
 	"\n" +
 	"input_root\x18\v \x01(\tR\tinputRoot\x12\x18\n" +
-	"\aoutputs\x18\f \x03(\tR\aoutputs\x1a6\n" +
+	"\aoutputs\x18\f \x03(\tR\aoutputs\x12%\n" +
+	"\x0echeckpoint_dir\x18\r \x01(\tR\rcheckpointDir\x12'\n" +
+	"\x0fcheckpoint_root\x18\x0e \x01(\tR\x0echeckpointRoot\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
@@ -1978,7 +2009,7 @@ const file_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x18\n" +
-	"\askipped\x18\x04 \x01(\x03R\askipped\"\xb3\x02\n" +
+	"\askipped\x18\x04 \x01(\x03R\askipped\"\xdc\x02\n" +
 	"\bJobEnded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1990,7 +2021,9 @@ const file_worker_proto_rawDesc = "" +
 	"\foutput_bytes\x18\a \x01(\x03R\voutputBytes\x12\x1f\n" +
 	"\voutput_root\x18\b \x01(\tR\n" +
 	"outputRoot\x122\n" +
-	"\aoutputs\x18\t \x03(\v2\x18.rbs.worker.v1.JobOutputR\aoutputs\"R\n" +
+	"\aoutputs\x18\t \x03(\v2\x18.rbs.worker.v1.JobOutputR\aoutputs\x12'\n" +
+	"\x0fcheckpoint_root\x18\n" +
+	" \x01(\tR\x0echeckpointRoot\"R\n" +
 	"\tJobOutput\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
