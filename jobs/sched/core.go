@@ -64,6 +64,9 @@ type Config struct {
 	MaxJobOutput int64
 }
 
+// MaxRetries bounds a job's max_retries.
+const MaxRetries = 100
+
 // Key names a job or an array task.
 type Key struct {
 	ID    int64
@@ -337,6 +340,14 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 			return 0, status.Errorf(codes.InvalidArgument, "output: %v; give a path inside the job's directory", err)
 		}
 	}
+	if s.MaxRetries < 0 || s.MaxRetries > MaxRetries {
+		return 0, status.Errorf(codes.InvalidArgument, "max retries %d: want 0 to %d", s.MaxRetries, MaxRetries)
+	}
+	if s.CheckpointDir != "" {
+		if err := merkle.CheckPath(s.CheckpointDir); err != nil {
+			return 0, status.Errorf(codes.InvalidArgument, "checkpoint dir: %v; give a path inside the job's directory", err)
+		}
+	}
 	if s.Queue == "" {
 		s.Queue = c.defQ
 	}
@@ -446,13 +457,13 @@ func (c *Core) Cancel(keys []Key) {
 		j := c.jobs[k]
 		switch j.state() {
 		case Pending:
-			c.end(j, Cancelled, now)
 			j.rec.Message = "cancelled while pending"
+			c.end(j, Cancelled, now)
 		case Running:
 			w := c.workers[j.rec.Worker]
 			if w == nil || !w.connected {
-				c.end(j, Cancelled, now)
 				j.rec.Message = "cancelled while its worker was unreachable"
+				c.end(j, Cancelled, now)
 				continue
 			}
 			if !j.rec.CancelRequested {
@@ -485,12 +496,27 @@ func (c *Core) move(j *job, to State) {
 	c.touch(j)
 }
 
-// end moves a job to a terminal state and frees what it held.
+// end moves a job to a terminal state and frees what it held; a running
+// job's attempt goes into its history, with the record's exit code and
+// message.
 func (c *Core) end(j *job, s State, nowMs int64) {
 	c.markDropped(j)
+	if j.state() == Running {
+		c.endAttempt(j, s, nowMs)
+	}
 	c.move(j, s)
 	j.rec.PendingReason = ""
 	j.rec.EndUnixMs = nowMs
+	c.touch(j)
+}
+
+// endAttempt appends j's running attempt, ended in state s, to its history
+// and frees what it held.
+func (c *Core) endAttempt(j *job, s State, nowMs int64) {
+	j.rec.History = append(j.rec.History, &jobspb.Attempt{
+		Attempt: j.rec.Attempts, Worker: j.rec.Worker, State: string(s), ExitCode: j.rec.ExitCode,
+		StartUnixMs: j.rec.StartUnixMs, EndUnixMs: nowMs, Message: j.rec.Message,
+	})
 	if w := c.workers[j.rec.Worker]; w != nil {
 		delete(w.running, j.key)
 	}
@@ -498,31 +524,58 @@ func (c *Core) end(j *job, s State, nowMs int64) {
 	c.touch(j)
 }
 
-// requeue sends a running job whose worker was lost back to PENDING, or ends
-// it as NODE_FAIL when it must not be requeued.
-func (c *Core) requeue(j *job, why string) {
+// again sends j, whose running attempt ended in state s, back to PENDING
+// with message msg and a line in its output.
+func (c *Core) again(j *job, s State, msg, line string) {
 	c.markDropped(j)
-	now := c.cfg.Now().UnixMilli()
+	j.rec.Message = msg
+	c.endAttempt(j, s, c.cfg.Now().UnixMilli())
+	c.move(j, Pending)
+	j.rec.Worker = ""
+	j.rec.GpuIndices = nil
+	j.rec.StartUnixMs = 0
+	c.logs = append(c.logs, logLine(j, line))
+}
+
+// requeue sends a running job whose worker was lost back to PENDING, or ends
+// it as NODE_FAIL when it must not be requeued. A requeue uses none of the
+// job's retries.
+func (c *Core) requeue(j *job, why string) {
 	if j.spec.NoRequeue || j.rec.CancelRequested {
 		final := NodeFail
 		if j.rec.CancelRequested {
 			final = Cancelled
 		}
-		c.end(j, final, now)
 		j.rec.Message = why
+		c.end(j, final, c.cfg.Now().UnixMilli())
 		return
 	}
-	if w := c.workers[j.rec.Worker]; w != nil {
-		delete(w.running, j.key)
+	c.again(j, NodeFail, "requeued: "+why, fmt.Sprintf("\n[rbs] attempt %d lost: %s; requeued\n", j.rec.Attempts, why))
+}
+
+// retryable reports whether an attempt that ended in s is run again while
+// the job has retries left.
+func retryable(s State) bool { return s == Failed || s == Timeout || s == OutOfMemory }
+
+// retry sends j back to PENDING when its running attempt ended in s and it
+// has a retry left, and reports whether it did. Its retries used are the
+// retryable ends in its history.
+func (c *Core) retry(j *job, s State) bool {
+	if !retryable(s) || j.rec.CancelRequested {
+		return false
 	}
-	delete(c.byTask, j.task)
-	c.move(j, Pending)
-	j.rec.Worker = ""
-	j.rec.GpuIndices = nil
-	j.rec.StartUnixMs = 0
-	j.rec.Message = "requeued: " + why
-	c.logs = append(c.logs, logLine(j, fmt.Sprintf("\n[rbs] attempt %d lost: %s; requeued\n", j.rec.Attempts, why)))
-	c.touch(j)
+	used := 1
+	for _, a := range j.rec.History {
+		if retryable(State(a.State)) {
+			used++
+		}
+	}
+	if used > int(j.spec.MaxRetries) {
+		return false
+	}
+	c.again(j, s, fmt.Sprintf("retrying: attempt %d ended %s", j.rec.Attempts, s),
+		fmt.Sprintf("\n[rbs] attempt %d failed (%s); retrying (%d of %d)\n", j.rec.Attempts, s, used, j.spec.MaxRetries))
+	return true
 }
 
 // WorkerInfo is what the Core needs of a registering worker.
@@ -662,7 +715,12 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 	for _, o := range e.Outputs {
 		j.rec.Outputs = append(j.rec.Outputs, &jobspb.JobOutput{Path: o.Path, Kind: o.Kind, SizeBytes: o.SizeBytes})
 	}
-	c.end(j, s, c.cfg.Now().UnixMilli())
+	if e.CheckpointRoot != "" {
+		j.rec.CheckpointRoot = e.CheckpointRoot
+	}
+	if !c.retry(j, s) {
+		c.end(j, s, c.cfg.Now().UnixMilli())
+	}
 }
 
 // Tick does the time-driven work: requeueing the jobs of workers gone longer
@@ -688,7 +746,9 @@ func (c *Core) Tick() {
 				c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: j.task}}})
 			}
 			j.rec.Message = "time limit exceeded; the worker did not report the end"
-			c.end(j, Timeout, now.UnixMilli())
+			if !c.retry(j, Timeout) {
+				c.end(j, Timeout, now.UnixMilli())
+			}
 		}
 	}
 }

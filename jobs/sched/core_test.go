@@ -367,6 +367,11 @@ func TestSubmitValidation(t *testing.T) {
 		{&jobspb.JobSpec{Command: []string{"x"}, Deps: []*jobspb.Dependency{{Kind: "before", JobId: 1, Index: -1}}}, "unknown dependency kind"},
 		{&jobspb.JobSpec{Command: []string{"x"}, Array: &jobspb.ArraySpec{}}, `invalid array "": empty`},
 		{&jobspb.JobSpec{Command: []string{"x"}, Array: &jobspb.ArraySpec{Text: "5-1"}}, `invalid array "5-1"`},
+		{&jobspb.JobSpec{Command: []string{"x"}, MaxRetries: -1}, "max retries -1"},
+		{&jobspb.JobSpec{Command: []string{"x"}, MaxRetries: 101}, "max retries 101"},
+		{&jobspb.JobSpec{Command: []string{"x"}, CheckpointDir: "../up"}, `checkpoint dir: path "../up"`},
+		{&jobspb.JobSpec{Command: []string{"x"}, CheckpointDir: "/abs"}, `checkpoint dir: path "/abs"`},
+		{&jobspb.JobSpec{Command: []string{"x"}, CheckpointDir: "a//b"}, `checkpoint dir: path "a//b"`},
 	}
 	for _, tt := range tests {
 		if _, err := h.c.Submit(tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -463,5 +468,152 @@ func TestOutputCap(t *testing.T) {
 				t.Errorf("stored %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// assigned returns the AssignJob messages among out.
+func assigned(out []Outbound) []*workerpb.AssignJob {
+	var as []*workerpb.AssignJob
+	for _, o := range out {
+		if a := o.Msg.GetAssignJob(); a != nil {
+			as = append(as, a)
+		}
+	}
+	return as
+}
+
+// history gives a job's history as "ATTEMPT:STATE" items.
+func history(r *jobspb.JobRecord) string {
+	var hs []string
+	for _, a := range r.History {
+		hs = append(hs, fmt.Sprintf("%d:%s", a.Attempt, a.State))
+	}
+	return strings.Join(hs, " ")
+}
+
+func TestRetries(t *testing.T) {
+	tests := []struct {
+		name       string
+		maxRetries int32
+		// ends are the attempts' ends as their workers report them; ""
+		// for a worker that says nothing, so that the job runs far past its
+		// time limit and the server ends it as TIMEOUT.
+		ends    []State
+		cancel  bool // cancel the first attempt before it ends
+		want    State
+		history string
+	}{
+		{"no retries", 0, []State{Failed}, false, Failed, "1:FAILED"},
+		{"retried until it completes", 2, []State{Failed, Timeout, Completed}, false, Completed, "1:FAILED 2:TIMEOUT 3:COMPLETED"},
+		{"retries used up", 2, []State{OutOfMemory, Failed, Timeout}, false, Timeout, "1:OUT_OF_MEMORY 2:FAILED 3:TIMEOUT"},
+		{"completed first time", 3, []State{Completed}, false, Completed, "1:COMPLETED"},
+		{"cancelled never retried", 3, []State{Failed}, true, Cancelled, "1:CANCELLED"},
+		{"cancelled by its worker never retried", 3, []State{Cancelled}, false, Cancelled, "1:CANCELLED"},
+		{"past its limit, retried", 1, []State{"", Completed}, false, Completed, "1:TIMEOUT 2:COMPLETED"},
+		{"past its limit after a cancel, not retried", 1, []State{""}, true, Timeout, "1:TIMEOUT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.worker("w", 2, 2)
+			id := h.submit(&jobspb.JobSpec{MaxRetries: tt.maxRetries, TimeLimitMs: time.Hour.Milliseconds()})
+			after := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterany", JobId: id, Index: -1}}})
+			h.step()
+			if tt.cancel {
+				h.c.Cancel([]Key{{id, -1}})
+			}
+			for i, s := range tt.ends {
+				if r := h.rec(id, -1); r.State != string(Running) || r.Attempts != int32(i+1) {
+					t.Fatalf("before end %d: %s, attempt %d", i+1, r.State, r.Attempts)
+				}
+				if s == "" {
+					h.advance(2 * time.Hour)
+				} else {
+					h.finish(id, -1, s)
+				}
+				if started := h.step(); i < len(tt.ends)-1 && fmt.Sprint(started) != fmt.Sprintf("[%d@w]", id) {
+					t.Fatalf("after attempt %d ended %s: started %v, want the job again and not its dependent", i+1, s, started)
+				}
+				if i < len(tt.ends)-1 && h.rec(after, -1).PendingReason != ReasonDependency {
+					t.Fatalf("dependent waits for %q while the job retries", h.rec(after, -1).PendingReason)
+				}
+			}
+			h.restart()
+			r := h.rec(id, -1)
+			if r.State != string(tt.want) || r.Attempts != int32(len(tt.ends)) || history(r) != tt.history {
+				t.Fatalf("ended %s after %d attempts, history %q; want %s after %d, %q", r.State, r.Attempts, history(r), tt.want, len(tt.ends), tt.history)
+			}
+			if s := h.rec(after, -1).State; s != string(Running) {
+				t.Fatalf("dependent %s once the job ended for good, want RUNNING", s)
+			}
+			logs, _, err := h.store.Logs(id, -1, 0, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if retries := strings.Count(string(logs), "; retrying ("); retries != len(tt.ends)-1 {
+				t.Fatalf("output says %d retries, want %d:\n%s", retries, len(tt.ends)-1, logs)
+			}
+		})
+	}
+}
+
+func TestRetryAfterOKSeesOnlyTheFinalEnd(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 2, 2)
+	id := h.submit(&jobspb.JobSpec{MaxRetries: 1})
+	ok := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: id, Index: -1}}})
+	notok := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afternotok", JobId: id, Index: -1}}})
+	h.step()
+	h.finish(id, -1, Failed)
+	h.step()
+	for _, d := range []int64{ok, notok} {
+		if r := h.rec(d, -1); r.State != string(Pending) || r.PendingReason != ReasonDependency {
+			t.Fatalf("dependent %d after a failed attempt that is retried: %s %q", d, r.State, r.PendingReason)
+		}
+	}
+	h.finish(id, -1, Completed)
+	h.step()
+	if r := h.rec(ok, -1); r.State != string(Running) {
+		t.Fatalf("afterok dependent %s, want RUNNING", r.State)
+	}
+	if r := h.rec(notok, -1); r.PendingReason != ReasonDependencyNeverSatisfied {
+		t.Fatalf("afternotok dependent waits for %q", r.PendingReason)
+	}
+}
+
+func TestCheckpointRootGoesToTheNextAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 1, 1)
+	id := h.submit(&jobspb.JobSpec{MaxRetries: 3, CheckpointDir: "ckpt"})
+	h.c.Schedule()
+	first := assigned(h.commit())
+	if len(first) != 1 || first[0].CheckpointDir != "ckpt" || first[0].CheckpointRoot != "" {
+		t.Fatalf("first assignment %v", first)
+	}
+	// Each end's checkpoint goes to the next attempt; an end without one
+	// (or a lost worker) keeps the one before.
+	ends := []string{"aaaa/1", "", "bbbb/2"}
+	want := []string{"aaaa/1", "aaaa/1", "bbbb/2"}
+	for i, root := range ends {
+		task := h.c.jobs[Key{id, -1}].task
+		h.c.Ended("w", &workerpb.JobEnded{TaskId: task, State: string(Failed), CheckpointRoot: root})
+		h.restart()
+		h.worker("w", 1, 1)
+		h.c.Schedule()
+		as := assigned(h.commit())
+		if len(as) != 1 || as[0].CheckpointRoot != want[i] || h.rec(id, -1).CheckpointRoot != want[i] {
+			t.Fatalf("after end %d (checkpoint %q): assigned %v, record %q; want %q", i+1, root, as, h.rec(id, -1).CheckpointRoot, want[i])
+		}
+	}
+	h.c.WorkerDown("w")
+	h.advance(time.Minute)
+	h.c.Tick()
+	h.worker("w", 1, 1)
+	h.c.Schedule()
+	if as := assigned(h.commit()); len(as) != 1 || as[0].CheckpointRoot != "bbbb/2" {
+		t.Fatalf("after the worker was lost: %v", as)
+	}
+	if r := h.rec(id, -1); history(r) != "1:FAILED 2:FAILED 3:FAILED 4:NODE_FAIL" || r.Attempts != 5 {
+		t.Fatalf("history %q, attempt %d", history(r), r.Attempts)
 	}
 }

@@ -381,6 +381,8 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 		MaxOutputBytes: c.cfg.MaxJobOutput,
 		InputRoot:      s.InputRoot,
 		Outputs:        s.Outputs,
+		CheckpointDir:  s.CheckpointDir,
+		CheckpointRoot: j.rec.CheckpointRoot,
 	}}})
 	if j.rec.Attempts > 1 {
 		c.logs = append(c.logs, logLine(j, fmt.Sprintf("[rbs] attempt %d on worker %s\n", j.rec.Attempts, w.name)))
