@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/merkle"
+	"github.com/rbs-build/rbs/rules/session"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -69,7 +71,7 @@ type JobSubmitCmd struct {
 	Name      string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name)."`
 	Queue     string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch)."`
 	Priority  int32    `help:"Priority within the queue; higher runs first."`
-	CPUs      int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker." default:"1"`
+	CPUs      int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's)."`
 	MemoryGB  float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
 	GPUs      int32    `name:"gpus" help:"GPUs reserved on the worker."`
 	Time      string   `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
@@ -91,16 +93,23 @@ type JobSubmitCmd struct {
 
 // Run implements the command.
 func (c *JobSubmitCmd) Run() error {
-	s, err := c.spec()
-	if err != nil {
-		return err
-	}
+	var s *jobspb.JobSpec
 	var inputs *merkle.Tree
-	if len(c.Inputs) > 0 {
-		if inputs, err = inputRoot(c.Inputs); err != nil {
+	var err error
+	if target, extra := c.target(); target != "" {
+		if s, inputs, err = c.targetSpec(target, extra); err != nil {
 			return err
 		}
-		s.InputRoot = inputs.Root.String()
+	} else {
+		if s, err = c.spec(); err != nil {
+			return err
+		}
+		if len(c.Inputs) > 0 {
+			if inputs, err = inputRoot(c.Inputs); err != nil {
+				return err
+			}
+			s.InputRoot = inputs.Root.String()
+		}
 	}
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
@@ -134,54 +143,113 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 	case len(args) > 0 && strings.HasPrefix(args[0], "-"):
 		return nil, fmt.Errorf("command %q starts with -: give it after --, as in rbs job submit -- %s", args[0], args[0])
 	}
-	if len(args) > 0 && strings.HasPrefix(args[0], "//") && c.Script == "" {
-		return nil, fmt.Errorf("submitting job target %s: building job targets is %w; submit a command after --", args[0], errNotImplemented)
-	}
 	if len(args) == 0 && c.Script == "" {
 		return nil, fmt.Errorf("nothing to run: give a command after --, or --script FILE")
 	}
-
-	if err := checkOutputs(c.Outputs); err != nil {
-		return nil, err
-	}
-	s := &jobspb.JobSpec{
-		Name: c.Name, Queue: c.Queue, Priority: c.Priority, Command: args,
-		Cpus: c.CPUs, Gpus: c.GPUs, NoRequeue: c.NoRequeue, Outputs: c.Outputs,
-	}
-	switch {
-	case c.CPUs < 1:
-		return nil, fmt.Errorf("invalid --cpus %d: want at least 1", c.CPUs)
-	case c.GPUs < 0:
-		return nil, fmt.Errorf("invalid --gpus %d: want 0 or more", c.GPUs)
-	case c.MemoryGB < 0:
-		return nil, fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
-	}
-	s.MemoryBytes = int64(c.MemoryGB * (1 << 30))
+	s := &jobspb.JobSpec{Command: args, Cpus: 1}
 	if c.Script != "" {
 		b, err := os.ReadFile(c.Script)
 		if err != nil {
 			return nil, err
 		}
 		s.Script = string(b)
+		s.Name = filepath.Base(c.Script)
+	} else {
+		s.Name = filepath.Base(args[0])
 	}
-	if s.Name == "" {
-		if c.Script != "" {
-			s.Name = filepath.Base(c.Script)
-		} else {
-			s.Name = filepath.Base(args[0])
-		}
+	export, err := spec.ParseExport(c.Export)
+	if err != nil {
+		return nil, err
 	}
+	s.Env = export.Env(os.Environ())
+	return s, c.override(s)
+}
+
+// target returns the job target the command line names in place of a
+// command (a label, with no -- before it), and the arguments after it.
+func (c *JobSubmitCmd) target() (string, []string) {
+	if c.Script != "" || len(c.Command) == 0 || !isLabel(c.Command[0]) {
+		return "", nil
+	}
+	extra := c.Command[1:]
+	if len(extra) > 0 && extra[0] == "--" {
+		extra = extra[1:]
+	}
+	return c.Command[0], extra
+}
+
+// targetSpec builds the job target, and returns the spec its manifest
+// makes with the flags given over it, and its input root. The manifest's
+// environment is the job's: --export applies to commands only.
+func (c *JobSubmitCmd) targetSpec(target string, extra []string) (*jobspb.JobSpec, *merkle.Tree, error) {
+	if len(c.Inputs) > 0 {
+		return nil, nil, fmt.Errorf("%s stages its own inputs: add them to its data instead of --inputs", target)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := session.Open(session.Options{Dir: cwd, Jobs: runtime.NumCPU(), Out: os.Stderr})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer sess.Close()
+	m, tree, err := sess.Job(context.Background(), target)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := m.Spec()
+	if err != nil {
+		return nil, nil, err
+	}
+	s.Command = append(s.Command, extra...)
+	return s, tree, c.override(s)
+}
+
+// override sets what the flags given say over s.
+func (c *JobSubmitCmd) override(s *jobspb.JobSpec) error {
+	switch {
+	case c.CPUs < 0:
+		return fmt.Errorf("invalid --cpus %d: want at least 1", c.CPUs)
+	case c.GPUs < 0:
+		return fmt.Errorf("invalid --gpus %d: want 0 or more", c.GPUs)
+	case c.MemoryGB < 0:
+		return fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
+	}
+	if err := checkOutputs(c.Outputs); err != nil {
+		return err
+	}
+	if c.Name != "" {
+		s.Name = c.Name
+	}
+	if c.Queue != "" {
+		s.Queue = c.Queue
+	}
+	if c.Priority != 0 {
+		s.Priority = c.Priority
+	}
+	if c.CPUs > 0 {
+		s.Cpus = c.CPUs
+	}
+	if c.GPUs > 0 {
+		s.Gpus = c.GPUs
+	}
+	if c.MemoryGB > 0 {
+		s.MemoryBytes = int64(c.MemoryGB * (1 << 30))
+	}
+	s.NoRequeue = s.NoRequeue || c.NoRequeue
+	s.Outputs = append(s.Outputs, c.Outputs...)
 	if c.Time != "" {
 		d, err := spec.ParseDuration(c.Time)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.TimeLimitMs = d.Milliseconds()
 	}
 	if c.Deps != "" {
 		deps, err := spec.ParseDeps(c.Deps)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, d := range deps {
 			s.Deps = append(s.Deps, &jobspb.Dependency{Kind: string(d.Kind), JobId: d.ID.ID, Index: int32(d.ID.Index)})
@@ -190,23 +258,21 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 	if c.Array != "" {
 		a, err := spec.ParseArray(c.Array)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.Array = &jobspb.ArraySpec{Limit: int32(a.Limit), Text: a.String()}
 	}
-	export, err := spec.ParseExport(c.Export)
-	if err != nil {
-		return nil, err
+	if s.Env == nil {
+		s.Env = map[string]string{}
 	}
-	s.Env = export.Env(os.Environ())
 	for _, kv := range c.Env {
 		k, v, err := spec.ParseEnvVar(kv)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.Env[k] = v
 	}
-	return s, nil
+	return nil
 }
 
 // JobListCmd is `rbs job list`.

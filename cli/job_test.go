@@ -42,8 +42,8 @@ func TestSubmitParsesFlags(t *testing.T) {
 		if err == nil {
 			var s *jobspb.JobSpec
 			s, err = c.Job.Submit.spec()
-			if err == nil && (strings.Join(s.GetCommand(), "|") != strings.Join(tc.want, "|") || c.Job.Submit.CPUs != tc.cpus) {
-				t.Errorf("%q: command %q, cpus %d; want %q, cpus %d", tc.args, s.GetCommand(), c.Job.Submit.CPUs, tc.want, tc.cpus)
+			if err == nil && (strings.Join(s.GetCommand(), "|") != strings.Join(tc.want, "|") || s.GetCpus() != tc.cpus) {
+				t.Errorf("%q: command %q, cpus %d; want %q, cpus %d", tc.args, s.GetCommand(), s.GetCpus(), tc.want, tc.cpus)
 			}
 		}
 		switch {

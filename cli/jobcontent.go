@@ -47,7 +47,7 @@ func inputRoot(values []string) (*merkle.Tree, error) {
 				return nil, fmt.Errorf("--inputs %q: %w", v, err)
 			}
 			for _, st := range staged {
-				fs, err := diskFiles(path.Join(dest, st.Path), st.Source)
+				fs, err := merkle.PathFiles(path.Join(dest, st.Path), st.Source)
 				if err != nil {
 					return nil, fmt.Errorf("--inputs %q: %w", v, err)
 				}
@@ -103,20 +103,6 @@ func parseInput(v string) (dest, src string, err error) {
 // path.
 func isLabel(src string) bool {
 	return strings.HasPrefix(src, "//") || strings.HasPrefix(src, ":") || strings.HasPrefix(src, "@")
-}
-
-// diskFiles returns what the file or directory at abs stages as at p.
-func diskFiles(p, abs string) ([]merkle.File, error) {
-	info, err := os.Stat(abs)
-	if err != nil {
-		return nil, err
-	}
-	if !info.IsDir() {
-		f, err := merkle.FileFromDisk(p, abs, info.Mode()&0o111 != 0)
-		return []merkle.File{f}, err
-	}
-	fs, _, err := merkle.DirFiles(abs, p)
-	return fs, err
 }
 
 // checkOutputs validates --outputs values: paths inside the job's

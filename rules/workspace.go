@@ -20,7 +20,7 @@ import (
 // Embedded holds the Starlark files served as the @rbs repository, such as
 // @rbs//python/rules.rbs.
 //
-//go:embed builtin/*.rbs python/*.rbs
+//go:embed builtin/*.rbs python/*.rbs job/*.rbs
 var Embedded embed.FS
 
 // builtinModules are loaded into every BUILD file's globals.
@@ -76,11 +76,19 @@ func Open(root string) (*Workspace, error) {
 	return w, nil
 }
 
-// nameRules gives each rule a module exports its global name.
+// nameRules gives each rule and provider a module exports its global name,
+// as Bazel does.
 func nameRules(_ loader.Module, globals starlark.StringDict) {
 	for name, v := range globals {
-		if r, ok := v.(*RuleClass); ok && r.name == "" {
-			r.name = name
+		switch x := v.(type) {
+		case *RuleClass:
+			if x.name == "" {
+				x.name = name
+			}
+		case *Provider:
+			if x.name == "provider" {
+				x.name = name
+			}
 		}
 	}
 }

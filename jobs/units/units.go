@@ -14,15 +14,16 @@ type Size int64
 
 var sizeUnits = map[string]float64{
 	"": 1, "B": 1,
-	"K": 1 << 10, "KIB": 1 << 10, "KB": 1e3,
-	"M": 1 << 20, "MIB": 1 << 20, "MB": 1e6,
-	"G": 1 << 30, "GIB": 1 << 30, "GB": 1e9,
-	"T": 1 << 40, "TIB": 1 << 40, "TB": 1e12,
+	"K": 1 << 10, "KI": 1 << 10, "KIB": 1 << 10, "KB": 1e3,
+	"M": 1 << 20, "MI": 1 << 20, "MIB": 1 << 20, "MB": 1e6,
+	"G": 1 << 30, "GI": 1 << 30, "GIB": 1 << 30, "GB": 1e9,
+	"T": 1 << 40, "TI": 1 << 40, "TIB": 1 << 40, "TB": 1e12,
 }
 
 // ParseSize reads a size: a non-negative number with an optional unit. Bare
-// K, M, G, T are binary (as in Slurm); KiB/MiB/GiB/TiB are binary; KB/MB/GB/TB
-// are decimal. Units are case-insensitive.
+// K, M, G, T are binary (as in Slurm); KiB/MiB/GiB/TiB and Kubernetes'
+// Ki/Mi/Gi/Ti are binary; KB/MB/GB/TB are decimal. Units are
+// case-insensitive.
 func ParseSize(s string) (Size, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasPrefix(t, "-") {

@@ -52,3 +52,18 @@ func DirFiles(src, dest string) (files []File, skipped []string, err error) {
 	})
 	return files, skipped, err
 }
+
+// PathFiles returns what the file or directory at abs stages as at p: the
+// file, or the directory's files under p as DirFiles finds them.
+func PathFiles(p, abs string) ([]File, error) {
+	info, err := os.Stat(abs)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		f, err := FileFromDisk(p, abs, info.Mode()&0o111 != 0)
+		return []File{f}, err
+	}
+	fs, _, err := DirFiles(abs, p)
+	return fs, err
+}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/executor"
 	"github.com/rbs-build/rbs/rbe/merkle"
@@ -179,6 +180,11 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if err != nil {
 		return nil, err
 	}
+	for _, l := range labels {
+		if _, err := an.Targets[l.String()].Job(); err != nil {
+			return nil, err
+		}
+	}
 	sum := &Summary{Runfiles: an.Runfiles}
 	var files []*rules.File
 	for _, l := range labels {
@@ -200,6 +206,9 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	s.endProgress()
 	sum.Stats = st
 	if err != nil {
+		return sum, err
+	}
+	if err := s.writeManifests(sum.Targets); err != nil {
 		return sum, err
 	}
 	s.linkBin()
@@ -391,4 +400,84 @@ func (s *Session) Outputs(ctx context.Context, pattern string) ([]Staged, error)
 		}
 	}
 	return out, nil
+}
+
+// ManifestPath is where a build writes a job target's manifest, relative to
+// the workspace: rbs-out/bin/PKG/NAME.job.json.
+func ManifestPath(l label.Label) string {
+	return filepath.Join(rules.BinDir, filepath.FromSlash(l.Pkg), l.Name+".job.json")
+}
+
+// jobTree is the input root of a built job target: its runfiles (the
+// binary, the binary's runfiles, the data) at their paths in the workspace,
+// the layout the job runs in.
+func (s *Session) jobTree(c *rules.Configured) (*merkle.Tree, error) {
+	var files []merkle.File
+	for _, f := range c.RunfilesFiles() {
+		fs, err := merkle.PathFiles(f.ShortPath, filepath.Join(s.ws.Root, filepath.FromSlash(f.Path())))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Label, err)
+		}
+		files = append(files, fs...)
+	}
+	return merkle.Build(files)
+}
+
+// writeManifests writes the manifest of every job target among the built
+// ones, with the digest of its input root.
+func (s *Session) writeManifests(targets []*rules.Configured) error {
+	for _, c := range targets {
+		m, err := c.Job()
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			continue
+		}
+		tree, err := s.jobTree(c)
+		if err != nil {
+			return err
+		}
+		m.InputRoot = tree.Root.String()
+		b, err := m.Encode()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(s.ws.Root, ManifestPath(c.Label)), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Job builds a job target and returns its manifest, as written under
+// rbs-out/bin, and its input root, to upload before the job is submitted.
+func (s *Session) Job(ctx context.Context, target string) (*manifest.Manifest, *merkle.Tree, error) {
+	sum, err := s.Build(ctx, []string{target}, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(sum.Targets) != 1 {
+		return nil, nil, fmt.Errorf("%s names %d targets; give one job target", target, len(sum.Targets))
+	}
+	c := sum.Targets[0]
+	b, err := os.ReadFile(filepath.Join(s.ws.Root, ManifestPath(c.Label)))
+	if os.IsNotExist(err) {
+		return nil, nil, fmt.Errorf("%s is not a job target: give an ml_training_job, batch_job or gpu_job from @rbs//job/rules.rbs, or a command after --", c.Label)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := manifest.Decode(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	tree, err := s.jobTree(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tree.Root.String() != m.InputRoot {
+		return nil, nil, fmt.Errorf("%s: the manifest's input root %s is not that of the files built, %s", c.Label, m.InputRoot, tree.Root)
+	}
+	return m, tree, nil
 }

@@ -1,0 +1,115 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/rbs-build/rbs/jobs/manifest"
+	"github.com/rbs-build/rbs/jobs/units"
+	"go.starlark.net/starlark"
+)
+
+// jobInfo is the name of the provider @rbs//job/rules.rbs's rules return.
+const jobInfo = "JobInfo"
+
+// RunfilesFiles returns the files of the target's runfiles.
+func (c *Configured) RunfilesFiles() []*File {
+	if c.Runfiles == nil {
+		return nil
+	}
+	return c.Runfiles.files.Files()
+}
+
+// Job returns the manifest a job target describes, without its input root
+// (known once the files are built), or nil for a target that is not a job.
+// Every attribute is checked here; an error names the target and the
+// attribute.
+func (c *Configured) Job() (*manifest.Manifest, error) {
+	var info *ProviderInstance
+	for p, inst := range c.Providers {
+		if p.Name() == jobInfo {
+			info = inst
+		}
+	}
+	if info == nil {
+		return nil, nil
+	}
+	bad := func(attr string, err error) error { return fmt.Errorf("%s: %s: %v", c.Label, attr, err) }
+	str := func(name string) string {
+		s, _ := starlark.AsString(info.fields[name])
+		return s
+	}
+	num := func(name string) (int32, error) {
+		n, err := starlark.AsInt32(info.fields[name])
+		if err != nil {
+			return 0, bad(name, err)
+		}
+		return int32(n), nil
+	}
+	binary, ok := info.fields["binary"].(*File)
+	if !ok {
+		return nil, bad("binary", fmt.Errorf("want an executable target"))
+	}
+	args, err := stringList(info.fields["args"])
+	if err != nil {
+		return nil, bad("args", err)
+	}
+	m := &manifest.Manifest{
+		Version: manifest.Version, Label: c.Label.String(), Name: c.Label.Name,
+		Command: append([]string{binary.ShortPath}, args...), Env: map[string]string{},
+		Queue: str("partition"), CheckpointDir: str("checkpoint_dir"),
+	}
+	if env, ok := info.fields["env"].(*starlark.Dict); ok {
+		for _, kv := range env.Items() {
+			k, _ := starlark.AsString(kv[0])
+			v, _ := starlark.AsString(kv[1])
+			m.Env[k] = v
+		}
+	}
+	cpu, err := strconv.ParseInt(str("cpu"), 10, 32)
+	if err != nil || cpu < 1 {
+		return nil, bad("cpu", fmt.Errorf("%q is not a whole number of CPUs, 1 or more", str("cpu")))
+	}
+	m.CPUs = int32(cpu)
+	mem, err := units.ParseSize(str("memory"))
+	if err != nil {
+		return nil, bad("memory", err)
+	}
+	m.MemoryBytes = int64(mem)
+	if m.TimeLimitMs, err = manifest.TimeLimit(str("time_limit")); err != nil {
+		return nil, bad("time_limit", err)
+	}
+	if m.GPUs, err = num("gpus"); err != nil {
+		return nil, err
+	}
+	if m.Nodes, err = num("nodes"); err != nil {
+		return nil, err
+	}
+	if m.MaxRetries, err = num("max_retries"); err != nil {
+		return nil, err
+	}
+	minNodes, err := num("min_nodes")
+	if err != nil {
+		return nil, err
+	}
+	maxNodes, err := num("max_nodes")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case m.Nodes < 1:
+		return nil, bad("nodes", fmt.Errorf("%d: want at least 1", m.Nodes))
+	case m.GPUs < 0:
+		return nil, bad("gpus", fmt.Errorf("%d: want 0 or more", m.GPUs))
+	case m.MaxRetries < 0 || m.MaxRetries > 100:
+		return nil, bad("max_retries", fmt.Errorf("%d: want 0 to 100", m.MaxRetries))
+	case minNodes < 0 || maxNodes < 0:
+		return nil, bad("min_nodes", fmt.Errorf("min_nodes %d and max_nodes %d must not be negative", minNodes, maxNodes))
+	case maxNodes > 0 && minNodes > maxNodes:
+		return nil, bad("min_nodes", fmt.Errorf("min_nodes %d is above max_nodes %d", minNodes, maxNodes))
+	}
+	if m.Outputs, err = stringList(info.fields["outputs"]); err != nil {
+		return nil, bad("outputs", err)
+	}
+	return m, m.Validate()
+}

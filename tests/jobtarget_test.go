@@ -1,0 +1,87 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A job target's manifest is what the scheduler consumes: rbs build writes
+// it, rbs job submit builds, uploads the input root and submits it, with
+// flags given over it; the training run's outputs come back with rbs job
+// outputs.
+func TestJobTarget(t *testing.T) {
+	requireTool(t, "python3")
+	srv := startServer(t)
+	startWorker(t, srv, "w1")
+	ws := t.TempDir()
+	copyTree(t, "../examples", ws)
+	env := []string{"RBS_REMOTE=" + srv.Addr}
+	in := func(args ...string) string {
+		t.Helper()
+		out, err := run(t, ws, env, rbsBin, args...)
+		if err != nil {
+			t.Fatalf("rbs %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+
+	in("build", "//app:train")
+	var m struct {
+		Version   int      `json:"version"`
+		Command   []string `json:"command"`
+		InputRoot string   `json:"input_root"`
+		Memory    int64    `json:"memory_bytes"`
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "rbs-out/bin/app/train.job.json"))
+	if err != nil || json.Unmarshal(b, &m) != nil || m.Version != 1 || m.Command[0] != "app/trainer" || m.InputRoot == "" || m.Memory != 1<<30 {
+		t.Fatalf("the manifest of //app:train: %v\n%s", err, b)
+	}
+
+	out := in("job", "submit", "--parsable", "--time", "5m", "//app:train")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	id := lines[len(lines)-1]
+	rbs(t, srv, "job", "wait", id)
+	var j struct {
+		State     string `json:"state"`
+		TimeLimit int64  `json:"time_limit_seconds"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", id)), &j); err != nil || j.State != "COMPLETED" || j.TimeLimit != 300 {
+		t.Fatalf("the job target's job: %+v, %v (want COMPLETED, the --time 5m over the manifest's 10m)", j, err)
+	}
+	if logs := rbs(t, srv, "job", "logs", id); !strings.Contains(logs, "epoch 30 loss") {
+		t.Fatalf("the training run printed:\n%s", logs)
+	}
+	dest := filepath.Join(t.TempDir(), "got")
+	rbs(t, srv, "job", "outputs", id, "--dest", dest)
+	var metrics struct {
+		W, B   float64
+		Epochs int
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, "out", "metrics.json")); err != nil || json.Unmarshal(b, &metrics) != nil ||
+		metrics.Epochs != 30 || metrics.W < 2.8 || metrics.W > 3.2 {
+		t.Fatalf("metrics.json: %v %+v", err, metrics)
+	}
+
+	// A target that is not a job, and bad attributes, named with the target.
+	if out, err := run(t, ws, env, rbsBin, "job", "submit", "//app:greet"); err == nil || !strings.Contains(out, "//app:greet is not a job target") {
+		t.Fatalf("submitting a py_binary: %v\n%s", err, out)
+	}
+	for _, tc := range []struct{ attrs, want string }{
+		{`memory = "4Q"`, `//bad:job: memory: invalid size "4Q"`},
+		{`nodes = 0`, `//bad:job: nodes: 0: want at least 1`},
+		{`min_nodes = 4, max_nodes = 2`, `//bad:job: min_nodes: min_nodes 4 is above max_nodes 2`},
+		{`cpu = "lots"`, `//bad:job: cpu: "lots"`},
+		{`time_limit = "forever"`, `//bad:job: time_limit:`},
+	} {
+		os.MkdirAll(filepath.Join(ws, "bad"), 0o755)
+		os.WriteFile(filepath.Join(ws, "bad", "BUILD.rbs"), []byte(`load("@rbs//job/rules.rbs", "batch_job")
+batch_job(name = "job", binary = "//app:trainer", `+tc.attrs+`)
+`), 0o644)
+		if out, err := run(t, ws, env, rbsBin, "build", "//bad:job"); err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: %v\n%s", tc.attrs, err, out)
+		}
+	}
+}
