@@ -137,4 +137,3 @@ func TimeLimit(s string) (int64, error) {
 	}
 	return d.Milliseconds(), nil
 }
-
