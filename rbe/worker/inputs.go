@@ -115,6 +115,10 @@ type inputTree struct {
 	// linked holds each distinct file hard-linked into place, with one of
 	// its paths, once staged.
 	linked map[fileKey]string
+	// copies stages the files as writable copies of the cached blobs
+	// instead of hard links, so that nothing written to them reaches the
+	// cache; none is then in linked.
+	copies bool
 }
 
 // loadTree reads the input root's Directory messages, level by level, from
@@ -208,29 +212,36 @@ func (fc *fileCache) stageDir(ctx context.Context, t *inputTree, d digest.Digest
 	for _, f := range dir.Files {
 		fd, _ := digest.FromProto(f.Digest)
 		dst := filepath.Join(abs, f.Name)
+		mode := os.FileMode(0o444)
+		if f.IsExecutable {
+			mode = 0o555
+		}
+		if t.copies {
+			mode |= 0o200
+		}
 		if fd.Size() == 0 {
-			mode := os.FileMode(0o444)
-			if f.IsExecutable {
-				mode = 0o555
-			}
 			if err := os.WriteFile(dst, nil, mode); err != nil {
 				return err
 			}
 			continue
 		}
 		k, p := fileKey{fd, f.IsExecutable}, path.Join(rel, f.Name)
-		err := fc.store(k.exec).Link(fd, dst)
+		place := func() error { return fc.store(k.exec).Link(fd, dst) }
+		if t.copies {
+			place = func() error { return fc.copyOut(ctx, k, dst, mode) }
+		}
+		err := place()
 		if blobstore.IsNotFound(err) {
 			// Evicted since it was fetched, or dropped as changed by an
 			// earlier action: fetched again.
 			if err = fc.fetchFiles(ctx, map[fileKey]bool{k: true}); err == nil {
-				err = fc.store(k.exec).Link(fd, dst)
+				err = place()
 			}
 		}
 		if err != nil {
 			return fmt.Errorf("staging %s: %w", p, err)
 		}
-		if _, ok := t.linked[k]; !ok {
+		if _, ok := t.linked[k]; !ok && !t.copies {
 			t.linked[k] = p
 		}
 	}
@@ -246,6 +257,24 @@ func (fc *fileCache) stageDir(ctx context.Context, t *inputTree, d digest.Digest
 		}
 	}
 	return nil
+}
+
+// copyOut writes the cached blob of k to the new file dst with mode.
+func (fc *fileCache) copyOut(ctx context.Context, k fileKey, dst string, mode os.FileMode) error {
+	rc, err := fc.store(k.exec).Get(ctx, k.d, 0)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // changed returns the path of an input file of t whose cached blob was

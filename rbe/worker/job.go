@@ -134,6 +134,11 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 			return fail("staging the job's inputs: " + errorText(err))
 		}
 	}
+	if a.CheckpointRoot != "" {
+		if err := w.restoreCheckpoint(ctx, a.CheckpointRoot, dir, a.CheckpointDir); err != nil {
+			return fail("restoring the job's checkpoint: " + errorText(err))
+		}
+	}
 	args := a.Command
 	if a.Script != "" {
 		script := filepath.Join(dir, scriptName)
@@ -150,6 +155,11 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	// directory the user's.
 	if err := w.cfg.RunAs.handOver(dir); err != nil {
 		return fail("giving the job's directory to its user: " + err.Error())
+	}
+	if a.CheckpointRoot != "" {
+		if err := w.cfg.RunAs.giveFiles(filepath.Join(dir, filepath.FromSlash(a.CheckpointDir))); err != nil {
+			return fail("giving the job's checkpoint to its user: " + err.Error())
+		}
 	}
 	group, err := memlimit.New(fmt.Sprintf("%s%d-%s-%s", groupPrefix, os.Getpid(), w.session, name), a.MemoryBytes)
 	if err != nil {
@@ -224,7 +234,8 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 
 // jobFiles ends an attempt that ran: it takes the job's directory back
 // from the --run-as user, checks that no input was changed in place, and
-// records the outputs. It returns notes for the job's message.
+// records the outputs and the checkpoint. It returns notes for the job's
+// message.
 func (w *Worker) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir string, inputs *inputTree, end *workerpb.JobEnded) []string {
 	if err := w.cfg.RunAs.reclaim(dir); err != nil {
 		return []string{"taking the job's directory back from its user, so no input was checked and no output recorded: " + err.Error()}
@@ -235,7 +246,11 @@ func (w *Worker) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir string
 			notes = append(notes, n)
 		}
 	}
-	return append(notes, w.recordOutputs(ctx, dir, a.Outputs, end)...)
+	notes = append(notes, w.recordOutputs(ctx, dir, a.Outputs, end)...)
+	if a.CheckpointDir != "" {
+		notes = append(notes, w.recordCheckpoint(ctx, dir, a.CheckpointDir, end)...)
+	}
+	return notes
 }
 
 // outputFile is where a job attempt's output is kept.

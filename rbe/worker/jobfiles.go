@@ -85,9 +85,12 @@ func (w *Worker) changedInputNote(t *inputTree) string {
 	return ""
 }
 
-// jobRecord gathers the outputs of a job attempt found in its directory.
+// jobRecord gathers the outputs, or the checkpoint, of a job attempt found
+// in its directory.
 type jobRecord struct {
-	dir   string
+	dir string
+	// kind, "output" or "checkpoint", starts the notes.
+	kind  string
 	files []merkle.File
 	links []merkle.Symlink
 	dirs  []string
@@ -96,8 +99,9 @@ type jobRecord struct {
 	notes []string
 }
 
+// note adds a note; format follows the record's kind.
 func (r *jobRecord) note(format string, args ...any) {
-	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+	r.notes = append(r.notes, r.kind+fmt.Sprintf(format, args...))
 }
 
 // add records the output at the path p, relative to the job's directory,
@@ -105,7 +109,7 @@ func (r *jobRecord) note(format string, args ...any) {
 // followed, on the way to p or under it.
 func (r *jobRecord) add(p string) {
 	if err := merkle.CheckPath(p); err != nil {
-		r.note("output: %v", err)
+		r.note(": %v", err)
 		return
 	}
 	abs := r.dir
@@ -115,18 +119,18 @@ func (r *jobRecord) add(p string) {
 		info, err := os.Lstat(abs)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			r.note("output %s: not found", p)
+			r.note(" %s: not found", p)
 			return
 		case err != nil:
-			r.note("output %s: %v", p, err)
+			r.note(" %s: %v", p, err)
 			return
 		case i == len(parts)-1:
 			r.addEntry(p, abs, info)
 		case info.Mode()&fs.ModeSymlink != 0:
-			r.note("output %s: %s is a symlink, which outputs are not recorded through", p, path.Join(parts[:i+1]...))
+			r.note(" %s: %s is a symlink, which outputs are not recorded through", p, path.Join(parts[:i+1]...))
 			return
 		case !info.IsDir():
-			r.note("output %s: not found (%s is not a directory)", p, path.Join(parts[:i+1]...))
+			r.note(" %s: not found (%s is not a directory)", p, path.Join(parts[:i+1]...))
 			return
 		}
 	}
@@ -137,14 +141,14 @@ func (r *jobRecord) addEntry(p, abs string, info fs.FileInfo) {
 	switch {
 	case info.Mode()&fs.ModeSymlink != 0:
 		if err := r.addLink(p, abs); err != nil {
-			r.note("output %s: %v", p, err)
+			r.note(" %s: %v", p, err)
 			return
 		}
 		r.outs = append(r.outs, &workerpb.JobOutput{Path: p, Kind: "symlink"})
 	case info.Mode().IsRegular():
 		size, err := r.addFile(p, abs, info)
 		if err != nil {
-			r.note("output %s: %v", p, err)
+			r.note(" %s: %v", p, err)
 			return
 		}
 		r.outs = append(r.outs, &workerpb.JobOutput{Path: p, Kind: "file", SizeBytes: size})
@@ -154,12 +158,12 @@ func (r *jobRecord) addEntry(p, abs string, info fs.FileInfo) {
 		if err != nil {
 			// None of it is recorded.
 			r.files, r.links, r.dirs = r.files[:files], r.links[:links], r.dirs[:dirs]
-			r.note("output %s: %v", p, err)
+			r.note(" %s: %v", p, err)
 			return
 		}
 		r.outs = append(r.outs, &workerpb.JobOutput{Path: p, Kind: "directory", SizeBytes: size})
 	default:
-		r.note("output %s: neither a file, a directory nor a symlink (%s)", p, info.Mode().Type())
+		r.note(" %s: neither a file, a directory nor a symlink (%s)", p, info.Mode().Type())
 	}
 }
 
@@ -210,7 +214,7 @@ func (r *jobRecord) addDir(p, abs string) (int64, error) {
 			total += size
 			return err
 		default:
-			r.note("output %s: %s is neither a file, a directory nor a symlink (%s); left out", p, at, e.Type())
+			r.note(" %s: %s is neither a file, a directory nor a symlink (%s); left out", p, at, e.Type())
 		}
 		return nil
 	})
@@ -223,22 +227,106 @@ func (r *jobRecord) addDir(p, abs string) (int64, error) {
 // under --run-as, the directory reclaimed: nothing may change the tree
 // while it is read.
 func (w *Worker) recordOutputs(ctx context.Context, dir string, paths []string, end *workerpb.JobEnded) []string {
-	r := &jobRecord{dir: dir}
+	r := &jobRecord{dir: dir, kind: "output"}
 	for _, p := range paths {
 		r.add(p)
 	}
 	if len(r.outs) == 0 {
 		return r.notes
 	}
+	root, err := w.upload(ctx, r, "outputs")
+	if err != nil {
+		return append(r.notes, err.Error())
+	}
+	end.OutputRoot, end.Outputs = root.String(), r.outs
+	return r.notes
+}
+
+// upload builds the tree of what r gathered, what it names, and uploads it
+// into the CAS, going on after ctx was cancelled (the attempt's end).
+func (w *Worker) upload(ctx context.Context, r *jobRecord, what string) (digest.Digest, error) {
 	tree, err := merkle.BuildAll(r.files, r.links, r.dirs)
 	if err != nil {
-		return append(r.notes, "recording the outputs: "+err.Error())
+		return digest.Digest{}, fmt.Errorf("recording the %s: %v", what, err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outputUploadTimeout)
 	defer cancel()
 	if _, _, err := w.runner.cas.Upload(ctx, tree.Blobs()); err != nil {
-		return append(r.notes, "uploading the outputs: "+errorText(err))
+		return digest.Digest{}, fmt.Errorf("uploading the %s: %s", what, errorText(err))
 	}
-	end.OutputRoot, end.Outputs = tree.Root.String(), r.outs
+	return tree.Root, nil
+}
+
+// restoreCheckpoint stages the Directory of digest root ("HASH/SIZE"), a
+// checkpoint an earlier attempt recorded, into the directory ckpt of the
+// job's directory dir, after its inputs. It is staged as inputs are, but
+// its files are copies, writable by the job, rather than hard links into
+// the worker's cache: a job rewrites its checkpoint, most often in place,
+// and a write through a link would change the cached blob (and have the
+// blob dropped as changed when the attempt ends). No directory on the way
+// to ckpt may be a symlink or a file among the inputs.
+func (w *Worker) restoreCheckpoint(ctx context.Context, root, dir, ckpt string) error {
+	d, err := digest.Parse(root)
+	if err != nil {
+		return err
+	}
+	if err := merkle.CheckPath(ckpt); err != nil {
+		return err
+	}
+	abs := dir
+	for _, name := range strings.Split(ckpt, "/") {
+		abs = filepath.Join(abs, name)
+		info, err := os.Lstat(abs)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if !info.IsDir() {
+			return fmt.Errorf("%s is not a directory among the job's inputs", strings.TrimPrefix(abs, dir+"/"))
+		}
+	}
+	t, err := w.runner.cache.loadTree(ctx, d)
+	if err != nil {
+		return err
+	}
+	t.copies = true
+	return w.runner.cache.stage(ctx, t, filepath.Join(dir, filepath.FromSlash(ckpt)))
+}
+
+// recordCheckpoint records the directory ckpt of the job's directory dir
+// into the CAS, when the attempt left one, and sets end's checkpoint root
+// to the digest of its Directory. It returns notes on what was not
+// recorded.
+func (w *Worker) recordCheckpoint(ctx context.Context, dir, ckpt string, end *workerpb.JobEnded) []string {
+	r := &jobRecord{dir: dir, kind: "checkpoint"}
+	if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(ckpt))); errors.Is(err, fs.ErrNotExist) {
+		return nil // none written yet
+	}
+	r.add(ckpt)
+	if len(r.outs) == 0 {
+		return r.notes
+	}
+	if r.outs[0].Kind != "directory" {
+		return append(r.notes, fmt.Sprintf("checkpoint %s: a %s, not a directory; not recorded", ckpt, r.outs[0].Kind))
+	}
+	// The tree is the directory's: its paths are taken relative to it.
+	for i := range r.files {
+		r.files[i].Path = strings.TrimPrefix(r.files[i].Path, ckpt+"/")
+	}
+	for i := range r.links {
+		r.links[i].Path = strings.TrimPrefix(r.links[i].Path, ckpt+"/")
+	}
+	dirs := r.dirs[:0]
+	for _, p := range r.dirs[1:] { // the first is ckpt itself
+		dirs = append(dirs, strings.TrimPrefix(p, ckpt+"/"))
+	}
+	r.dirs = dirs
+	root, err := w.upload(ctx, r, "checkpoint")
+	if err != nil {
+		return append(r.notes, err.Error())
+	}
+	end.CheckpointRoot = root.String()
 	return r.notes
 }

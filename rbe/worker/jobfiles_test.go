@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -343,5 +344,86 @@ func TestJobRunAs(t *testing.T) {
 	want := []string{"sub/", "sub/in.txt=input\n", "sub/out.txt=input\n"}
 	if got := r.listing(end.OutputRoot); !slices.Equal(got, want) {
 		t.Fatalf("output tree %q, want %q", got, want)
+	}
+}
+
+// TestJobCheckpoints checks that an attempt's checkpoint directory is
+// recorded however it ends, and restored into the next attempt as files the
+// job may rewrite in place, as its own user or as another, without
+// changing the worker's cache.
+func TestJobCheckpoints(t *testing.T) {
+	type step struct {
+		name    string
+		script  string
+		restore int // the step whose checkpoint is restored; -1 for none
+		state   string
+		log     string
+		tree    []string // the checkpoint recorded; nil for none
+		message string   // in the message
+	}
+	steps := []step{
+		{"first attempt writes a checkpoint", "mkdir -p ckpt/sub && echo 5 > ckpt/step && echo x > ckpt/sub/data && exit 1", -1, "FAILED", "", []string{"step=5\n", "sub/", "sub/data=x\n"}, ""},
+		{"next attempt reads it and rewrites it in place", "cat ckpt/step ckpt/sub/data && echo 6 > ckpt/step", 0, "COMPLETED", "5\nx\n", []string{"step=6\n", "sub/", "sub/data=x\n"}, ""},
+		{"the first checkpoint is restored unchanged", "cat ckpt/step && exec sleep 60", 0, "TIMEOUT", "5\n", []string{"step=5\n", "sub/", "sub/data=x\n"}, ""},
+		{"no checkpoint written", "true", -1, "COMPLETED", "", nil, ""},
+		{"a file where the checkpoint should be", "echo > ckpt", -1, "COMPLETED", "", nil, "checkpoint ckpt: a file, not a directory"},
+		{"a symlink on the way to it", "true", 0, "FAILED", "", nil, "restoring the job's checkpoint: link is not a directory among the job's inputs"},
+	}
+	for _, runAs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("run as another user %v", runAs), func(t *testing.T) {
+			r := newJobRig(t)
+			if runAs {
+				if os.Geteuid() != 0 {
+					if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
+						t.Fatal("running a job as another user needs root (RBS_TEST_REQUIRE_ALL=1)")
+					}
+					t.Skip("running a job as another user needs root; set RBS_TEST_REQUIRE_ALL=1 to make this a failure")
+				}
+				work := filepath.Dir(r.w.jobsRoot)
+				for _, p := range []string{r.w.jobsRoot, work, filepath.Dir(work)} {
+					if err := os.Chmod(p, 0o711); err != nil {
+						t.Fatal(err)
+					}
+				}
+				r.w.cfg.RunAs = &User{Name: "payload", UID: 4242424, GID: 4242425}
+			}
+			linkRoot := r.putDir(&repb.Directory{Symlinks: []*repb.SymlinkNode{{Name: "link", Target: "."}}})
+			roots := make([]string, len(steps))
+			five := digest.FromBytes([]byte("5\n"))
+			for i, s := range steps {
+				a := &workerpb.AssignJob{
+					TaskId:        fmt.Sprintf("ckpt-%d", i),
+					Command:       []string{"/bin/sh", "-c", s.script},
+					CheckpointDir: "ckpt",
+					TimeLimitMs:   500,
+				}
+				if s.restore >= 0 {
+					a.CheckpointRoot = roots[s.restore]
+				}
+				if strings.Contains(s.name, "symlink") {
+					a.InputRoot, a.CheckpointDir = linkRoot.String(), "link/ckpt"
+				}
+				end := r.w.runJob(context.Background(), a)
+				log := r.log()
+				if end.State != s.state || log != s.log || !strings.Contains(end.Message, s.message) || s.message == "" && end.Message != "" {
+					t.Fatalf("%s: %s (%q), output %q; want %s, %q in the message, output %q", s.name, end.State, end.Message, log, s.state, s.message, s.log)
+				}
+				roots[i] = end.CheckpointRoot
+				// The cache's copy of the first checkpoint's file is as
+				// it was stored, whatever the attempts wrote.
+				if ok, err := r.w.runner.cache.plain.Unchanged(five); !ok || err != nil {
+					t.Fatalf("%s: the cached blob of the first checkpoint's file was changed (%v)", s.name, err)
+				}
+				if s.tree == nil {
+					if end.CheckpointRoot != "" {
+						t.Fatalf("%s: checkpoint %q recorded, want none", s.name, r.listing(end.CheckpointRoot))
+					}
+					continue
+				}
+				if got := r.listing(end.CheckpointRoot); !slices.Equal(got, s.tree) {
+					t.Fatalf("%s: checkpoint %q, want %q", s.name, got, s.tree)
+				}
+			}
+		})
 	}
 }

@@ -49,6 +49,20 @@ func (u *User) handOver(dir string) error {
 	})
 }
 
+// giveFiles gives the files of the tree at dir to u: a restored
+// checkpoint's, copies that the payload may rewrite in place.
+func (u *User) giveFiles(dir string) error {
+	if u == nil {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		return os.Lchown(p, int(u.UID), int(u.GID))
+	})
+}
+
 // reclaim takes the directories of the tree at dir back from u, top down,
 // before the worker reads the outputs there: a process the payload left
 // running could otherwise swap an output, between the worker's checks and
