@@ -215,7 +215,10 @@ type Dependency struct {
 	Kind  string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	JobId int64  `protobuf:"varint,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// index is the array task index, or -1 for a whole job or array.
-	Index         int32 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Index int32 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// pipeline_entry, in a pipeline, is the 1-based number of the earlier
+	// entry depended on, in place of job_id; 0 for none.
+	PipelineEntry int32 `protobuf:"varint,4,opt,name=pipeline_entry,json=pipelineEntry,proto3" json:"pipeline_entry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +270,13 @@ func (x *Dependency) GetJobId() int64 {
 func (x *Dependency) GetIndex() int32 {
 	if x != nil {
 		return x.Index
+	}
+	return 0
+}
+
+func (x *Dependency) GetPipelineEntry() int32 {
+	if x != nil {
+		return x.PipelineEntry
 	}
 	return 0
 }
@@ -726,8 +736,12 @@ func (x *JobOutput) GetSizeBytes() int64 {
 }
 
 type SubmitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Spec          *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Spec  *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// pipeline, given instead of spec, is several jobs submitted at once, all
+	// or none: a dependency with pipeline_entry set names an earlier entry
+	// of it, and gets that job's id once it is submitted.
+	Pipeline      []*JobSpec `protobuf:"bytes,2,rep,name=pipeline,proto3" json:"pipeline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -769,9 +783,18 @@ func (x *SubmitRequest) GetSpec() *JobSpec {
 	return nil
 }
 
+func (x *SubmitRequest) GetPipeline() []*JobSpec {
+	if x != nil {
+		return x.Pipeline
+	}
+	return nil
+}
+
 type SubmitResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// job_ids are the ids of a pipeline's entries, in order.
+	JobIds        []int64 `protobuf:"varint,2,rep,packed,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -811,6 +834,13 @@ func (x *SubmitResponse) GetJobId() int64 {
 		return x.JobId
 	}
 	return 0
+}
+
+func (x *SubmitResponse) GetJobIds() []int64 {
+	if x != nil {
+		return x.JobIds
+	}
+	return nil
 }
 
 type ListRequest struct {
@@ -1680,12 +1710,13 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0echeckpoint_dir\x18\x11 \x01(\tR\rcheckpointDir\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
 	"\n" +
 	"Dependency\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\x03R\x05jobId\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x05R\x05index\";\n" +
+	"\x05index\x18\x03 \x01(\x05R\x05index\x12%\n" +
+	"\x0epipeline_entry\x18\x04 \x01(\x05R\rpipelineEntry\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xdd\x06\n" +
@@ -1730,11 +1761,13 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"9\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"k\n" +
 	"\rSubmitRequest\x12(\n" +
-	"\x04spec\x18\x01 \x01(\v2\x14.rbs.jobs.v1.JobSpecR\x04spec\"'\n" +
+	"\x04spec\x18\x01 \x01(\v2\x14.rbs.jobs.v1.JobSpecR\x04spec\x120\n" +
+	"\bpipeline\x18\x02 \x03(\v2\x14.rbs.jobs.v1.JobSpecR\bpipeline\"@\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\"U\n" +
+	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x17\n" +
+	"\ajob_ids\x18\x02 \x03(\x03R\x06jobIds\"U\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06states\x18\x01 \x03(\tR\x06states\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -1841,33 +1874,34 @@ var file_jobs_proto_depIdxs = []int32{
 	5,  // 4: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
 	4,  // 5: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
 	0,  // 6: rbs.jobs.v1.SubmitRequest.spec:type_name -> rbs.jobs.v1.JobSpec
-	21, // 7: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 8: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 9: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 10: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	20, // 11: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
-	3,  // 12: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
-	22, // 13: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
-	23, // 14: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
-	6,  // 15: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
-	8,  // 16: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
-	10, // 17: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
-	12, // 18: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
-	14, // 19: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
-	16, // 20: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
-	18, // 21: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
-	7,  // 22: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
-	9,  // 23: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
-	11, // 24: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
-	13, // 25: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
-	15, // 26: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
-	17, // 27: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
-	19, // 28: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	0,  // 7: rbs.jobs.v1.SubmitRequest.pipeline:type_name -> rbs.jobs.v1.JobSpec
+	21, // 8: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	21, // 9: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	21, // 10: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	21, // 11: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	20, // 12: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
+	3,  // 13: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
+	22, // 14: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
+	23, // 15: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
+	6,  // 16: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
+	8,  // 17: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
+	10, // 18: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
+	12, // 19: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
+	14, // 20: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
+	16, // 21: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
+	18, // 22: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
+	7,  // 23: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
+	9,  // 24: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
+	11, // 25: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
+	13, // 26: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
+	15, // 27: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
+	17, // 28: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
+	19, // 29: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_jobs_proto_init() }
