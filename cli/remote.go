@@ -12,11 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rbs-build/rbs/cli/cluster"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
-	"github.com/rbs-build/rbs/rbe/cluster"
 	"github.com/rbs-build/rbs/rbe/gpu"
 	"github.com/rbs-build/rbs/rbe/worker"
 )

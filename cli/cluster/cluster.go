@@ -1,6 +1,8 @@
-// Package cluster composes an rbs server from its parts: the disk-backed CAS
-// and action cache under a data directory, TLS material, the execution
-// scheduler, and the gRPC services. It is the one place where `rbs remote serve` is wired together.
+// Package cluster is the composition root above rbe/ and jobs/: it composes
+// an rbs server from its parts (the disk-backed CAS and action cache under a
+// data directory, TLS material, the execution scheduler, the batch scheduler
+// and the gRPC services). It is the one place where `rbs remote serve` is
+// wired together.
 package cluster
 
 import (
