@@ -317,35 +317,77 @@ func (c *Core) Flush() (*store.Batch, []Outbound) {
 // Submit validates a spec and adds the job (or the array's tasks) as
 // PENDING. It returns the new job id.
 func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
+	ids, err := c.SubmitPipeline([]*jobspb.JobSpec{s})
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// SubmitPipeline validates every spec, then adds them all, in order, or
+// none: a dependency with pipeline_entry set names an earlier spec and gets
+// its new id. It returns the new ids, in order.
+func (c *Core) SubmitPipeline(specs []*jobspb.JobSpec) ([]int64, error) {
+	type checked struct {
+		limit   time.Duration
+		indices []int
+	}
+	ok := make([]checked, len(specs))
+	for i, s := range specs {
+		limit, indices, err := c.check(s, i)
+		if err != nil {
+			if len(specs) > 1 {
+				return nil, status.Errorf(status.Code(err), "pipeline entry %d (%s): %s", i+1, s.Name, status.Convert(err).Message())
+			}
+			return nil, err
+		}
+		ok[i] = checked{limit, indices}
+	}
+	ids := make([]int64, len(specs))
+	for i, s := range specs {
+		for _, d := range s.Deps {
+			if d.PipelineEntry > 0 {
+				d.JobId, d.PipelineEntry = ids[d.PipelineEntry-1], 0
+			}
+		}
+		ids[i] = c.insert(s, ok[i].limit, ok[i].indices)
+	}
+	return ids, nil
+}
+
+// check validates a spec, entry number i of its submission (0-based), and
+// returns its time limit and array indices. It sets the default queue and
+// the array's canonical text.
+func (c *Core) check(s *jobspb.JobSpec, i int) (time.Duration, []int, error) {
 	if len(s.Command) == 0 && s.Script == "" {
-		return 0, status.Error(codes.InvalidArgument, "nothing to run: give a command after -- or --script FILE")
+		return 0, nil, status.Error(codes.InvalidArgument, "nothing to run: give a command after -- or --script FILE")
 	}
 	for _, a := range s.Command {
 		if strings.ContainsRune(a, 0) {
-			return 0, status.Errorf(codes.InvalidArgument, "command argument %q contains a NUL byte, which no program can be given", a)
+			return 0, nil, status.Errorf(codes.InvalidArgument, "command argument %q contains a NUL byte, which no program can be given", a)
 		}
 	}
 	for k, v := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return 0, status.Errorf(codes.InvalidArgument, "environment variable %q=%q: want a name without '=' or NUL and a value without NUL", k, v)
+			return 0, nil, status.Errorf(codes.InvalidArgument, "environment variable %q=%q: want a name without '=' or NUL and a value without NUL", k, v)
 		}
 	}
 	if s.InputRoot != "" {
 		if _, err := digest.Parse(s.InputRoot); err != nil {
-			return 0, status.Errorf(codes.InvalidArgument, "input root: %v", err)
+			return 0, nil, status.Errorf(codes.InvalidArgument, "input root: %v", err)
 		}
 	}
 	for _, o := range s.Outputs {
 		if err := merkle.CheckPath(o); err != nil {
-			return 0, status.Errorf(codes.InvalidArgument, "output: %v; give a path inside the job's directory", err)
+			return 0, nil, status.Errorf(codes.InvalidArgument, "output: %v; give a path inside the job's directory", err)
 		}
 	}
 	if s.MaxRetries < 0 || s.MaxRetries > MaxRetries {
-		return 0, status.Errorf(codes.InvalidArgument, "max retries %d: want 0 to %d", s.MaxRetries, MaxRetries)
+		return 0, nil, status.Errorf(codes.InvalidArgument, "max retries %d: want 0 to %d", s.MaxRetries, MaxRetries)
 	}
 	if s.CheckpointDir != "" {
 		if err := merkle.CheckPath(s.CheckpointDir); err != nil {
-			return 0, status.Errorf(codes.InvalidArgument, "checkpoint dir: %v; give a path inside the job's directory", err)
+			return 0, nil, status.Errorf(codes.InvalidArgument, "checkpoint dir: %v; give a path inside the job's directory", err)
 		}
 	}
 	if s.Queue == "" {
@@ -353,14 +395,14 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 	}
 	q, ok := c.queues[s.Queue]
 	if !ok {
-		return 0, status.Errorf(codes.InvalidArgument, "unknown queue %q (queues: %s)", s.Queue, strings.Join(c.queueNames(), ", "))
+		return 0, nil, status.Errorf(codes.InvalidArgument, "unknown queue %q (queues: %s)", s.Queue, strings.Join(c.queueNames(), ", "))
 	}
 	if s.Cpus < 0 || s.MemoryBytes < 0 || s.Gpus < 0 || s.TimeLimitMs < 0 {
-		return 0, status.Errorf(codes.InvalidArgument, "negative resources: cpus %d, memory %d, gpus %d, time %d ms", s.Cpus, s.MemoryBytes, s.Gpus, s.TimeLimitMs)
+		return 0, nil, status.Errorf(codes.InvalidArgument, "negative resources: cpus %d, memory %d, gpus %d, time %d ms", s.Cpus, s.MemoryBytes, s.Gpus, s.TimeLimitMs)
 	}
 	limit := time.Duration(s.TimeLimitMs) * time.Millisecond
 	if q.MaxTime > 0 && limit > q.MaxTime {
-		return 0, status.Errorf(codes.InvalidArgument, "time limit %s exceeds queue %s's maximum of %s", spec.FormatDuration(limit), q.Name, spec.FormatDuration(q.MaxTime))
+		return 0, nil, status.Errorf(codes.InvalidArgument, "time limit %s exceeds queue %s's maximum of %s", spec.FormatDuration(limit), q.Name, spec.FormatDuration(q.MaxTime))
 	}
 	if limit == 0 {
 		limit = q.MaxTime
@@ -369,21 +411,33 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 		switch spec.DepKind(d.Kind) {
 		case spec.AfterOK, spec.AfterAny, spec.AfterNotOK:
 		default:
-			return 0, status.Errorf(codes.InvalidArgument, "unknown dependency kind %q", d.Kind)
+			return 0, nil, status.Errorf(codes.InvalidArgument, "unknown dependency kind %q", d.Kind)
+		}
+		if d.PipelineEntry != 0 {
+			if d.PipelineEntry < 1 || int(d.PipelineEntry) > i {
+				return 0, nil, status.Errorf(codes.InvalidArgument, "dependency %s on entry %d: an entry may depend only on earlier entries of its pipeline", d.Kind, d.PipelineEntry)
+			}
+			continue
 		}
 		if len(c.depTargets(Key{d.JobId, d.Index})) == 0 {
-			return 0, status.Errorf(codes.InvalidArgument, "dependency %s:%s: no such job", d.Kind, Key{d.JobId, d.Index})
+			return 0, nil, status.Errorf(codes.InvalidArgument, "dependency %s:%s: no such job", d.Kind, Key{d.JobId, d.Index})
 		}
 	}
 	var indices []int
 	if s.Array != nil {
 		a, err := spec.ParseArray(s.Array.Text)
 		if err != nil {
-			return 0, status.Error(codes.InvalidArgument, err.Error())
+			return 0, nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		indices = a.Indices
 		s.Array = &jobspb.ArraySpec{Text: a.String(), Limit: int32(a.Limit)}
 	}
+	return limit, indices, nil
+}
+
+// insert adds a checked spec's job, or its array's tasks, as PENDING and
+// returns the new id.
+func (c *Core) insert(s *jobspb.JobSpec, limit time.Duration, indices []int) int64 {
 	id := c.nextID
 	c.nextID++
 	c.idDirty = true
@@ -408,7 +462,7 @@ func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
 			newJob(int32(i))
 		}
 	}
-	return id, nil
+	return id
 }
 
 func (c *Core) queueNames() []string {

@@ -617,3 +617,40 @@ func TestCheckpointRootGoesToTheNextAttempt(t *testing.T) {
 		t.Fatalf("history %q, attempt %d", history(r), r.Attempts)
 	}
 }
+
+func TestSubmitPipeline(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 2, 2)
+	prep := &jobspb.JobSpec{Name: "prep", Command: []string{"true"}}
+	train := &jobspb.JobSpec{Name: "train", Command: []string{"true"}, Deps: []*jobspb.Dependency{{Kind: "afterok", Index: -1, PipelineEntry: 1}}}
+	report := &jobspb.JobSpec{Name: "report", Command: []string{"true"}, Deps: []*jobspb.Dependency{{Kind: "afterany", Index: -1, PipelineEntry: 2}}}
+	ids, err := h.c.SubmitPipeline([]*jobspb.JobSpec{prep, train, report})
+	if err != nil || len(ids) != 3 || ids[1] != ids[0]+1 || ids[2] != ids[1]+1 {
+		t.Fatalf("SubmitPipeline = %v, %v", ids, err)
+	}
+	if d := train.Deps[0]; d.JobId != ids[0] || d.PipelineEntry != 0 {
+		t.Fatalf("train's dependency %+v, want job %d", d, ids[0])
+	}
+	if d := report.Deps[0]; d.JobId != ids[1] || d.Kind != "afterany" {
+		t.Fatalf("report's dependency %+v, want afterany:%d", d, ids[1])
+	}
+	if got := h.step(); len(got) != 1 {
+		t.Fatalf("started %v, want only the first entry", got)
+	}
+
+	// All or none: a bad entry leaves nothing behind, and entries depend
+	// only on earlier ones.
+	next := h.c.nextID
+	for _, bad := range [][]*jobspb.JobSpec{
+		{{Command: []string{"true"}}, {Name: "b", Command: []string{"true"}, Queue: "nope"}},
+		{{Name: "a", Command: []string{"true"}, Deps: []*jobspb.Dependency{{Kind: "afterok", PipelineEntry: 1}}}},
+		{{Command: []string{"true"}}, {Name: "b", Command: []string{"true"}, Deps: []*jobspb.Dependency{{Kind: "afterok", PipelineEntry: 3}}}},
+	} {
+		if _, err := h.c.SubmitPipeline(bad); err == nil {
+			t.Fatalf("a bad pipeline was accepted: %v", bad)
+		}
+	}
+	if h.c.nextID != next || len(h.c.jobs) != 3 {
+		t.Fatalf("refused pipelines left %d jobs and next id %d", len(h.c.jobs), h.c.nextID)
+	}
+}

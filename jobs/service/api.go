@@ -11,19 +11,25 @@ import (
 
 // Submit implements the Jobs API.
 func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobspb.SubmitResponse, error) {
-	if req.Spec == nil {
+	specs := req.Pipeline
+	switch {
+	case req.Spec != nil && len(specs) > 0:
+		return nil, status.Error(codes.InvalidArgument, "give a job spec or a pipeline, not both")
+	case req.Spec != nil:
+		specs = []*jobspb.JobSpec{req.Spec}
+	case len(specs) == 0:
 		return nil, status.Error(codes.InvalidArgument, "missing job spec")
 	}
-	var id int64
+	var ids []int64
 	err := s.doWrite(ctx, func(c *sched.Core) error {
 		var err error
-		id, err = c.Submit(req.Spec)
+		ids, err = c.SubmitPipeline(specs)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &jobspb.SubmitResponse{JobId: id}, nil
+	return &jobspb.SubmitResponse{JobId: ids[len(ids)-1], JobIds: ids}, nil
 }
 
 // List implements the Jobs API.
