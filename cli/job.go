@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
@@ -68,22 +69,24 @@ func collect[R any, P interface {
 // JobSubmitCmd is `rbs job submit`.
 type JobSubmitCmd struct {
 	RemoteFlags
-	Name      string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name)."`
-	Queue     string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch)."`
-	Priority  int32    `help:"Priority within the queue; higher runs first."`
-	CPUs      int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's)."`
-	MemoryGB  float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
-	GPUs      int32    `name:"gpus" help:"GPUs reserved on the worker."`
-	Time      string   `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
-	Deps      string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
-	Array     string   `short:"a" help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
-	Export    string   `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
-	Env       []string `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
-	NoRequeue bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
-	Parsable  bool     `help:"Print only the job id."`
-	Inputs    []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
-	Outputs   []string `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
-	Script    string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`
+	Name          string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name)."`
+	Queue         string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch)."`
+	Priority      int32    `help:"Priority within the queue; higher runs first."`
+	CPUs          int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's)."`
+	MemoryGB      float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
+	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker."`
+	Time          string   `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
+	Deps          string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
+	Array         string   `short:"a" help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
+	Export        string   `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
+	Env           []string `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
+	NoRequeue     bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
+	MaxRetries    int32    `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
+	CheckpointDir string   `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
+	Parsable      bool     `help:"Print only the job id."`
+	Inputs        []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
+	Outputs       []string `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
+	Script        string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`
 	// Partial passthrough: the words before the command (or before --)
 	// are all parsed as flags, so a mistyped flag is an error with a
 	// suggestion instead of the start of the command; from the first
@@ -218,6 +221,18 @@ func (c *JobSubmitCmd) override(s *jobspb.JobSpec) error {
 	}
 	if err := checkOutputs(c.Outputs); err != nil {
 		return err
+	}
+	if c.MaxRetries < 0 || c.MaxRetries > sched.MaxRetries {
+		return fmt.Errorf("invalid --max-retries %d: want 0 to %d", c.MaxRetries, sched.MaxRetries)
+	}
+	if c.CheckpointDir != "" {
+		if err := merkle.CheckPath(c.CheckpointDir); err != nil {
+			return fmt.Errorf("--checkpoint-dir %q: %v; give a path relative to the job's directory, inside it", c.CheckpointDir, err)
+		}
+		s.CheckpointDir = c.CheckpointDir
+	}
+	if c.MaxRetries > 0 {
+		s.MaxRetries = c.MaxRetries
 	}
 	if c.Name != "" {
 		s.Name = c.Name

@@ -48,6 +48,21 @@ type jobJSON struct {
 	OutputPaths        []string          `json:"output_paths,omitempty"`
 	OutputRoot         string            `json:"output_root,omitempty"`
 	Outputs            []outputJSON      `json:"outputs,omitempty"`
+	MaxRetries         int32             `json:"max_retries"`
+	CheckpointDir      string            `json:"checkpoint_dir,omitempty"`
+	CheckpointRoot     string            `json:"checkpoint_root,omitempty"`
+	History            []attemptJSON     `json:"history"`
+}
+
+// attemptJSON is one ended attempt of a job.
+type attemptJSON struct {
+	Attempt   int32   `json:"attempt"`
+	Worker    string  `json:"worker"`
+	State     string  `json:"state"`
+	ExitCode  int32   `json:"exit_code"`
+	StartTime *string `json:"start_time"`
+	EndTime   *string `json:"end_time"`
+	Message   string  `json:"message,omitempty"`
 }
 
 type outputJSON struct {
@@ -99,6 +114,10 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		SubmitTime: rfc3339(r.SubmitUnixMs), StartTime: rfc3339(r.StartUnixMs), EndTime: rfc3339(r.EndUnixMs),
 		NoRequeue: s.NoRequeue, Message: r.Message, Env: s.Env,
 		InputRoot: s.InputRoot, OutputPaths: s.Outputs, OutputRoot: r.OutputRoot,
+		MaxRetries: s.MaxRetries, CheckpointDir: s.CheckpointDir, CheckpointRoot: r.CheckpointRoot, History: []attemptJSON{},
+	}
+	for _, a := range r.History {
+		out.History = append(out.History, attemptJSON{a.Attempt, a.Worker, a.State, a.ExitCode, rfc3339(a.StartUnixMs), rfc3339(a.EndUnixMs), a.Message})
 	}
 	for _, o := range r.Outputs {
 		out.Outputs = append(out.Outputs, outputJSON{o.Path, o.Kind, o.SizeBytes})
@@ -237,6 +256,19 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		row("Array:", "task %d of %s", r.Index, s.Array.GetText())
 	}
 	row("Attempts:", "%d", r.Attempts)
+	if s.MaxRetries > 0 {
+		row("MaxRetries:", "%d", s.MaxRetries)
+	}
+	for _, a := range r.History {
+		row("Attempt:", "%s", attemptText(a))
+	}
+	if s.CheckpointDir != "" {
+		root := "none recorded yet"
+		if r.CheckpointRoot != "" {
+			root = r.CheckpointRoot
+		}
+		row("Checkpoint:", "%s (%s)", s.CheckpointDir, root)
+	}
 	if r.State != "PENDING" && r.State != "RUNNING" {
 		row("ExitCode:", "%d", r.ExitCode)
 	}
@@ -263,6 +295,27 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		row("Message:", "%s", r.Message)
 	}
 	tw.Flush()
+}
+
+// attemptText is one ended attempt as a row of `rbs job show`: "2
+// FAILED exit=1 worker=w1 start=... end=...: message".
+func attemptText(a *jobspb.Attempt) string {
+	t := fmt.Sprintf("%d %s exit=%d", a.Attempt, a.State, a.ExitCode)
+	if a.Worker != "" {
+		t += " worker=" + a.Worker
+	}
+	for _, at := range []struct {
+		k  string
+		ms int64
+	}{{"start", a.StartUnixMs}, {"end", a.EndUnixMs}} {
+		if v := rfc3339(at.ms); v != nil {
+			t += " " + at.k + "=" + *v
+		}
+	}
+	if a.Message != "" {
+		t += ": " + a.Message
+	}
+	return t
 }
 
 func printQueues(w io.Writer, queues []*jobspb.QueueInfo) {

@@ -556,7 +556,7 @@ func (c *Core) move(j *job, to State) {
 func (c *Core) end(j *job, s State, nowMs int64) {
 	c.markDropped(j)
 	if j.state() == Running {
-		c.endAttempt(j, s, nowMs)
+		c.endAttempt(j, s, j.rec.Message, nowMs)
 	}
 	c.move(j, s)
 	j.rec.PendingReason = ""
@@ -564,12 +564,12 @@ func (c *Core) end(j *job, s State, nowMs int64) {
 	c.touch(j)
 }
 
-// endAttempt appends j's running attempt, ended in state s, to its history
-// and frees what it held.
-func (c *Core) endAttempt(j *job, s State, nowMs int64) {
+// endAttempt appends j's running attempt, ended in state s with message
+// msg, to its history and frees what it held.
+func (c *Core) endAttempt(j *job, s State, msg string, nowMs int64) {
 	j.rec.History = append(j.rec.History, &jobspb.Attempt{
 		Attempt: j.rec.Attempts, Worker: j.rec.Worker, State: string(s), ExitCode: j.rec.ExitCode,
-		StartUnixMs: j.rec.StartUnixMs, EndUnixMs: nowMs, Message: j.rec.Message,
+		StartUnixMs: j.rec.StartUnixMs, EndUnixMs: nowMs, Message: msg,
 	})
 	if w := c.workers[j.rec.Worker]; w != nil {
 		delete(w.running, j.key)
@@ -578,12 +578,12 @@ func (c *Core) endAttempt(j *job, s State, nowMs int64) {
 	c.touch(j)
 }
 
-// again sends j, whose running attempt ended in state s, back to PENDING
-// with message msg and a line in its output.
-func (c *Core) again(j *job, s State, msg, line string) {
+// again sends j, whose running attempt ended in state s with message
+// ended, back to PENDING with message msg and a line in its output.
+func (c *Core) again(j *job, s State, ended, msg, line string) {
 	c.markDropped(j)
+	c.endAttempt(j, s, ended, c.cfg.Now().UnixMilli())
 	j.rec.Message = msg
-	c.endAttempt(j, s, c.cfg.Now().UnixMilli())
 	c.move(j, Pending)
 	j.rec.Worker = ""
 	j.rec.GpuIndices = nil
@@ -604,7 +604,7 @@ func (c *Core) requeue(j *job, why string) {
 		c.end(j, final, c.cfg.Now().UnixMilli())
 		return
 	}
-	c.again(j, NodeFail, "requeued: "+why, fmt.Sprintf("\n[rbs] attempt %d lost: %s; requeued\n", j.rec.Attempts, why))
+	c.again(j, NodeFail, why, "requeued: "+why, fmt.Sprintf("\n[rbs] attempt %d lost: %s; requeued\n", j.rec.Attempts, why))
 }
 
 // retryable reports whether an attempt that ended in s is run again while
@@ -627,7 +627,7 @@ func (c *Core) retry(j *job, s State) bool {
 	if used > int(j.spec.MaxRetries) {
 		return false
 	}
-	c.again(j, s, fmt.Sprintf("retrying: attempt %d ended %s", j.rec.Attempts, s),
+	c.again(j, s, j.rec.Message, fmt.Sprintf("retrying: attempt %d ended %s", j.rec.Attempts, s),
 		fmt.Sprintf("\n[rbs] attempt %d failed (%s); retrying (%d of %d)\n", j.rec.Attempts, s, used, j.spec.MaxRetries))
 	return true
 }

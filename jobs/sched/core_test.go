@@ -596,7 +596,7 @@ func TestCheckpointRootGoesToTheNextAttempt(t *testing.T) {
 	want := []string{"aaaa/1", "aaaa/1", "bbbb/2"}
 	for i, root := range ends {
 		task := h.c.jobs[Key{id, -1}].task
-		h.c.Ended("w", &workerpb.JobEnded{TaskId: task, State: string(Failed), CheckpointRoot: root})
+		h.c.Ended("w", &workerpb.JobEnded{TaskId: task, State: string(Failed), ExitCode: int32(i + 1), Message: fmt.Sprint("note ", i+1), CheckpointRoot: root})
 		h.restart()
 		h.worker("w", 1, 1)
 		h.c.Schedule()
@@ -613,8 +613,16 @@ func TestCheckpointRootGoesToTheNextAttempt(t *testing.T) {
 	if as := assigned(h.commit()); len(as) != 1 || as[0].CheckpointRoot != "bbbb/2" {
 		t.Fatalf("after the worker was lost: %v", as)
 	}
-	if r := h.rec(id, -1); history(r) != "1:FAILED 2:FAILED 3:FAILED 4:NODE_FAIL" || r.Attempts != 5 {
+	r := h.rec(id, -1)
+	if history(r) != "1:FAILED 2:FAILED 3:FAILED 4:NODE_FAIL" || r.Attempts != 5 {
 		t.Fatalf("history %q, attempt %d", history(r), r.Attempts)
+	}
+	// Each attempt keeps its worker's exit code and message; the lost one
+	// has none but why it was lost.
+	for i, want := range []string{"1 note 1", "2 note 2", "3 note 3", "0 worker w lost"} {
+		if a := r.History[i]; fmt.Sprint(a.ExitCode, " ", a.Message) != want || a.Worker != "w" {
+			t.Errorf("attempt %d: exit %d, message %q, worker %q; want %q on w", i+1, a.ExitCode, a.Message, a.Worker, want)
+		}
 	}
 }
 

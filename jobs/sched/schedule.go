@@ -352,6 +352,7 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 	j.rec.GpuIndices = gpus
 	j.task = taskID(j)
 	j.rec.OutputBytes, j.rec.OutputDroppedBytes, j.rec.OutputUnmarkedBytes = 0, 0, 0
+	j.rec.ExitCode = 0 // none yet: an attempt lost goes into the history without one
 	w.running[j.key] = j
 	c.byTask[j.task] = j
 	c.touch(j)
