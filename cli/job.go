@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/merkle"
-	"github.com/rbs-build/rbs/rules/session"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -96,43 +94,54 @@ type JobSubmitCmd struct {
 
 // Run implements the command.
 func (c *JobSubmitCmd) Run() error {
-	var s *jobspb.JobSpec
-	var inputs *merkle.Tree
-	var err error
+	var specs []*jobspb.JobSpec
+	var trees []*merkle.Tree
 	if target, extra := c.target(); target != "" {
-		if s, inputs, err = c.targetSpec(target, extra); err != nil {
+		var err error
+		if specs, trees, err = c.targetSpecs(target, extra); err != nil {
 			return err
 		}
 	} else {
-		if s, err = c.spec(); err != nil {
+		s, err := c.spec()
+		if err != nil {
 			return err
 		}
 		if len(c.Inputs) > 0 {
-			if inputs, err = inputRoot(c.Inputs); err != nil {
+			inputs, err := inputRoot(c.Inputs)
+			if err != nil {
 				return err
 			}
 			s.InputRoot = inputs.Root.String()
+			trees = append(trees, inputs)
 		}
+		specs = []*jobspb.JobSpec{s}
 	}
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if inputs != nil {
-		if err := uploadInputs(context.Background(), client.NewCAS(conn, ""), inputs); err != nil {
+	if len(trees) > 0 {
+		if err := uploadInputs(context.Background(), client.NewCAS(conn, ""), trees); err != nil {
 			return err
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := jobs.Submit(ctx, &jobspb.SubmitRequest{Spec: s})
+	req := &jobspb.SubmitRequest{Spec: specs[0]}
+	if len(specs) > 1 {
+		req = &jobspb.SubmitRequest{Pipeline: specs}
+	}
+	resp, err := jobs.Submit(ctx, req)
 	if err != nil {
 		return fmt.Errorf("submitting: %w", err)
 	}
-	if c.Parsable {
+	switch {
+	case len(specs) > 1:
+		printPipeline(os.Stdout, specs, resp.JobIds, c.Parsable)
+	case c.Parsable:
 		fmt.Println(resp.JobId)
-	} else {
+	default:
 		fmt.Printf("Submitted job %d\n", resp.JobId)
 	}
 	return nil
@@ -179,34 +188,6 @@ func (c *JobSubmitCmd) target() (string, []string) {
 		extra = extra[1:]
 	}
 	return c.Command[0], extra
-}
-
-// targetSpec builds the job target, and returns the spec its manifest
-// makes with the flags given over it, and its input root. The manifest's
-// environment is the job's: --export applies to commands only.
-func (c *JobSubmitCmd) targetSpec(target string, extra []string) (*jobspb.JobSpec, *merkle.Tree, error) {
-	if len(c.Inputs) > 0 {
-		return nil, nil, fmt.Errorf("%s stages its own inputs: add them to its data instead of --inputs", target)
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, nil, err
-	}
-	sess, err := session.Open(session.Options{Dir: cwd, Jobs: runtime.NumCPU(), Out: os.Stderr})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer sess.Close()
-	m, tree, err := sess.Job(context.Background(), target)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := m.Spec()
-	if err != nil {
-		return nil, nil, err
-	}
-	s.Command = append(s.Command, extra...)
-	return s, tree, c.override(s)
 }
 
 // override sets what the flags given say over s.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/merkle"
 	"github.com/rbs-build/rbs/rules/session"
 )
@@ -116,20 +117,31 @@ func checkOutputs(values []string) error {
 	return nil
 }
 
-// uploadInputs sends the blobs of t the cluster lacks and says on stderr
-// how much it sent.
-func uploadInputs(ctx context.Context, cas *client.CAS, t *merkle.Tree) error {
-	blobs := t.Blobs()
+// uploadInputs sends the blobs of the trees the cluster lacks, in one
+// upload, and says on stderr how much it sent.
+func uploadInputs(ctx context.Context, cas *client.CAS, trees []*merkle.Tree) error {
+	var blobs []client.Blob
+	seen := map[digest.Digest]bool{}
+	files := 0
+	var total int64
+	for _, t := range trees {
+		files += len(t.Files)
+		for _, f := range t.Files {
+			total += f.Digest.Size()
+		}
+		for _, b := range t.Blobs() {
+			if !seen[b.Digest] {
+				seen[b.Digest] = true
+				blobs = append(blobs, b)
+			}
+		}
+	}
 	sent, size, err := cas.Upload(ctx, blobs)
 	if err != nil {
 		return fmt.Errorf("uploading the inputs: %w", err)
 	}
-	var total int64
-	for _, f := range t.Files {
-		total += f.Digest.Size()
-	}
 	fmt.Fprintf(os.Stderr, "rbs: inputs: %d files, %s; uploaded %d of %d blobs (%s), the rest were already on the cluster\n",
-		len(t.Files), byteSize(total), sent, len(blobs), byteSize(size))
+		files, byteSize(total), sent, len(blobs), byteSize(size))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/rbs-build/rbs/jobs/manifest"
+	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/units"
 	"go.starlark.net/starlark"
 )
@@ -111,5 +112,34 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 	if m.Outputs, err = stringList(info.fields["outputs"]); err != nil {
 		return nil, bad("outputs", err)
 	}
+	m.Array = str("array")
+	if m.Array != "" {
+		if _, err := spec.ParseArray(m.Array); err != nil {
+			return nil, bad("array", err)
+		}
+	}
+	if after, ok := info.fields["after"].(*starlark.List); ok {
+		for i := 0; i < after.Len(); i++ {
+			pair, ok := after.Index(i).(starlark.Tuple)
+			if !ok || len(pair) != 2 {
+				return nil, bad("after", fmt.Errorf("want (kind, label) pairs"))
+			}
+			kind, _ := starlark.AsString(pair[0])
+			l, _ := starlark.AsString(pair[1])
+			m.After = append(m.After, manifest.Dep{Kind: kind, Label: l})
+		}
+	}
 	return m, m.Validate()
+}
+
+// PipelineJobs returns the labels of the job targets a job_pipeline
+// submits, or nil for a target that is not one.
+func (c *Configured) PipelineJobs() []string {
+	for p, inst := range c.Providers {
+		if p.Name() == "JobPipelineInfo" {
+			jobs, _ := stringList(inst.fields["jobs"])
+			return jobs
+		}
+	}
+	return nil
 }

@@ -85,3 +85,47 @@ batch_job(name = "job", binary = "//app:trainer", `+tc.attrs+`)
 		}
 	}
 }
+
+// A job_pipeline is submitted in one request: each job with the ones it
+// runs after, their dependencies mapped to the new ids.
+func TestJobPipeline(t *testing.T) {
+	requireTool(t, "python3")
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "4", "--job-slots", "4")
+	ws := t.TempDir()
+	copyTree(t, "../examples", ws)
+	env := []string{"RBS_REMOTE=" + srv.Addr}
+	out, err := run(t, ws, env, rbsBin, "job", "submit", "//app:pipeline")
+	if err != nil {
+		t.Fatalf("submitting the pipeline: %v\n%s", err, out)
+	}
+	var ids []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] != "JOBID" && !strings.HasPrefix(line, "rbs:") && !strings.HasPrefix(line, "Built") {
+			ids = append(ids, f[0])
+		}
+	}
+	if len(ids) != 3 || !strings.Contains(out, "fit       afterok:"+ids[0]) || !strings.Contains(out, "evaluate  afterany:"+ids[1]) {
+		t.Fatalf("the pipeline's table:\n%s", out)
+	}
+	rbs(t, srv, append([]string{"job", "wait"}, ids...)...)
+	var jobs []jobView
+	for _, id := range ids {
+		jobs = append(jobs, show(t, srv, id))
+	}
+	if *jobs[1].StartTime < *jobs[0].EndTime || *jobs[2].StartTime < *jobs[1].EndTime {
+		t.Fatalf("the pipeline ran out of order: %+v", jobs)
+	}
+	if d := jobs[1].Dependencies; len(d) != 1 || d[0].Kind != "afterok" || d[0].ID != ids[0] {
+		t.Fatalf("fit's dependencies %+v", d)
+	}
+	if logs := rbs(t, srv, "job", "logs", ids[2]); !strings.HasPrefix(logs, "evaluate: running") {
+		t.Fatalf("evaluate printed %q", logs)
+	}
+
+	// A job target with jobs it runs after brings them along.
+	out, err = run(t, ws, env, rbsBin, "job", "submit", "--parsable", "//app:fit")
+	if err != nil || strings.Count(out, "\n") < 2 {
+		t.Fatalf("submitting //app:fit: %v\n%s", err, out)
+	}
+}

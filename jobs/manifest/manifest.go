@@ -41,6 +41,17 @@ type Manifest struct {
 	MaxRetries    int32    `json:"max_retries"`
 	CheckpointDir string   `json:"checkpoint_dir,omitempty"`
 	Outputs       []string `json:"outputs,omitempty"`
+	// Array is a job array spec, such as "0-99%10".
+	Array string `json:"array,omitempty"`
+	// After are the job targets this one runs after.
+	After []Dep `json:"after,omitempty"`
+}
+
+// Dep is a job target a job runs after, and how: afterok, afterany or
+// afternotok.
+type Dep struct {
+	Kind  string `json:"kind"`
+	Label string `json:"label"`
 }
 
 // Decode reads a manifest, refusing unknown fields and other versions.
@@ -102,6 +113,18 @@ func (m *Manifest) Validate() error {
 			return bad("output: %v", err)
 		}
 	}
+	if m.Array != "" {
+		if _, err := spec.ParseArray(m.Array); err != nil {
+			return bad("array: %v", err)
+		}
+	}
+	for _, d := range m.After {
+		switch spec.DepKind(d.Kind) {
+		case spec.AfterOK, spec.AfterAny, spec.AfterNotOK:
+		default:
+			return bad("after %s: unknown kind %q", d.Label, d.Kind)
+		}
+	}
 	return nil
 }
 
@@ -122,7 +145,17 @@ func (m *Manifest) Spec() (*jobspb.JobSpec, error) {
 		Name: m.Name, Queue: m.Queue, Command: m.Command, Env: env,
 		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
+		Array: array(m.Array),
 	}, nil
+}
+
+// array is the request's form of a validated array spec.
+func array(text string) *jobspb.ArraySpec {
+	if text == "" {
+		return nil
+	}
+	a, _ := spec.ParseArray(text)
+	return &jobspb.ArraySpec{Limit: int32(a.Limit), Text: a.String()}
 }
 
 // TimeLimit parses a time limit as job rules give it ("1h", "2d", Slurm's

@@ -481,3 +481,57 @@ func (s *Session) Job(ctx context.Context, target string) (*manifest.Manifest, *
 	}
 	return m, tree, nil
 }
+
+// PipelineJob is one job of a pipeline: its manifest and its input root.
+type PipelineJob struct {
+	Manifest *manifest.Manifest
+	Tree     *merkle.Tree
+}
+
+// Pipeline builds the job targets a target submits, a job_pipeline's jobs
+// or one job target, each with the job targets it runs after, transitively,
+// and returns them in an order where every job comes after the ones it
+// runs after.
+func (s *Session) Pipeline(ctx context.Context, target string) ([]PipelineJob, error) {
+	sum, err := s.Build(ctx, []string{target}, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(sum.Targets) != 1 {
+		return nil, fmt.Errorf("%s names %d targets; give one job target or job_pipeline", target, len(sum.Targets))
+	}
+	roots := sum.Targets[0].PipelineJobs()
+	if roots == nil {
+		roots = []string{sum.Targets[0].Label.String()}
+	}
+	var order []PipelineJob
+	placed, visiting := map[string]bool{}, map[string]bool{}
+	var visit func(l string) error
+	visit = func(l string) error {
+		if placed[l] {
+			return nil
+		}
+		if visiting[l] {
+			return fmt.Errorf("%s runs after itself", l)
+		}
+		visiting[l] = true
+		m, tree, err := s.Job(ctx, l)
+		if err != nil {
+			return err
+		}
+		for _, d := range m.After {
+			if err := visit(d.Label); err != nil {
+				return err
+			}
+		}
+		placed[l] = true
+		order = append(order, PipelineJob{m, tree})
+		return nil
+	}
+	for _, l := range roots {
+		if err := visit(l); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
