@@ -29,6 +29,12 @@ type reaper struct {
 
 func newReaper() *reaper { return &reaper{ours: map[int]bool{}} }
 
+// procReaper is the reaper of every worker run in this process: a process
+// has one set of children, so workers run side by side (rbs remote serve
+// --workers N) must share one record of their payloads, lest one reap
+// another's payload before its exec.Cmd waits for it.
+var procReaper = newReaper()
+
 // wrap makes spec start and finish through the reaper.
 func (r *reaper) wrap(spec process.Spec) process.Spec {
 	spec.Start = r.start

@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config) error {
 	} else if n > 0 {
 		cfg.Log.Info("removed the memory groups of jobs of a previous worker", "groups", n)
 	}
-	rp := newReaper()
+	rp := procReaper
 	reapErr := make(chan error, 1)
 	go func() { reapErr <- rp.serve(ctx) }()
 
