@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 
 	"github.com/alecthomas/kong"
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/client"
 )
@@ -37,7 +38,7 @@ func Options() []kong.Option {
 		kong.Name("rbs"),
 		kong.Description("rbs: a Starlark build tool, a remote execution cluster, and a batch scheduler."),
 		kong.UsageOnError(),
-		kong.Vars{"version": Version()},
+		kong.Vars{"version": Version(), "worker_cache": units.Size(defaultWorkerCache).String()},
 	}
 }
 

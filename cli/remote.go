@@ -30,7 +30,7 @@ type RemoteCmd struct {
 
 // RemoteServeCmd is `rbs remote serve`.
 type RemoteServeCmd struct {
-	Listen          string        `help:"Address to listen on (port 0 picks a free one; default: :8980 with a token, 127.0.0.1:8980 without). Without a token only a loopback address is served."`
+	Listen          string        `help:"Address to listen on (port 0 picks a free one; default: :8980 with a token and no --workers, else 127.0.0.1:8980). Without a token only a loopback address is served."`
 	DataDir         string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path"`
 	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
 	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
@@ -43,6 +43,7 @@ type RemoteServeCmd struct {
 	WorkerTimeout   time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
 	JobRetention    string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)."`
 	MaxJobOutput    units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
+	Workers         int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs."`
 }
 
 // Run implements the command.
@@ -66,9 +67,30 @@ func (c *RemoteServeCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("--worker-token-file: %w", err)
 	}
+	if c.Workers < 0 {
+		return fmt.Errorf("--workers %d: want a number of workers, 0 or more", c.Workers)
+	}
+	dataDir := c.DataDir
+	if dataDir == "" {
+		dataDir = cluster.DefaultDataDir()
+	}
+	var workers []worker.Config
+	if c.Workers > 0 {
+		found, reason := gpu.Discover()
+		if len(found) == 0 {
+			log.Info("no GPUs offered", "reason", reason)
+		}
+		for _, e := range embeddedWorkers(c.Workers, dataDir, runtime.NumCPU(), worker.MemoryBytes(), found) {
+			cfg, err := e.cmd.configOffering(e.gpus)
+			if err != nil {
+				return err
+			}
+			workers = append(workers, cfg)
+		}
+	}
 	return cluster.Serve(ctx, cluster.Config{
 		Listen:         c.Listen,
-		DataDir:        c.DataDir,
+		DataDir:        dataDir,
 		CASMaxSize:     int64(c.CASMaxSize),
 		ACMaxSize:      int64(c.ACMaxSize),
 		Token:          token,
@@ -80,12 +102,60 @@ func (c *RemoteServeCmd) Run() error {
 		WorkerTimeout:  c.WorkerTimeout,
 		JobRetention:   retention,
 		MaxJobOutput:   int64(c.MaxJobOutput),
+		Workers:        workers,
 		Log:            log,
 		Ready: func(addr net.Addr) {
 			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)
 		},
 	})
 }
+
+// embeddedWorker is one of the workers `rbs remote serve --workers N` runs:
+// the `rbs remote worker` command it would be, and the GPUs it offers.
+type embeddedWorker struct {
+	cmd  RemoteWorkerCmd
+	gpus []*workerpb.Gpu
+}
+
+// embeddedWorkers splits a machine of cpus CPUs, memory bytes and gpus among
+// n workers named w1…wN, with work dirs under dataDir/workers: each offers an
+// nth of the CPUs (at least one), of the memory, of the GPUs and of the
+// default cache bound, and as many action and job slots as CPUs.
+func embeddedWorkers(n int, dataDir string, cpus int, memory int64, gpus []*workerpb.Gpu) []embeddedWorker {
+	out := make([]embeddedWorker, n)
+	nextGPU := 0
+	for i := range out {
+		name := fmt.Sprintf("w%d", i+1)
+		ngpus := share(len(gpus), n, i)
+		out[i] = embeddedWorker{
+			cmd: RemoteWorkerCmd{
+				Name:         name,
+				WorkDir:      filepath.Join(dataDir, "workers", name),
+				CPUs:         max(1, share(cpus, n, i)),
+				MemoryGB:     float64(memory/int64(n)) / (1 << 30),
+				ActionSlots:  -1,
+				JobSlots:     -1,
+				GPUs:         "auto",
+				CacheMaxSize: defaultWorkerCache / units.Size(n),
+			},
+			gpus: gpus[nextGPU : nextGPU+ngpus],
+		}
+		nextGPU += ngpus
+	}
+	return out
+}
+
+// share is the ith of n shares of total, the first total%n one greater.
+func share(total, n, i int) int {
+	s := total / n
+	if i < total%n {
+		s++
+	}
+	return s
+}
+
+// defaultWorkerCache is the default of `rbs remote worker --cache-max-size`.
+const defaultWorkerCache = 10 << 30
 
 // workerTokenEnv names the variable holding the worker token.
 const workerTokenEnv = "RBS_WORKER_TOKEN"
@@ -103,7 +173,7 @@ type RemoteWorkerCmd struct {
 	MemoryGB        float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
 	GPUs            string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
 	Property        []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
-	CacheMaxSize    units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"10GiB"`
+	CacheMaxSize    units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"${worker_cache}"`
 	RunAs           string     `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
 }
 
@@ -118,7 +188,24 @@ func (c *RemoteWorkerCmd) Run() error {
 	return worker.Run(ctx, cfg)
 }
 
+// config is the worker the flags describe, offering the GPUs --gpus selects
+// of those found.
 func (c *RemoteWorkerCmd) config() (worker.Config, error) {
+	found, reason := gpu.Discover()
+	gpus, err := worker.SelectGPUs(c.GPUs, found)
+	if err != nil {
+		return worker.Config{}, err
+	}
+	cfg, err := c.configOffering(gpus)
+	if err == nil && len(found) == 0 && c.GPUs == "auto" {
+		cfg.Log.Info("no GPUs offered", "reason", reason)
+	}
+	return cfg, err
+}
+
+// configOffering is the worker the flags other than --gpus describe,
+// offering gpus.
+func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, error) {
 	cfg := worker.Config{
 		Server:       client.Options{Target: c.Server, Token: os.Getenv(workerTokenEnv), TokenFile: c.WorkerTokenFile, CACert: c.TLSCA},
 		Name:         c.Name,
@@ -157,14 +244,6 @@ func (c *RemoteWorkerCmd) config() (worker.Config, error) {
 	}
 	if cfg.JobSlots < 0 {
 		cfg.JobSlots = cfg.CPUs
-	}
-	found, reason := gpu.Discover()
-	gpus, err := worker.SelectGPUs(c.GPUs, found)
-	if err != nil {
-		return cfg, err
-	}
-	if len(found) == 0 && c.GPUs == "auto" {
-		cfg.Log.Info("no GPUs offered", "reason", reason)
 	}
 	cfg.GPUs = gpus
 	for _, p := range c.Property {

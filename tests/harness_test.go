@@ -82,6 +82,9 @@ type server struct {
 	args    []string
 	cmd     *exec.Cmd
 	log     *logBuffer
+	// registered has a value for each "registered" line of in-process
+	// workers (rbs remote serve --workers) in the log.
+	registered chan struct{}
 }
 
 var listening = regexp.MustCompile(`listening on (\S+)`)
@@ -98,7 +101,7 @@ func startServer(t *testing.T, args ...string) *server {
 // startServerIn is startServer with the data directory dir.
 func startServerIn(t *testing.T, dir string, args ...string) *server {
 	t.Helper()
-	s := &server{DataDir: dir, log: &logBuffer{}}
+	s := &server{DataDir: dir, log: &logBuffer{}, registered: make(chan struct{}, 64)}
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--token" && i+1 < len(args) {
 			s.token = args[i+1]
@@ -143,6 +146,12 @@ func (s *server) start(t *testing.T, listen string) {
 			if m := listening.FindStringSubmatch(line); m != nil {
 				found <- m[1]
 			}
+			if strings.Contains(line, "msg=registered") {
+				select {
+				case s.registered <- struct{}{}:
+				default:
+				}
+			}
 		}
 		io.Copy(io.Discard, stderr)
 	}()
@@ -150,6 +159,20 @@ func (s *server) start(t *testing.T, listen string) {
 	case s.Addr = <-found:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("server did not start listening; log:\n%s", s.log.String())
+	}
+}
+
+// waitRegistered waits until n in-process workers of the server have
+// registered.
+func (s *server) waitRegistered(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for i := 0; i < n; i++ {
+		select {
+		case <-s.registered:
+		case <-timeout:
+			t.Fatalf("%d of %d in-process workers registered; log:\n%s", i, n, s.log.String())
+		}
 	}
 }
 

@@ -1,8 +1,8 @@
 // Package cluster is the composition root above rbe/ and jobs/: it composes
 // an rbs server from its parts (the disk-backed CAS and action cache under a
 // data directory, TLS material, the execution scheduler, the batch scheduler
-// and the gRPC services). It is the one place where `rbs remote serve` is
-// wired together.
+// and the gRPC services) and runs in-process workers beside it. It is the
+// one place where `rbs remote serve` is wired together.
 package cluster
 
 import (
@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,8 +22,10 @@ import (
 	"github.com/rbs-build/rbs/jobs/service"
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/scheduler"
 	"github.com/rbs-build/rbs/rbe/server"
+	"github.com/rbs-build/rbs/rbe/worker"
 )
 
 // Config is what `rbs remote serve` is given.
@@ -57,6 +60,10 @@ type Config struct {
 	// MaxJobOutput caps the output stored of each job attempt, in bytes:
 	// its head and its tail are kept; 0 for no cap.
 	MaxJobOutput int64
+	// Workers run in this process beside the server once it listens, each
+	// dialing it with the worker token; their Server is filled in. With
+	// workers and no Listen, only loopback is served, token or not.
+	Workers []worker.Config
 }
 
 // DefaultDataDir is where a server keeps its state when no --data-dir is
@@ -90,6 +97,7 @@ type Cluster struct {
 	store    *store.Store
 	jobs     *service.Service
 	srv      *server.Server
+	tls      bool
 	jobsDone chan error
 	stopJobs context.CancelFunc
 }
@@ -112,7 +120,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	if cfg.Listen == "" {
-		cfg.Listen = DefaultListen(cfg.Token != "")
+		cfg.Listen = DefaultListen(cfg.Token != "" && len(cfg.Workers) == 0)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -170,6 +178,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	c.jobsDone = make(chan error, 1)
 	go func() { c.jobsDone <- c.jobs.Run(jobsCtx) }()
 	execQueue := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout})
+	c.tls = tlsCfg != nil
 	c.srv = server.New(server.Config{
 		CAS:         blobstore.ContentAddressed(casDisk),
 		AC:          ac,
@@ -189,8 +198,9 @@ func (c *Cluster) Addr() net.Addr { return c.lis.Addr() }
 // Methods lists the full names of every gRPC method the cluster serves.
 func (c *Cluster) Methods() []string { return c.srv.Methods() }
 
-// Serve serves until ctx is done or the server fails, then releases
-// everything Open took.
+// Serve serves until ctx is done, the server fails or an in-process worker
+// does, then stops the workers, the server, and releases everything Open
+// took.
 func (c *Cluster) Serve(ctx context.Context) error {
 	defer c.close()
 	done := make(chan error, 1)
@@ -198,20 +208,63 @@ func (c *Cluster) Serve(ctx context.Context) error {
 	if c.cfg.Ready != nil {
 		c.cfg.Ready(c.lis.Addr())
 	}
+	workersCtx, stopWorkers := context.WithCancel(ctx)
+	var workers sync.WaitGroup
+	workerErr := make(chan error, len(c.cfg.Workers))
+	for _, wc := range c.cfg.Workers {
+		wc.Server = c.workerOptions()
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			if err := worker.Run(workersCtx, wc); err != nil {
+				workerErr <- fmt.Errorf("worker %s: %w", wc.Name, err)
+			}
+		}()
+	}
+	stop := func() {
+		stopWorkers()
+		workers.Wait()
+		c.srv.Stop()
+	}
 	select {
 	case <-ctx.Done():
-		c.srv.Stop()
+		stop()
 		<-done
 		return nil
 	case err := <-done:
-		c.srv.Stop()
+		stop()
+		return err
+	case err := <-workerErr:
+		stop()
+		<-done
 		return err
 	case err := <-c.jobsDone:
 		c.jobsDone <- err
-		c.srv.Stop()
+		stop()
 		<-done
 		return fmt.Errorf("batch scheduler stopped: %w", err)
 	}
+}
+
+// workerOptions is how an in-process worker dials the server: at the
+// address it listens on (loopback for an unspecified host), with the worker
+// token, trusting the server's own certificate under TLS.
+func (c *Cluster) workerOptions() client.Options {
+	opts := client.Options{Target: dialAddr(c.lis.Addr()), Token: c.cfg.WorkerToken}
+	if c.tls {
+		opts.Target = "grpcs://" + opts.Target
+		opts.CACert = c.cfg.TLSCert
+	}
+	return opts
+}
+
+// dialAddr is the address to dial a listener at addr from this machine.
+func dialAddr(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
 }
 
 // close releases what Open took, in the reverse order.

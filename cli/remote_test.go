@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/rbs-build/rbs/proto/workerpb"
+)
+
+func TestEmbeddedWorkers(t *testing.T) {
+	gpus := []*workerpb.Gpu{{Index: 0}, {Index: 1}, {Index: 2}}
+	ws := embeddedWorkers(3, "/data", 8, 3<<30, gpus)
+	wantCPUs := []int{3, 3, 2}
+	wantGPUs := [][]int32{{0}, {1}, {2}}
+	for i, w := range ws {
+		name := []string{"w1", "w2", "w3"}[i]
+		if w.cmd.Name != name || w.cmd.WorkDir != filepath.Join("/data", "workers", name) {
+			t.Errorf("worker %d: name %q, work dir %q", i, w.cmd.Name, w.cmd.WorkDir)
+		}
+		if w.cmd.CPUs != wantCPUs[i] || w.cmd.MemoryGB != 1 {
+			t.Errorf("worker %s: %d CPUs, %v GiB, want %d and 1", name, w.cmd.CPUs, w.cmd.MemoryGB, wantCPUs[i])
+		}
+		var idx []int32
+		for _, g := range w.gpus {
+			idx = append(idx, g.Index)
+		}
+		if len(idx) != len(wantGPUs[i]) || idx[0] != wantGPUs[i][0] {
+			t.Errorf("worker %s offers GPUs %v, want %v", name, idx, wantGPUs[i])
+		}
+		cfg, err := w.cmd.configOffering(w.gpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ActionSlots != wantCPUs[i] || cfg.JobSlots != wantCPUs[i] || cfg.CacheMaxSize != defaultWorkerCache/3 || cfg.MemoryBytes != 1<<30 {
+			t.Errorf("worker %s: %d action slots, %d job slots, cache %d, memory %d", name, cfg.ActionSlots, cfg.JobSlots, cfg.CacheMaxSize, cfg.MemoryBytes)
+		}
+	}
+
+	// More workers than CPUs: each still offers one; GPUs run out.
+	ws = embeddedWorkers(4, "/data", 2, 0, gpus[:1])
+	for i, w := range ws {
+		if w.cmd.CPUs != 1 {
+			t.Errorf("worker %s of 4 on 2 CPUs offers %d", w.cmd.Name, w.cmd.CPUs)
+		}
+		if want := map[bool]int{true: 1, false: 0}[i == 0]; len(w.gpus) != want {
+			t.Errorf("worker %s offers %d GPUs, want %d", w.cmd.Name, len(w.gpus), want)
+		}
+	}
+}
