@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# The rbs quickstart: builds rbs and starts a local cluster — `rbs remote
-# serve` on a free port with a throw-away data directory, and one `rbs remote
-# worker` — then uses it three ways:
+# More of rbs on one machine: builds rbs and starts a local cluster — `rbs
+# remote serve` on a free port with a throw-away data directory, and one `rbs
+# remote worker` — then uses it three ways:
 #   1. Bazel builds examples/bazel with rbs as its remote cache, twice; the
 #      second build, after `bazel clean`, is served entirely from the cache.
 #   2. rbs builds and tests the examples/ workspace on the cluster.
 #   3. A four-task job array runs on the worker's job slots, two at a time.
 #
-#   ./examples/quickstart.sh
+#   ./examples/demos.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 for tool in bazel python3; do
-  command -v $tool >/dev/null || { echo "quickstart: $tool is not installed (Debian: apt-get install bazel-bootstrap python3)" >&2; exit 1; }
+  command -v $tool >/dev/null || { echo "demos: $tool is not installed (Debian: apt-get install bazel-bootstrap python3)" >&2; exit 1; }
 done
 work=$(mktemp -d)
 pids=()
@@ -53,7 +53,7 @@ bazel_ clean 2>/dev/null
 echo "   bazel clean; the second build comes from the rbs cache:"
 out=$(bazel_ build --remote_cache="grpc://$addr" //:counted 2>&1)
 echo "$out" | grep -E "processes|ERROR"
-echo "$out" | grep -q "remote cache hit" || { echo "quickstart: no remote cache hits" >&2; exit 1; }
+echo "$out" | grep -q "remote cache hit" || { echo "demos: no remote cache hits" >&2; exit 1; }
 cat bazel-bin/counted.txt
 
 echo

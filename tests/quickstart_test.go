@@ -1,22 +1,46 @@
 package tests
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // TestQuickstart runs the README's first command, the quickstart script,
-// as a new user would.
+// as a new user would: the main job end to end on an embedded cluster.
 func TestQuickstart(t *testing.T) {
-	requireTool(t, "bazel")
 	requireTool(t, "python3")
-	out, err := run(t, "..", []string{"RBS_REMOTE="}, "./examples/quickstart.sh")
+	outputs := filepath.Join(t.TempDir(), "outputs")
+	out, err := run(t, "..", []string{"RBS_REMOTE=", "QUICKSTART_OUTPUTS=" + outputs}, "./examples/quickstart.sh")
 	if err != nil {
 		t.Fatalf("quickstart failed: %v\n%s", err, out)
 	}
-	for _, want := range []string{"remote cache hit", "2 tests: 2 passed, 0 failed", "task 3 of job 1", "stamp: rbs"} {
+	for _, want := range []string{
+		`"input_root"`, "epoch 5: failing on purpose", "retrying (1 of 2)", "resuming from epoch 4",
+		"Attempt:", "prepare", "afterok:", "afterany:", "The training run's outputs are in " + outputs,
+	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("quickstart output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(outputs, "out", "metrics.json")); err != nil || !strings.Contains(string(b), `"resumed_from": 4`) {
+		t.Fatalf("metrics.json: %v %s", err, b)
+	}
+}
+
+// TestDemos runs examples/demos.sh: Bazel with rbs as its remote cache,
+// rbs build and test on the cluster, and a job array.
+func TestDemos(t *testing.T) {
+	requireTool(t, "bazel")
+	requireTool(t, "python3")
+	out, err := run(t, "..", []string{"RBS_REMOTE="}, "./examples/demos.sh")
+	if err != nil {
+		t.Fatalf("demos failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{"remote cache hit", "2 tests: 2 passed, 0 failed", "task 3 of job 1", "stamp: rbs"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("demos output lacks %q:\n%s", want, out)
 		}
 	}
 }
