@@ -56,6 +56,9 @@ type JobSpec struct {
 	// checkpoint_dir, relative to the job's directory, is recorded into the
 	// CAS at the end of every attempt and restored into the next one's.
 	CheckpointDir string `protobuf:"bytes,17,opt,name=checkpoint_dir,json=checkpointDir,proto3" json:"checkpoint_dir,omitempty"`
+	// interactive jobs get a stdin pipe fed by the client attached to them
+	// (Attach); other jobs read /dev/null. Not with an array.
+	Interactive   bool `protobuf:"varint,18,opt,name=interactive,proto3" json:"interactive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +210,13 @@ func (x *JobSpec) GetCheckpointDir() string {
 		return x.CheckpointDir
 	}
 	return ""
+}
+
+func (x *JobSpec) GetInteractive() bool {
+	if x != nil {
+		return x.Interactive
+	}
+	return false
 }
 
 type Dependency struct {
@@ -1680,12 +1690,129 @@ func (x *DependencyState) GetState() string {
 	return ""
 }
 
+// AttachRequest: the first message names the job (id, such as "42"); each
+// message may carry stdin (data, at most 64 KiB) and, last, eof, which
+// closes the job's stdin. A client that goes away closes it too.
+type AttachRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Eof           bool                   `protobuf:"varint,3,opt,name=eof,proto3" json:"eof,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachRequest) Reset() {
+	*x = AttachRequest{}
+	mi := &file_jobs_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachRequest) ProtoMessage() {}
+
+func (x *AttachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
+func (*AttachRequest) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AttachRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AttachRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *AttachRequest) GetEof() bool {
+	if x != nil {
+		return x.Eof
+	}
+	return false
+}
+
+// AttachResponse carries output, or, in the last message, the job as it
+// ended.
+type AttachResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Job           *JobInfo               `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachResponse) Reset() {
+	*x = AttachResponse{}
+	mi := &file_jobs_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachResponse) ProtoMessage() {}
+
+func (x *AttachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
+func (*AttachResponse) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AttachResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *AttachResponse) GetJob() *JobInfo {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 var File_jobs_proto protoreflect.FileDescriptor
 
 const file_jobs_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"jobs.proto\x12\vrbs.jobs.v1\"\xd4\x04\n" +
+	"jobs.proto\x12\vrbs.jobs.v1\"\xf6\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -1707,7 +1834,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\aoutputs\x18\x0f \x03(\tR\aoutputs\x12\x1f\n" +
 	"\vmax_retries\x18\x10 \x01(\x05R\n" +
 	"maxRetries\x12%\n" +
-	"\x0echeckpoint_dir\x18\x11 \x01(\tR\rcheckpointDir\x1a6\n" +
+	"\x0echeckpoint_dir\x18\x11 \x01(\tR\rcheckpointDir\x12 \n" +
+	"\vinteractive\x18\x12 \x01(\bR\vinteractive\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
@@ -1816,7 +1944,14 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0fDependencyState\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xcd\x03\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"E\n" +
+	"\rAttachRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
+	"\x03eof\x18\x03 \x01(\bR\x03eof\"L\n" +
+	"\x0eAttachResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12&\n" +
+	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job2\x94\x04\n" +
 	"\x04Jobs\x12A\n" +
 	"\x06Submit\x12\x1a.rbs.jobs.v1.SubmitRequest\x1a\x1b.rbs.jobs.v1.SubmitResponse\x12=\n" +
 	"\x04List\x12\x18.rbs.jobs.v1.ListRequest\x1a\x19.rbs.jobs.v1.ListResponse0\x01\x12=\n" +
@@ -1824,7 +1959,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04Logs\x12\x18.rbs.jobs.v1.LogsRequest\x1a\x19.rbs.jobs.v1.LogsResponse0\x01\x12=\n" +
 	"\x04Wait\x12\x18.rbs.jobs.v1.WaitRequest\x1a\x19.rbs.jobs.v1.WaitResponse0\x01\x12C\n" +
 	"\x06Cancel\x12\x1a.rbs.jobs.v1.CancelRequest\x1a\x1b.rbs.jobs.v1.CancelResponse0\x01\x12A\n" +
-	"\x06Queues\x12\x1a.rbs.jobs.v1.QueuesRequest\x1a\x1b.rbs.jobs.v1.QueuesResponseB'Z%github.com/rbs-build/rbs/proto/jobspbb\x06proto3"
+	"\x06Queues\x12\x1a.rbs.jobs.v1.QueuesRequest\x1a\x1b.rbs.jobs.v1.QueuesResponse\x12E\n" +
+	"\x06Attach\x12\x1a.rbs.jobs.v1.AttachRequest\x1a\x1b.rbs.jobs.v1.AttachResponse(\x010\x01B'Z%github.com/rbs-build/rbs/proto/jobspbb\x06proto3"
 
 var (
 	file_jobs_proto_rawDescOnce sync.Once
@@ -1838,7 +1974,7 @@ func file_jobs_proto_rawDescGZIP() []byte {
 	return file_jobs_proto_rawDescData
 }
 
-var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_jobs_proto_goTypes = []any{
 	(*JobSpec)(nil),         // 0: rbs.jobs.v1.JobSpec
 	(*Dependency)(nil),      // 1: rbs.jobs.v1.Dependency
@@ -1864,10 +2000,12 @@ var file_jobs_proto_goTypes = []any{
 	(*JobInfo)(nil),         // 21: rbs.jobs.v1.JobInfo
 	(*Priority)(nil),        // 22: rbs.jobs.v1.Priority
 	(*DependencyState)(nil), // 23: rbs.jobs.v1.DependencyState
-	nil,                     // 24: rbs.jobs.v1.JobSpec.EnvEntry
+	(*AttachRequest)(nil),   // 24: rbs.jobs.v1.AttachRequest
+	(*AttachResponse)(nil),  // 25: rbs.jobs.v1.AttachResponse
+	nil,                     // 26: rbs.jobs.v1.JobSpec.EnvEntry
 }
 var file_jobs_proto_depIdxs = []int32{
-	24, // 0: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
+	26, // 0: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
 	1,  // 1: rbs.jobs.v1.JobSpec.deps:type_name -> rbs.jobs.v1.Dependency
 	2,  // 2: rbs.jobs.v1.JobSpec.array:type_name -> rbs.jobs.v1.ArraySpec
 	0,  // 3: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
@@ -1883,25 +2021,28 @@ var file_jobs_proto_depIdxs = []int32{
 	3,  // 13: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
 	22, // 14: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
 	23, // 15: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
-	6,  // 16: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
-	8,  // 17: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
-	10, // 18: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
-	12, // 19: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
-	14, // 20: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
-	16, // 21: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
-	18, // 22: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
-	7,  // 23: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
-	9,  // 24: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
-	11, // 25: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
-	13, // 26: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
-	15, // 27: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
-	17, // 28: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
-	19, // 29: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	21, // 16: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
+	6,  // 17: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
+	8,  // 18: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
+	10, // 19: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
+	12, // 20: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
+	14, // 21: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
+	16, // 22: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
+	18, // 23: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
+	24, // 24: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
+	7,  // 25: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
+	9,  // 26: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
+	11, // 27: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
+	13, // 28: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
+	15, // 29: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
+	17, // 30: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
+	19, // 31: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
+	25, // 32: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_jobs_proto_init() }
@@ -1915,7 +2056,7 @@ func file_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobs_proto_rawDesc), len(file_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Jobs_Wait_FullMethodName   = "/rbs.jobs.v1.Jobs/Wait"
 	Jobs_Cancel_FullMethodName = "/rbs.jobs.v1.Jobs/Cancel"
 	Jobs_Queues_FullMethodName = "/rbs.jobs.v1.Jobs/Queues"
+	Jobs_Attach_FullMethodName = "/rbs.jobs.v1.Jobs/Attach"
 )
 
 // JobsClient is the client API for Jobs service.
@@ -50,6 +51,10 @@ type JobsClient interface {
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WaitResponse], error)
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CancelResponse], error)
 	Queues(ctx context.Context, in *QueuesRequest, opts ...grpc.CallOption) (*QueuesResponse, error)
+	// Attach connects a client to an interactive job: the client sends the
+	// job's stdin, the server streams back its output, as Logs with follow
+	// does, and last the job as it ended.
+	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error)
 }
 
 type jobsClient struct {
@@ -175,6 +180,19 @@ func (c *jobsClient) Queues(ctx context.Context, in *QueuesRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *jobsClient) Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[5], Jobs_Attach_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AttachRequest, AttachResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_AttachClient = grpc.BidiStreamingClient[AttachRequest, AttachResponse]
+
 // JobsServer is the server API for Jobs service.
 // All implementations must embed UnimplementedJobsServer
 // for forward compatibility.
@@ -194,6 +212,10 @@ type JobsServer interface {
 	Wait(*WaitRequest, grpc.ServerStreamingServer[WaitResponse]) error
 	Cancel(*CancelRequest, grpc.ServerStreamingServer[CancelResponse]) error
 	Queues(context.Context, *QueuesRequest) (*QueuesResponse, error)
+	// Attach connects a client to an interactive job: the client sends the
+	// job's stdin, the server streams back its output, as Logs with follow
+	// does, and last the job as it ended.
+	Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error
 	mustEmbedUnimplementedJobsServer()
 }
 
@@ -224,6 +246,9 @@ func (UnimplementedJobsServer) Cancel(*CancelRequest, grpc.ServerStreamingServer
 }
 func (UnimplementedJobsServer) Queues(context.Context, *QueuesRequest) (*QueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Queues not implemented")
+}
+func (UnimplementedJobsServer) Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error {
+	return status.Error(codes.Unimplemented, "method Attach not implemented")
 }
 func (UnimplementedJobsServer) mustEmbedUnimplementedJobsServer() {}
 func (UnimplementedJobsServer) testEmbeddedByValue()              {}
@@ -337,6 +362,13 @@ func _Jobs_Queues_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Jobs_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(JobsServer).Attach(&grpc.GenericServerStream[AttachRequest, AttachResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_AttachServer = grpc.BidiStreamingServer[AttachRequest, AttachResponse]
+
 // Jobs_ServiceDesc is the grpc.ServiceDesc for Jobs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -378,6 +410,12 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Cancel",
 			Handler:       _Jobs_Cancel_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Attach",
+			Handler:       _Jobs_Attach_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "jobs.proto",

@@ -87,6 +87,7 @@ type WorkerMessage struct {
 	//	*WorkerMessage_JobStarted
 	//	*WorkerMessage_JobLog
 	//	*WorkerMessage_JobEnded
+	//	*WorkerMessage_JobStdinAck
 	Kind          isWorkerMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -183,6 +184,15 @@ func (x *WorkerMessage) GetJobEnded() *JobEnded {
 	return nil
 }
 
+func (x *WorkerMessage) GetJobStdinAck() *JobStdinAck {
+	if x != nil {
+		if x, ok := x.Kind.(*WorkerMessage_JobStdinAck); ok {
+			return x.JobStdinAck
+		}
+	}
+	return nil
+}
+
 type isWorkerMessage_Kind interface {
 	isWorkerMessage_Kind()
 }
@@ -211,6 +221,10 @@ type WorkerMessage_JobEnded struct {
 	JobEnded *JobEnded `protobuf:"bytes,6,opt,name=job_ended,json=jobEnded,proto3,oneof"`
 }
 
+type WorkerMessage_JobStdinAck struct {
+	JobStdinAck *JobStdinAck `protobuf:"bytes,7,opt,name=job_stdin_ack,json=jobStdinAck,proto3,oneof"`
+}
+
 func (*WorkerMessage_Register) isWorkerMessage_Kind() {}
 
 func (*WorkerMessage_Heartbeat) isWorkerMessage_Kind() {}
@@ -223,6 +237,8 @@ func (*WorkerMessage_JobLog) isWorkerMessage_Kind() {}
 
 func (*WorkerMessage_JobEnded) isWorkerMessage_Kind() {}
 
+func (*WorkerMessage_JobStdinAck) isWorkerMessage_Kind() {}
+
 type ServerMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -231,6 +247,7 @@ type ServerMessage struct {
 	//	*ServerMessage_AssignAction
 	//	*ServerMessage_Cancel
 	//	*ServerMessage_AssignJob
+	//	*ServerMessage_JobStdin
 	Kind          isServerMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -309,6 +326,15 @@ func (x *ServerMessage) GetAssignJob() *AssignJob {
 	return nil
 }
 
+func (x *ServerMessage) GetJobStdin() *JobStdin {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerMessage_JobStdin); ok {
+			return x.JobStdin
+		}
+	}
+	return nil
+}
+
 type isServerMessage_Kind interface {
 	isServerMessage_Kind()
 }
@@ -329,6 +355,10 @@ type ServerMessage_AssignJob struct {
 	AssignJob *AssignJob `protobuf:"bytes,4,opt,name=assign_job,json=assignJob,proto3,oneof"`
 }
 
+type ServerMessage_JobStdin struct {
+	JobStdin *JobStdin `protobuf:"bytes,5,opt,name=job_stdin,json=jobStdin,proto3,oneof"`
+}
+
 func (*ServerMessage_Registered) isServerMessage_Kind() {}
 
 func (*ServerMessage_AssignAction) isServerMessage_Kind() {}
@@ -336,6 +366,8 @@ func (*ServerMessage_AssignAction) isServerMessage_Kind() {}
 func (*ServerMessage_Cancel) isServerMessage_Kind() {}
 
 func (*ServerMessage_AssignJob) isServerMessage_Kind() {}
+
+func (*ServerMessage_JobStdin) isServerMessage_Kind() {}
 
 type Register struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -987,8 +1019,11 @@ type AssignJob struct {
 	// the digest of a Directory to restore there before the attempt starts.
 	CheckpointDir  string `protobuf:"bytes,13,opt,name=checkpoint_dir,json=checkpointDir,proto3" json:"checkpoint_dir,omitempty"`
 	CheckpointRoot string `protobuf:"bytes,14,opt,name=checkpoint_root,json=checkpointRoot,proto3" json:"checkpoint_root,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// interactive attempts start with a pipe as stdin, fed by JobStdin;
+	// others read /dev/null.
+	Interactive   bool `protobuf:"varint,15,opt,name=interactive,proto3" json:"interactive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssignJob) Reset() {
@@ -1119,6 +1154,141 @@ func (x *AssignJob) GetCheckpointRoot() string {
 	return ""
 }
 
+func (x *AssignJob) GetInteractive() bool {
+	if x != nil {
+		return x.Interactive
+	}
+	return false
+}
+
+// JobStdin carries stdin of an interactive job attempt. offset is where
+// data starts in the attempt's stdin: the worker writes only what follows
+// what it has written, so a chunk sent again (after a reconnect) is never
+// written twice; a chunk past a gap closes the stdin. eof closes it after
+// data.
+type JobStdin struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Eof           bool                   `protobuf:"varint,4,opt,name=eof,proto3" json:"eof,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStdin) Reset() {
+	*x = JobStdin{}
+	mi := &file_worker_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStdin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStdin) ProtoMessage() {}
+
+func (x *JobStdin) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStdin.ProtoReflect.Descriptor instead.
+func (*JobStdin) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *JobStdin) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *JobStdin) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *JobStdin) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *JobStdin) GetEof() bool {
+	if x != nil {
+		return x.Eof
+	}
+	return false
+}
+
+// JobStdinAck says how much of an attempt's stdin the worker is done with
+// (written to the job, or dropped once the job closed its stdin), so that
+// the server may send more.
+type JobStdinAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStdinAck) Reset() {
+	*x = JobStdinAck{}
+	mi := &file_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStdinAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStdinAck) ProtoMessage() {}
+
+func (x *JobStdinAck) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStdinAck.ProtoReflect.Descriptor instead.
+func (*JobStdinAck) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *JobStdinAck) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *JobStdinAck) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 type JobStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -1128,7 +1298,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_worker_proto_msgTypes[13]
+	mi := &file_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1310,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[13]
+	mi := &file_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1323,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{13}
+	return file_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JobStarted) GetTaskId() string {
@@ -1180,7 +1350,7 @@ type JobLog struct {
 
 func (x *JobLog) Reset() {
 	*x = JobLog{}
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1362,7 @@ func (x *JobLog) String() string {
 func (*JobLog) ProtoMessage() {}
 
 func (x *JobLog) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1375,7 @@ func (x *JobLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobLog.ProtoReflect.Descriptor instead.
 func (*JobLog) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{14}
+	return file_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobLog) GetTaskId() string {
@@ -1262,7 +1432,7 @@ type JobEnded struct {
 
 func (x *JobEnded) Reset() {
 	*x = JobEnded{}
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1444,7 @@ func (x *JobEnded) String() string {
 func (*JobEnded) ProtoMessage() {}
 
 func (x *JobEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1457,7 @@ func (x *JobEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEnded.ProtoReflect.Descriptor instead.
 func (*JobEnded) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{15}
+	return file_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobEnded) GetTaskId() string {
@@ -1374,7 +1544,7 @@ type JobOutput struct {
 
 func (x *JobOutput) Reset() {
 	*x = JobOutput{}
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1556,7 @@ func (x *JobOutput) String() string {
 func (*JobOutput) ProtoMessage() {}
 
 func (x *JobOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1569,7 @@ func (x *JobOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOutput.ProtoReflect.Descriptor instead.
 func (*JobOutput) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{16}
+	return file_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobOutput) GetPath() string {
@@ -1444,7 +1614,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1626,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1639,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{17}
+	return file_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskResult) GetTaskId() string {
@@ -1536,7 +1706,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1718,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1731,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{18}
+	return file_worker_proto_rawDescGZIP(), []int{20}
 }
 
 type StatusResponse struct {
@@ -1577,7 +1747,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1759,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1772,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{19}
+	return file_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatusResponse) GetWorkers() []*WorkerStatus {
@@ -1649,7 +1819,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1831,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1844,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{20}
+	return file_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WorkerStatus) GetId() string {
@@ -1743,7 +1913,7 @@ type SlotUse struct {
 
 func (x *SlotUse) Reset() {
 	*x = SlotUse{}
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1925,7 @@ func (x *SlotUse) String() string {
 func (*SlotUse) ProtoMessage() {}
 
 func (x *SlotUse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1938,7 @@ func (x *SlotUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotUse.ProtoReflect.Descriptor instead.
 func (*SlotUse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{21}
+	return file_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SlotUse) GetUsed() int32 {
@@ -1795,7 +1965,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +1977,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +1990,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{22}
+	return file_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueueStatus) GetQueuedActions() int32 {
@@ -1852,7 +2022,7 @@ type ActionStats struct {
 
 func (x *ActionStats) Reset() {
 	*x = ActionStats{}
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2034,7 @@ func (x *ActionStats) String() string {
 func (*ActionStats) ProtoMessage() {}
 
 func (x *ActionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2047,7 @@ func (x *ActionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionStats.ProtoReflect.Descriptor instead.
 func (*ActionStats) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{23}
+	return file_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ActionStats) GetCompleted() int64 {
@@ -1912,7 +2082,7 @@ var File_worker_proto protoreflect.FileDescriptor
 
 const file_worker_proto_rawDesc = "" +
 	"\n" +
-	"\fworker.proto\x12\rrbs.worker.v1\"\xe5\x02\n" +
+	"\fworker.proto\x12\rrbs.worker.v1\"\xa7\x03\n" +
 	"\rWorkerMessage\x125\n" +
 	"\bregister\x18\x01 \x01(\v2\x17.rbs.worker.v1.RegisterH\x00R\bregister\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.rbs.worker.v1.HeartbeatH\x00R\theartbeat\x123\n" +
@@ -1920,8 +2090,9 @@ const file_worker_proto_rawDesc = "" +
 	"\vjob_started\x18\x04 \x01(\v2\x19.rbs.worker.v1.JobStartedH\x00R\n" +
 	"jobStarted\x120\n" +
 	"\ajob_log\x18\x05 \x01(\v2\x15.rbs.worker.v1.JobLogH\x00R\x06jobLog\x126\n" +
-	"\tjob_ended\x18\x06 \x01(\v2\x17.rbs.worker.v1.JobEndedH\x00R\bjobEndedB\x06\n" +
-	"\x04kind\"\x84\x02\n" +
+	"\tjob_ended\x18\x06 \x01(\v2\x17.rbs.worker.v1.JobEndedH\x00R\bjobEnded\x12@\n" +
+	"\rjob_stdin_ack\x18\a \x01(\v2\x1a.rbs.worker.v1.JobStdinAckH\x00R\vjobStdinAckB\x06\n" +
+	"\x04kind\"\xbc\x02\n" +
 	"\rServerMessage\x12;\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\v2\x19.rbs.worker.v1.RegisteredH\x00R\n" +
@@ -1929,7 +2100,8 @@ const file_worker_proto_rawDesc = "" +
 	"\rassign_action\x18\x02 \x01(\v2\x1b.rbs.worker.v1.AssignActionH\x00R\fassignAction\x12/\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x15.rbs.worker.v1.CancelH\x00R\x06cancel\x129\n" +
 	"\n" +
-	"assign_job\x18\x04 \x01(\v2\x18.rbs.worker.v1.AssignJobH\x00R\tassignJobB\x06\n" +
+	"assign_job\x18\x04 \x01(\v2\x18.rbs.worker.v1.AssignJobH\x00R\tassignJob\x126\n" +
+	"\tjob_stdin\x18\x05 \x01(\v2\x17.rbs.worker.v1.JobStdinH\x00R\bjobStdinB\x06\n" +
 	"\x04kind\"\xb9\x02\n" +
 	"\bRegister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -1980,7 +2152,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x89\x04\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xab\x04\n" +
 	"\tAssignJob\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -1998,10 +2170,19 @@ const file_worker_proto_rawDesc = "" +
 	"input_root\x18\v \x01(\tR\tinputRoot\x12\x18\n" +
 	"\aoutputs\x18\f \x03(\tR\aoutputs\x12%\n" +
 	"\x0echeckpoint_dir\x18\r \x01(\tR\rcheckpointDir\x12'\n" +
-	"\x0fcheckpoint_root\x18\x0e \x01(\tR\x0echeckpointRoot\x1a6\n" +
+	"\x0fcheckpoint_root\x18\x0e \x01(\tR\x0echeckpointRoot\x12 \n" +
+	"\vinteractive\x18\x0f \x01(\bR\vinteractive\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
+	"\bJobStdin\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x10\n" +
+	"\x03eof\x18\x04 \x01(\bR\x03eof\">\n" +
+	"\vJobStdinAck\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"%\n" +
 	"\n" +
 	"JobStarted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"g\n" +
@@ -2094,7 +2275,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_worker_proto_goTypes = []any{
 	(SlotClass)(0),         // 0: rbs.worker.v1.SlotClass
 	(*WorkerMessage)(nil),  // 1: rbs.worker.v1.WorkerMessage
@@ -2110,59 +2291,63 @@ var file_worker_proto_goTypes = []any{
 	(*AssignAction)(nil),   // 11: rbs.worker.v1.AssignAction
 	(*Cancel)(nil),         // 12: rbs.worker.v1.Cancel
 	(*AssignJob)(nil),      // 13: rbs.worker.v1.AssignJob
-	(*JobStarted)(nil),     // 14: rbs.worker.v1.JobStarted
-	(*JobLog)(nil),         // 15: rbs.worker.v1.JobLog
-	(*JobEnded)(nil),       // 16: rbs.worker.v1.JobEnded
-	(*JobOutput)(nil),      // 17: rbs.worker.v1.JobOutput
-	(*TaskResult)(nil),     // 18: rbs.worker.v1.TaskResult
-	(*StatusRequest)(nil),  // 19: rbs.worker.v1.StatusRequest
-	(*StatusResponse)(nil), // 20: rbs.worker.v1.StatusResponse
-	(*WorkerStatus)(nil),   // 21: rbs.worker.v1.WorkerStatus
-	(*SlotUse)(nil),        // 22: rbs.worker.v1.SlotUse
-	(*QueueStatus)(nil),    // 23: rbs.worker.v1.QueueStatus
-	(*ActionStats)(nil),    // 24: rbs.worker.v1.ActionStats
-	nil,                    // 25: rbs.worker.v1.Registered.JobOutputEntry
-	nil,                    // 26: rbs.worker.v1.AssignJob.EnvEntry
-	nil,                    // 27: rbs.worker.v1.StatusResponse.JobsEntry
+	(*JobStdin)(nil),       // 14: rbs.worker.v1.JobStdin
+	(*JobStdinAck)(nil),    // 15: rbs.worker.v1.JobStdinAck
+	(*JobStarted)(nil),     // 16: rbs.worker.v1.JobStarted
+	(*JobLog)(nil),         // 17: rbs.worker.v1.JobLog
+	(*JobEnded)(nil),       // 18: rbs.worker.v1.JobEnded
+	(*JobOutput)(nil),      // 19: rbs.worker.v1.JobOutput
+	(*TaskResult)(nil),     // 20: rbs.worker.v1.TaskResult
+	(*StatusRequest)(nil),  // 21: rbs.worker.v1.StatusRequest
+	(*StatusResponse)(nil), // 22: rbs.worker.v1.StatusResponse
+	(*WorkerStatus)(nil),   // 23: rbs.worker.v1.WorkerStatus
+	(*SlotUse)(nil),        // 24: rbs.worker.v1.SlotUse
+	(*QueueStatus)(nil),    // 25: rbs.worker.v1.QueueStatus
+	(*ActionStats)(nil),    // 26: rbs.worker.v1.ActionStats
+	nil,                    // 27: rbs.worker.v1.Registered.JobOutputEntry
+	nil,                    // 28: rbs.worker.v1.AssignJob.EnvEntry
+	nil,                    // 29: rbs.worker.v1.StatusResponse.JobsEntry
 }
 var file_worker_proto_depIdxs = []int32{
 	3,  // 0: rbs.worker.v1.WorkerMessage.register:type_name -> rbs.worker.v1.Register
 	8,  // 1: rbs.worker.v1.WorkerMessage.heartbeat:type_name -> rbs.worker.v1.Heartbeat
-	18, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
-	14, // 3: rbs.worker.v1.WorkerMessage.job_started:type_name -> rbs.worker.v1.JobStarted
-	15, // 4: rbs.worker.v1.WorkerMessage.job_log:type_name -> rbs.worker.v1.JobLog
-	16, // 5: rbs.worker.v1.WorkerMessage.job_ended:type_name -> rbs.worker.v1.JobEnded
-	9,  // 6: rbs.worker.v1.ServerMessage.registered:type_name -> rbs.worker.v1.Registered
-	11, // 7: rbs.worker.v1.ServerMessage.assign_action:type_name -> rbs.worker.v1.AssignAction
-	12, // 8: rbs.worker.v1.ServerMessage.cancel:type_name -> rbs.worker.v1.Cancel
-	13, // 9: rbs.worker.v1.ServerMessage.assign_job:type_name -> rbs.worker.v1.AssignJob
-	4,  // 10: rbs.worker.v1.Register.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 11: rbs.worker.v1.Register.properties:type_name -> rbs.worker.v1.Property
-	7,  // 12: rbs.worker.v1.Register.running:type_name -> rbs.worker.v1.RunningTask
-	5,  // 13: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
-	0,  // 14: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
-	7,  // 15: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
-	25, // 16: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
-	10, // 17: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
-	26, // 18: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
-	17, // 19: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
-	21, // 20: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
-	23, // 21: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
-	27, // 22: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
-	24, // 23: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
-	4,  // 24: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 25: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
-	22, // 26: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
-	22, // 27: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
-	1,  // 28: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
-	19, // 29: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
-	2,  // 30: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
-	20, // 31: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
-	30, // [30:32] is the sub-list for method output_type
-	28, // [28:30] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	20, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
+	16, // 3: rbs.worker.v1.WorkerMessage.job_started:type_name -> rbs.worker.v1.JobStarted
+	17, // 4: rbs.worker.v1.WorkerMessage.job_log:type_name -> rbs.worker.v1.JobLog
+	18, // 5: rbs.worker.v1.WorkerMessage.job_ended:type_name -> rbs.worker.v1.JobEnded
+	15, // 6: rbs.worker.v1.WorkerMessage.job_stdin_ack:type_name -> rbs.worker.v1.JobStdinAck
+	9,  // 7: rbs.worker.v1.ServerMessage.registered:type_name -> rbs.worker.v1.Registered
+	11, // 8: rbs.worker.v1.ServerMessage.assign_action:type_name -> rbs.worker.v1.AssignAction
+	12, // 9: rbs.worker.v1.ServerMessage.cancel:type_name -> rbs.worker.v1.Cancel
+	13, // 10: rbs.worker.v1.ServerMessage.assign_job:type_name -> rbs.worker.v1.AssignJob
+	14, // 11: rbs.worker.v1.ServerMessage.job_stdin:type_name -> rbs.worker.v1.JobStdin
+	4,  // 12: rbs.worker.v1.Register.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 13: rbs.worker.v1.Register.properties:type_name -> rbs.worker.v1.Property
+	7,  // 14: rbs.worker.v1.Register.running:type_name -> rbs.worker.v1.RunningTask
+	5,  // 15: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
+	0,  // 16: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
+	7,  // 17: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
+	27, // 18: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
+	10, // 19: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
+	28, // 20: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
+	19, // 21: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
+	23, // 22: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
+	25, // 23: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
+	29, // 24: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
+	26, // 25: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
+	4,  // 26: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 27: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
+	24, // 28: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
+	24, // 29: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
+	1,  // 30: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
+	21, // 31: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
+	2,  // 32: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
+	22, // 33: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
+	32, // [32:34] is the sub-list for method output_type
+	30, // [30:32] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -2177,12 +2362,14 @@ func file_worker_proto_init() {
 		(*WorkerMessage_JobStarted)(nil),
 		(*WorkerMessage_JobLog)(nil),
 		(*WorkerMessage_JobEnded)(nil),
+		(*WorkerMessage_JobStdinAck)(nil),
 	}
 	file_worker_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerMessage_Registered)(nil),
 		(*ServerMessage_AssignAction)(nil),
 		(*ServerMessage_Cancel)(nil),
 		(*ServerMessage_AssignJob)(nil),
+		(*ServerMessage_JobStdin)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2190,7 +2377,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
