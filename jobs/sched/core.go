@@ -172,6 +172,7 @@ type Core struct {
 	arrays  map[int64][]*job // tasks of each array, by id
 	byTask  map[string]*job  // running attempts by task id
 	workers map[string]*worker
+	stdins  map[Key]*stdin // of interactive jobs that have not ended
 
 	// reschedule is set by every change that can let a job start (a
 	// submission, a job's change of state, a worker joining); Schedule
@@ -227,6 +228,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 		arrays:  map[int64][]*job{},
 		byTask:  map[string]*job{},
 		workers: map[string]*worker{},
+		stdins:  map[Key]*stdin{},
 		dirty:   map[Key]*job{},
 	}
 	for _, q := range cfg.Queues {
@@ -381,6 +383,9 @@ func (c *Core) check(s *jobspb.JobSpec, i int) (time.Duration, []int, error) {
 		if err := merkle.CheckPath(o); err != nil {
 			return 0, nil, status.Errorf(codes.InvalidArgument, "output: %v; give a path inside the job's directory", err)
 		}
+	}
+	if s.Interactive && s.Array != nil {
+		return 0, nil, status.Error(codes.InvalidArgument, "an interactive job cannot be an array: its stdin goes to one process")
 	}
 	if s.MaxRetries < 0 || s.MaxRetries > MaxRetries {
 		return 0, nil, status.Errorf(codes.InvalidArgument, "max retries %d: want 0 to %d", s.MaxRetries, MaxRetries)
@@ -544,6 +549,7 @@ func (c *Core) move(j *job, to State) {
 	}
 	if to.Terminal() {
 		c.finished(j.key.ID)
+		delete(c.stdins, j.key)
 	}
 	j.rec.State = string(to)
 	c.reschedule = true
@@ -671,6 +677,7 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 			c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t}}})
 		}
 	}
+	c.resendStdin(w)
 }
 
 // WorkerDown records that a worker's stream ended. Its jobs wait LostAfter
@@ -783,6 +790,7 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 func (c *Core) Tick() {
 	now := c.cfg.Now()
 	c.forgetOld(now)
+	c.closeUnattached(now)
 	for _, w := range c.workers {
 		if !w.connected && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
 			for _, j := range w.running {

@@ -384,7 +384,11 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 		Outputs:        s.Outputs,
 		CheckpointDir:  s.CheckpointDir,
 		CheckpointRoot: j.rec.CheckpointRoot,
+		Interactive:    s.Interactive,
 	}}})
+	if s.Interactive {
+		c.startStdin(j, w)
+	}
 	if j.rec.Attempts > 1 {
 		c.logs = append(c.logs, logLine(j, fmt.Sprintf("[rbs] attempt %d on worker %s\n", j.rec.Attempts, w.name)))
 	}
