@@ -21,6 +21,17 @@ import (
 // under rbs-out/bin), or DEST=either (the same, under the subdirectory
 // DEST). Files are hashed here; nothing is sent yet.
 func inputRoot(values []string) (*merkle.Tree, error) {
+	// Digests of files unchanged since the last submission (same inode,
+	// size and time) carry over, so staging a tree again hashes only what
+	// changed.
+	if base, err := os.UserCacheDir(); err == nil {
+		digests := filepath.Join(base, "rbs", "inputs-digests")
+		merkle.LoadDigests(digests)
+		defer func() {
+			os.MkdirAll(filepath.Dir(digests), 0o755)
+			merkle.SaveDigests(digests)
+		}()
+	}
 	var files []merkle.File
 	var sess *session.Session
 	defer func() {
