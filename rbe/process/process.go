@@ -23,6 +23,7 @@ type Spec struct {
 	Args    []string
 	Env     []string // exactly the payload's environment
 	Dir     string
+	Stdin   *os.File // nil: /dev/null
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Timeout time.Duration // 0: none
@@ -113,6 +114,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	if cmd.Env == nil {
 		cmd.Env = []string{}
+	}
+	if spec.Stdin != nil {
+		cmd.Stdin = spec.Stdin
 	}
 	// The command must not run before OnStart has placed it (in a memory
 	// cgroup, say): what it allocated first would escape the limit and the

@@ -121,6 +121,9 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		end.State, end.Message, end.ExitCode = "FAILED", msg, 127
 		return end
 	}
+	if a.Interactive {
+		defer w.endStdin(a.TaskId)
+	}
 	name := strings.NewReplacer("#", "-", "/", "-").Replace(a.TaskId)
 	dir := filepath.Join(w.jobsRoot, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -167,6 +170,21 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	}
 	defer group.Close()
 
+	// An interactive attempt reads a pipe fed by the server; others
+	// /dev/null. The worker's copy of the read end is closed once the job
+	// has its own, so that writing fails once the job no longer reads.
+	var stdin *os.File
+	onStart := group.Add
+	if a.Interactive {
+		if stdin, err = w.openStdin(a.TaskId); err != nil {
+			return fail("creating the job's stdin: " + err.Error())
+		}
+		defer stdin.Close()
+		onStart = func(pid int) error {
+			stdin.Close()
+			return group.Add(pid)
+		}
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fail(err.Error())
@@ -188,11 +206,12 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		Args:       args,
 		Env:        jobEnv(dir, w.cfg.RunAs, a.Env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)),
 		Dir:        dir,
+		Stdin:      stdin,
 		Stdout:     pw,
 		Stderr:     pw,
 		Timeout:    time.Duration(a.TimeLimitMs) * time.Millisecond,
 		Grace:      jobGrace,
-		OnStart:    group.Add,
+		OnStart:    onStart,
 		Credential: w.cfg.RunAs.credential(),
 	}))
 	pw.Close()

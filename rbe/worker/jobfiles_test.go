@@ -61,6 +61,7 @@ func newJobRig(t *testing.T) *jobRig {
 		running:  map[string]running{},
 		ended:    map[string]endedJob{},
 		outputs:  map[string]*jobOutput{},
+		stdins:   map[string]*jobStdin{},
 		outbox:   make(chan *workerpb.WorkerMessage, 1024),
 	}
 	return &jobRig{t: t, w: w, store: store}

@@ -62,6 +62,8 @@ type Worker struct {
 	ended map[string]endedJob
 	// outputs holds the output of job attempts, running or in ended.
 	outputs map[string]*jobOutput
+	// stdins holds the stdin of interactive job attempts, by task id.
+	stdins map[string]*jobStdin
 	// outbox holds results, job output and job ends for the server, in
 	// order; it outlives any one stream. held are messages to send first on
 	// the next stream: one whose send failed, and output to send again.
@@ -171,6 +173,7 @@ func Run(ctx context.Context, cfg Config) error {
 		running:  map[string]running{},
 		ended:    map[string]endedJob{},
 		outputs:  map[string]*jobOutput{},
+		stdins:   map[string]*jobStdin{},
 		outbox:   make(chan *workerpb.WorkerMessage, 1024),
 	}
 	api := workerpb.NewWorkersClient(conn)
@@ -313,6 +316,8 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 			w.startAction(k.AssignAction)
 		case *workerpb.ServerMessage_AssignJob:
 			w.startJob(k.AssignJob)
+		case *workerpb.ServerMessage_JobStdin:
+			w.stdinMsg(k.JobStdin)
 		case *workerpb.ServerMessage_Cancel:
 			w.mu.Lock()
 			if r, ok := w.running[k.Cancel.TaskId]; ok {
@@ -358,6 +363,10 @@ func (w *Worker) startAction(a *workerpb.AssignAction) {
 }
 
 func (w *Worker) startJob(a *workerpb.AssignJob) {
+	if a.Interactive {
+		// Before the next message, which may be its stdin.
+		w.queueStdin(a.TaskId)
+	}
 	w.start(a.TaskId, workerpb.SlotClass_SLOT_CLASS_JOB, func(ctx context.Context) *workerpb.WorkerMessage {
 		w.log.Info("job started", "job", a.JobId, "task", a.TaskId)
 		end := w.runJob(ctx, a)
