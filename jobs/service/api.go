@@ -161,34 +161,52 @@ func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) e
 // what arrives until the job ends.
 func (s *Service) Logs(req *jobspb.LogsRequest, stream jobspb.Jobs_LogsServer) error {
 	ctx := stream.Context()
-	var keys []sched.Key
-	if err := s.do(ctx, func(c *sched.Core) error {
-		var err error
-		keys, err = c.Lookup(req.Id)
+	k, err := s.one(ctx, req.Id)
+	if err != nil {
 		return err
-	}); err != nil {
-		return err
-	}
-	if len(keys) != 1 {
-		return status.Errorf(codes.InvalidArgument, "job %s is an array of %d tasks: ask for one task, such as %s", req.Id, len(keys), keys[0])
 	}
 	if req.Offset < 0 {
 		return status.Errorf(codes.InvalidArgument, "negative offset %d", req.Offset)
 	}
-	k := keys[0]
+	return s.output(ctx, k, req.Offset, req.Follow, func(data []byte) error {
+		return stream.Send(&jobspb.LogsResponse{Data: data})
+	})
+}
+
+// one resolves an id that must name one job or array task.
+func (s *Service) one(ctx context.Context, id string) (sched.Key, error) {
+	var keys []sched.Key
+	if err := s.do(ctx, func(c *sched.Core) error {
+		var err error
+		keys, err = c.Lookup(id)
+		return err
+	}); err != nil {
+		return sched.Key{}, err
+	}
+	if len(keys) != 1 {
+		return sched.Key{}, status.Errorf(codes.InvalidArgument, "job %s is an array of %d tasks: ask for one task, such as %s", id, len(keys), keys[0])
+	}
+	return keys[0], nil
+}
+
+// output sends job k's stored output from offset skip on, in pieces of at
+// most 1 MiB, and, with follow, what arrives until the job ends or ctx is
+// done.
+func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bool, send func([]byte) error) error {
 	var after int64
-	skip := req.Offset
 	for {
-		changed := s.changes()
+		var next <-chan struct{}
 		ended := false
-		if req.Follow {
-			if err := s.do(ctx, func(c *sched.Core) error {
-				ended = c.AllEnded(keys)
+		if follow {
+			var err error
+			if next, err = s.doNext(ctx, func(c *sched.Core) error {
+				ended = c.AllEnded([]sched.Key{k})
 				return nil
 			}); err != nil {
 				return err
 			}
 		}
+		// Everything committed up to that round is in the store.
 		for {
 			data, last, err := s.store.Logs(k.ID, k.Index, after, logsPart)
 			if err != nil {
@@ -202,17 +220,17 @@ func (s *Service) Logs(req *jobspb.LogsRequest, stream jobspb.Jobs_LogsServer) e
 			data, skip = data[n:], skip-n
 			for len(data) > 0 {
 				n := min(len(data), 1<<20)
-				if err := stream.Send(&jobspb.LogsResponse{Data: data[:n]}); err != nil {
+				if err := send(data[:n]); err != nil {
 					return err
 				}
 				data = data[n:]
 			}
 		}
-		if !req.Follow || ended {
+		if !follow || ended {
 			return nil
 		}
 		select {
-		case <-changed:
+		case <-next:
 		case <-ctx.Done():
 			return nil
 		}

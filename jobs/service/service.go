@@ -81,6 +81,9 @@ type request struct {
 	write bool
 	err   error
 	done  chan struct{} // nil for fire-and-forget requests
+	// next, set when done is closed, is closed after the round that
+	// follows the request's.
+	next <-chan struct{}
 }
 
 // minSpace is the room the store's file system must have again before
@@ -206,7 +209,7 @@ func (s *Service) apply(round []*request) error {
 		} else {
 			s.pending, s.pendingOut = batch, out
 		}
-		s.answer(round)
+		s.answer(round, s.changes())
 		return nil
 	}
 	s.pending, s.pendingOut = nil, nil
@@ -216,25 +219,28 @@ func (s *Service) apply(round []*request) error {
 			s.failing = nil
 		}
 	}
-	s.answer(round)
-	for _, o := range out {
-		if send := s.send[o.Worker]; send != nil {
-			send(o.Msg)
-		}
-	}
 	counts, slots := s.core.Counts(), s.core.JobSlotsUsed()
 	s.mu.Lock()
 	s.counts, s.slotsUsed = counts, slots
 	close(s.changed)
 	s.changed = make(chan struct{})
+	next := s.changed
 	s.mu.Unlock()
+	s.answer(round, next)
+	for _, o := range out {
+		if send := s.send[o.Worker]; send != nil {
+			send(o.Msg)
+		}
+	}
 	return nil
 }
 
-// answer wakes the requests of a round that wait for it.
-func (s *Service) answer(round []*request) {
+// answer wakes the requests of a round that wait for it; next is closed
+// after a later round.
+func (s *Service) answer(round []*request, next <-chan struct{}) {
 	for _, r := range round {
 		if r.done != nil {
+			r.next = next
 			close(r.done)
 		}
 	}
@@ -273,6 +279,14 @@ func refused(err error) error {
 // do applies fn in the next round and returns once that round is durable.
 func (s *Service) do(ctx context.Context, fn func(c *sched.Core) error) error {
 	return s.run(ctx, &request{fn: fn, done: make(chan struct{})})
+}
+
+// doNext is do that also returns a channel closed after the round that
+// follows fn's: what a later round changes, it announces.
+func (s *Service) doNext(ctx context.Context, fn func(c *sched.Core) error) (<-chan struct{}, error) {
+	r := &request{fn: fn, done: make(chan struct{})}
+	err := s.run(ctx, r)
+	return r.next, err
 }
 
 // doWrite is do for a client's change, which is refused while commits fail.
@@ -381,6 +395,11 @@ func (s *Service) FromWorker(name string, m *workerpb.WorkerMessage) {
 	case *workerpb.WorkerMessage_JobEnded:
 		s.post(func(c *sched.Core) error {
 			c.Ended(name, k.JobEnded)
+			return nil
+		})
+	case *workerpb.WorkerMessage_JobStdinAck:
+		s.post(func(c *sched.Core) error {
+			c.StdinAck(name, k.JobStdinAck.TaskId, k.JobStdinAck.Offset)
 			return nil
 		})
 	}

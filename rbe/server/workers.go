@@ -117,7 +117,7 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 			switch m.Kind.(type) {
 			case *workerpb.WorkerMessage_Result:
 				ws.complete(ctx, w, m.GetResult())
-			case *workerpb.WorkerMessage_JobLog, *workerpb.WorkerMessage_JobEnded:
+			case *workerpb.WorkerMessage_JobLog, *workerpb.WorkerMessage_JobEnded, *workerpb.WorkerMessage_JobStdinAck:
 				if ws.jobs != nil {
 					ws.jobs.FromWorker(w.ID(), m)
 				}
