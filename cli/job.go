@@ -82,6 +82,7 @@ type JobSubmitCmd struct {
 	MaxRetries    int32    `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
 	CheckpointDir string   `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
 	Parsable      bool     `help:"Print only the job id."`
+	Interactive   bool     `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's, as with rbs job wait."`
 	Inputs        []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
 	Outputs       []string `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
 	Script        string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`
@@ -116,6 +117,12 @@ func (c *JobSubmitCmd) Run() error {
 		}
 		specs = []*jobspb.JobSpec{s}
 	}
+	if c.Interactive {
+		if len(specs) > 1 || specs[0].Array != nil {
+			return fmt.Errorf("--interactive attaches to one job: not to a pipeline or an array")
+		}
+		specs[0].Interactive = true
+	}
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
 		return err
@@ -135,6 +142,9 @@ func (c *JobSubmitCmd) Run() error {
 	resp, err := jobs.Submit(ctx, req)
 	if err != nil {
 		return fmt.Errorf("submitting: %w", err)
+	}
+	if c.Interactive {
+		return attach(jobs, resp.JobId, c.Parsable)
 	}
 	switch {
 	case len(specs) > 1:

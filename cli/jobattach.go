@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rbs-build/rbs/jobs/sched"
+	"github.com/rbs-build/rbs/proto/jobspb"
+)
+
+// attach runs `rbs job submit -i` after the submission: it says on stderr
+// which job it submitted, feeds it this process's stdin, copies its output
+// to stdout, and fails unless the job COMPLETED.
+func attach(jobs jobspb.JobsClient, id int64, parsable bool) error {
+	if parsable {
+		fmt.Fprintln(os.Stderr, id)
+	} else {
+		fmt.Fprintf(os.Stderr, "Submitted job %d\n", id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := jobs.Attach(ctx)
+	if err != nil {
+		return fmt.Errorf("attaching to job %d: %w", id, err)
+	}
+	if err := stream.Send(&jobspb.AttachRequest{Id: fmt.Sprint(id)}); err != nil {
+		return fmt.Errorf("attaching to job %d: %w", id, err)
+	}
+	go sendStdin(stream)
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return fmt.Errorf("job %d: the server ended the stream before the job ended; see rbs job show %d", id, id)
+		}
+		if err != nil {
+			return fmt.Errorf("attached to job %d: %w", id, err)
+		}
+		if _, err := os.Stdout.Write(resp.Data); err != nil {
+			return err
+		}
+		if j := resp.Job; j != nil {
+			if j.Record.State != "COMPLETED" {
+				return fmt.Errorf("job %s ended %s (exit %d)", j.Id, j.Record.State, j.Record.ExitCode)
+			}
+			return nil
+		}
+	}
+}
+
+// sendStdin sends this process's stdin to the attached job, then its end.
+// It stops when the stream breaks; the receiving side reports why.
+func sendStdin(stream jobspb.Jobs_AttachClient) {
+	buf := make([]byte, sched.MaxStdinChunk)
+	for {
+		n, err := os.Stdin.Read(buf)
+		if n > 0 {
+			if stream.Send(&jobspb.AttachRequest{Data: append([]byte(nil), buf[:n]...)}) != nil {
+				return
+			}
+		}
+		if err != nil {
+			// End of file, or stdin cannot be read: either way the job's
+			// stdin ends here.
+			if stream.Send(&jobspb.AttachRequest{Eof: true}) == nil {
+				stream.CloseSend()
+			}
+			return
+		}
+	}
+}
