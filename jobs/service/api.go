@@ -135,15 +135,15 @@ func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) e
 		return err
 	}
 	for {
-		changed := s.changes()
 		var jobs []*jobspb.JobInfo
 		ended := false
-		if err := s.do(ctx, func(c *sched.Core) error {
+		changed, err := s.doNext(ctx, func(c *sched.Core) error {
 			if ended = c.AllEnded(keys); ended {
 				jobs = c.Infos(keys, false)
 			}
 			return nil
-		}); err != nil {
+		})
+		if err != nil {
 			return err
 		}
 		if ended {
