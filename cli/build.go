@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/rules/session"
 	"golang.org/x/term"
 )
@@ -22,12 +23,20 @@ type BuildFlags struct {
 	RemoteCache string `name:"remote_cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
 	TokenFile   string `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
 	TLSCA       string `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
+	Platform    string `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
 }
 
 // session runs fn in a build session opened in the working directory,
 // closing it afterwards; the context ends on SIGINT or SIGTERM.
 func (f BuildFlags) session(fn func(ctx context.Context, s *session.Session) error) error {
 	opts := session.Options{Jobs: f.Jobs, Out: os.Stdout}
+	if f.Platform != "" {
+		p, err := platform.Parse(f.Platform)
+		if err != nil {
+			return fmt.Errorf("--platform: %w", err)
+		}
+		opts.Platform = p
+	}
 	if opts.Jobs == 0 {
 		opts.Jobs = runtime.NumCPU()
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/merkle"
+	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rules/session"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -84,6 +87,7 @@ type JobSubmitCmd struct {
 	Parsable      bool     `help:"Print only the job id."`
 	Interactive   bool     `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's, as with rbs job wait."`
 	Inputs        []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
+	Platform      string   `help:"Build the job target and the --inputs labels for this platform, OS-ARCH such as linux-arm64 (default: $RBS_TARGET_PLATFORM, else this machine's), and run the job only on workers of it. Another platform than this machine's is not built here: its outputs come from the cluster's action cache, filled by rbs build --platform P --remote on that cluster."`
 	Outputs       []string `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
 	Script        string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`
 	// Partial passthrough: the words before the command (or before --)
@@ -108,12 +112,20 @@ func (c *JobSubmitCmd) Run() error {
 			return err
 		}
 		if len(c.Inputs) > 0 {
-			inputs, err := inputRoot(c.Inputs)
+			inputs, built, err := c.inputRoot()
 			if err != nil {
 				return err
 			}
 			s.InputRoot = inputs.Root.String()
+			s.Platform = built
 			trees = append(trees, inputs)
+		}
+		if c.Platform != "" {
+			p, err := c.targetPlatform()
+			if err != nil {
+				return err
+			}
+			s.Platform = p.String()
 		}
 		specs = []*jobspb.JobSpec{s}
 	}
@@ -185,6 +197,40 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 	}
 	s.Env = export.Env(os.Environ())
 	return s, c.override(s)
+}
+
+// targetPlatform is the platform job targets and --inputs labels are built
+// for: --platform, else $RBS_TARGET_PLATFORM, else this machine's.
+func (c *JobSubmitCmd) targetPlatform() (platform.Platform, error) {
+	if c.Platform == "" {
+		return platform.FromEnv()
+	}
+	p, err := platform.Parse(c.Platform)
+	if err != nil {
+		return p, fmt.Errorf("--platform: %w", err)
+	}
+	return p, nil
+}
+
+// buildSession opens a build session in the working directory for the
+// target platform. This machine runs only its own platform's actions, so
+// for another the cluster submitted to is the remote cache: what rbs build
+// --platform P --remote built there is found, and anything else is an
+// error that says to build it so.
+func (c *JobSubmitCmd) buildSession() (*session.Session, error) {
+	p, err := c.targetPlatform()
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	opts := session.Options{Dir: cwd, Jobs: runtime.NumCPU(), Out: os.Stderr, Platform: p}
+	if p != platform.Host() {
+		opts.Remote, opts.RemoteCache = c.RemoteFlags.options(), true
+	}
+	return session.Open(opts)
 }
 
 // target returns the job target the command line names in place of a

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/rbs-build/rbs/rbe/client"
@@ -17,10 +16,12 @@ import (
 
 // inputRoot builds the input root of a job from its --inputs values, each
 // PATH (a directory staged whole, a file under its base name), a target
-// label (its outputs and runfiles, built first if needed, at their places
-// under rbs-out/bin), or DEST=either (the same, under the subdirectory
-// DEST). Files are hashed here; nothing is sent yet.
-func inputRoot(values []string) (*merkle.Tree, error) {
+// label (its outputs and runfiles, built first if needed for the target
+// platform, at their places under its bin directory), or DEST=either (the
+// same, under the subdirectory DEST). Files are hashed here; nothing is
+// sent yet. built is the platform the labels were built for, "" when none
+// was given.
+func (c *JobSubmitCmd) inputRoot() (_ *merkle.Tree, built string, _ error) {
 	// Digests of files unchanged since the last submission (same inode,
 	// size and time) carry over, so staging a tree again hashes only what
 	// changed.
@@ -39,29 +40,26 @@ func inputRoot(values []string) (*merkle.Tree, error) {
 			sess.Close()
 		}
 	}()
-	for _, v := range values {
+	for _, v := range c.Inputs {
 		dest, src, err := parseInput(v)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if isLabel(src) {
 			if sess == nil {
-				cwd, err := os.Getwd()
-				if err != nil {
-					return nil, err
+				if sess, err = c.buildSession(); err != nil {
+					return nil, "", fmt.Errorf("--inputs %q: %w", v, err)
 				}
-				if sess, err = session.Open(session.Options{Dir: cwd, Jobs: runtime.NumCPU(), Out: os.Stderr}); err != nil {
-					return nil, fmt.Errorf("--inputs %q: %w", v, err)
-				}
+				built = sess.Platform().String()
 			}
 			staged, err := sess.Outputs(context.Background(), src)
 			if err != nil {
-				return nil, fmt.Errorf("--inputs %q: %w", v, err)
+				return nil, "", fmt.Errorf("--inputs %q: %w", v, err)
 			}
 			for _, st := range staged {
 				fs, err := merkle.PathFiles(path.Join(dest, st.Path), st.Source)
 				if err != nil {
-					return nil, fmt.Errorf("--inputs %q: %w", v, err)
+					return nil, "", fmt.Errorf("--inputs %q: %w", v, err)
 				}
 				files = append(files, fs...)
 			}
@@ -69,19 +67,19 @@ func inputRoot(values []string) (*merkle.Tree, error) {
 		}
 		info, err := os.Stat(src)
 		if err != nil {
-			return nil, fmt.Errorf("--inputs %q: %w", v, err)
+			return nil, "", fmt.Errorf("--inputs %q: %w", v, err)
 		}
 		if !info.IsDir() {
 			f, err := merkle.FileFromDisk(path.Join(dest, filepath.Base(src)), src, info.Mode()&0o111 != 0)
 			if err != nil {
-				return nil, fmt.Errorf("--inputs %q: %w", v, err)
+				return nil, "", fmt.Errorf("--inputs %q: %w", v, err)
 			}
 			files = append(files, f)
 			continue
 		}
 		fs, skipped, err := merkle.DirFiles(src, dest)
 		if err != nil {
-			return nil, fmt.Errorf("--inputs %q: %w", v, err)
+			return nil, "", fmt.Errorf("--inputs %q: %w", v, err)
 		}
 		for _, s := range skipped {
 			fmt.Fprintf(os.Stderr, "rbs: --inputs %q: left out %s, a symlink to a directory\n", v, s)
@@ -90,9 +88,9 @@ func inputRoot(values []string) (*merkle.Tree, error) {
 	}
 	t, err := merkle.Build(files)
 	if err != nil {
-		return nil, fmt.Errorf("--inputs: %w", err)
+		return nil, "", fmt.Errorf("--inputs: %w", err)
 	}
-	return t, nil
+	return t, built, nil
 }
 
 // parseInput splits an --inputs value into where it lands in the job's

@@ -31,15 +31,16 @@ func TestInputsAndOutputsValues(t *testing.T) {
 		{inputs: []string{"//nowhere:train"}, err: `--inputs "//nowhere:train": no such package`},
 		{inputs: []string{src, "pkg/a.py=" + file}, err: "both a file and the directory"},
 	} {
-		tree, err := inputRoot(tc.inputs)
+		c := &JobSubmitCmd{Inputs: tc.inputs}
+		tree, built, err := c.inputRoot()
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want an error containing %q", tc.inputs, err, tc.err)
 			}
 			continue
 		}
-		if err != nil {
-			t.Errorf("%q: %v", tc.inputs, err)
+		if err != nil || built != "" {
+			t.Errorf("%q: %v, built for %q; want no error and no platform without a label", tc.inputs, err, built)
 			continue
 		}
 		var got []string

@@ -4,14 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/merkle"
-	"github.com/rbs-build/rbs/rules/session"
 )
 
 // targetSpecs builds a job target, or a job_pipeline, with the job targets
@@ -24,11 +21,7 @@ func (c *JobSubmitCmd) targetSpecs(target string, extra []string) ([]*jobspb.Job
 	if len(c.Inputs) > 0 {
 		return nil, nil, fmt.Errorf("%s stages its own inputs: add them to its data instead of --inputs", target)
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, nil, err
-	}
-	sess, err := session.Open(session.Options{Dir: cwd, Jobs: runtime.NumCPU(), Out: os.Stderr})
+	sess, err := c.buildSession()
 	if err != nil {
 		return nil, nil, err
 	}

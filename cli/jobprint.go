@@ -45,6 +45,7 @@ type jobJSON struct {
 	Message            string            `json:"message,omitempty"`
 	Env                map[string]string `json:"env,omitempty"`
 	InputRoot          string            `json:"input_root,omitempty"`
+	Platform           string            `json:"platform,omitempty"`
 	OutputPaths        []string          `json:"output_paths,omitempty"`
 	OutputRoot         string            `json:"output_root,omitempty"`
 	Outputs            []outputJSON      `json:"outputs,omitempty"`
@@ -113,7 +114,7 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		OutputBytes: r.OutputBytes, OutputTruncated: r.OutputDroppedBytes > 0, OutputDroppedBytes: r.OutputDroppedBytes,
 		SubmitTime: rfc3339(r.SubmitUnixMs), StartTime: rfc3339(r.StartUnixMs), EndTime: rfc3339(r.EndUnixMs),
 		NoRequeue: s.NoRequeue, Message: r.Message, Env: s.Env,
-		InputRoot: s.InputRoot, OutputPaths: s.Outputs, OutputRoot: r.OutputRoot,
+		InputRoot: s.InputRoot, Platform: s.Platform, OutputPaths: s.Outputs, OutputRoot: r.OutputRoot,
 		MaxRetries: s.MaxRetries, CheckpointDir: s.CheckpointDir, CheckpointRoot: r.CheckpointRoot, History: []attemptJSON{},
 	}
 	for _, a := range r.History {
@@ -242,6 +243,9 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		limit = spec.FormatDuration(time.Duration(r.TimeLimitMs) * time.Millisecond)
 	}
 	row("TimeLimit:", "%s", limit)
+	if s.Platform != "" {
+		row("Platform:", "%s", s.Platform)
+	}
 	if r.Worker != "" {
 		gpus := ""
 		if len(r.GpuIndices) > 0 {

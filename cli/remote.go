@@ -18,6 +18,7 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/gpu"
+	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/rbe/worker"
 )
 
@@ -172,6 +173,7 @@ type RemoteWorkerCmd struct {
 	CPUs            int        `name:"cpus" help:"CPUs offered (default: all)."`
 	MemoryGB        float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
 	GPUs            string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
+	Platform        string     `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance."`
 	Property        []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
 	CacheMaxSize    units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"${worker_cache}"`
 	RunAs           string     `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
@@ -246,6 +248,13 @@ func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, e
 		cfg.JobSlots = cfg.CPUs
 	}
 	cfg.GPUs = gpus
+	if c.Platform != "" {
+		p, err := platform.Parse(c.Platform)
+		if err != nil {
+			return cfg, fmt.Errorf("--platform: %w", err)
+		}
+		cfg.Platform = p
+	}
 	for _, p := range c.Property {
 		prop, err := worker.ParseProperty(p)
 		if err != nil {

@@ -87,7 +87,7 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 	case "workspace_name":
 		return starlark.String(c.an.ws.Name), nil
 	case "bin_dir", "genfiles_dir":
-		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(BinDir)}), nil
+		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(BinDir(c.an.ws.Platform))}), nil
 	case "build_file_path":
 		return starlark.String(path.Join(c.pkg.Name, "BUILD")), nil
 	case "var":
@@ -235,7 +235,7 @@ func (c *ruleContext) declare(name string, dir bool) (*File, error) {
 	if f, ok := c.declared[short]; ok {
 		return f, nil
 	}
-	f := &File{ShortPath: short, Generated: true, Owner: c.def.Label, IsDirectory: dir}
+	f := &File{ShortPath: short, Generated: true, Bin: BinDir(c.an.ws.Platform), Owner: c.def.Label, IsDirectory: dir}
 	c.declared[short] = f
 	return f, nil
 }

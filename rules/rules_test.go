@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/starlark/label"
 )
 
@@ -14,13 +15,15 @@ import (
 // "---"; a case is a rule file (defs.rbs) and, after a line "# BUILD", the
 // root BUILD file. Every target is analysed. A case with a line
 // `### "regex"` must fail with an error matching regex; others must succeed
-// (their implementations assert with fail()).
+// (their implementations assert with fail()). A line "# platform: P"
+// analyses the case for the target platform P.
 func TestRuleAPI(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.rbs")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no testdata: %v", err)
 	}
 	expect := regexp.MustCompile(`(?m)^### "(.*)"\s*$`)
+	platformLine := regexp.MustCompile(`(?m)^# platform: (\S+)\s*$`)
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -41,7 +44,13 @@ func TestRuleAPI(t *testing.T) {
 				write(t, dir, "data/a.txt", "a\n")
 				write(t, dir, "data/b.txt", "b\n")
 				write(t, dir, "src.txt", "source\n")
-				err := analyzeAll(dir)
+				var target platform.Platform
+				if m := platformLine.FindStringSubmatch(chunk); m != nil {
+					if target, err = platform.Parse(m[1]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				err := analyzeAll(dir, target)
 				want := expect.FindStringSubmatch(chunk)
 				if want == nil {
 					if err != nil {
@@ -77,8 +86,8 @@ func write(t *testing.T, dir, name, content string) {
 	}
 }
 
-func analyzeAll(dir string) error {
-	ws, err := Open(dir)
+func analyzeAll(dir string, target platform.Platform) error {
+	ws, err := Open(dir, target)
 	if err != nil {
 		return err
 	}
@@ -109,5 +118,24 @@ func TestLoadResolution(t *testing.T) {
 	}
 	if _, err := label.Parse("//a/../b:c"); err == nil {
 		t.Error("a label with .. parsed")
+	}
+}
+
+func TestBinDir(t *testing.T) {
+	other, _ := platform.Parse("linux-arm64")
+	if platform.Host() == other {
+		other, _ = platform.Parse("linux-x86_64")
+	}
+	for _, tc := range []struct {
+		p    platform.Platform
+		want string
+	}{
+		{platform.Platform{}, "rbs-out/bin"},
+		{platform.Host(), "rbs-out/bin"},
+		{other, "rbs-out/" + other.String() + "/bin"},
+	} {
+		if got := BinDir(tc.p); got != tc.want {
+			t.Errorf("BinDir(%v) = %q; want %q", tc.p, got, tc.want)
+		}
 	}
 }

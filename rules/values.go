@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/starlark/label"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -53,8 +54,10 @@ func (l Label) CompareSameType(op syntax.Token, y starlark.Value, depth int) (bo
 type File struct {
 	// ShortPath is the path relative to the workspace root: "pkg/out.txt".
 	ShortPath string
-	// Generated files live under the output root, rbs-out/bin.
+	// Generated files live under the output root of their platform, Bin
+	// (BinDir).
 	Generated bool
+	Bin       string
 	Owner     label.Label
 	// IsDirectory marks a declared output directory.
 	IsDirectory bool
@@ -62,13 +65,21 @@ type File struct {
 
 var _ starlark.HasAttrs = (*File)(nil)
 
-// BinDir is where generated files live, relative to the exec root.
-const BinDir = "rbs-out/bin"
+// BinDir is where the generated files of a build for p live, relative to
+// the exec root: rbs-out/bin for this machine's platform, and
+// rbs-out/PLATFORM/bin (rbs-out/linux-arm64/bin) for another, so that each
+// platform's outputs are kept apart.
+func BinDir(p platform.Platform) string {
+	if p.IsZero() || p == platform.Host() {
+		return "rbs-out/bin"
+	}
+	return "rbs-out/" + p.String() + "/bin"
+}
 
 // Path is the exec path: where the file is relative to the exec root.
 func (f *File) Path() string {
 	if f.Generated {
-		return BinDir + "/" + f.ShortPath
+		return f.Bin + "/" + f.ShortPath
 	}
 	return f.ShortPath
 }
@@ -108,7 +119,7 @@ func (f *File) Attr(name string) (starlark.Value, error) {
 	case "root":
 		root := ""
 		if f.Generated {
-			root = BinDir
+			root = f.Bin
 		}
 		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(root)}), nil
 	}

@@ -8,8 +8,10 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
 	"go.starlark.net/starlark"
@@ -33,10 +35,13 @@ var builtinModules = []loader.Module{
 type Workspace struct {
 	Root string
 	// Name is the workspace's name, used for runfiles trees.
-	Name   string
-	loader *loader.Loader
-	native *starlarkstruct.Struct
-	build  starlark.StringDict // predeclared names of BUILD files
+	Name string
+	// Platform is the target platform: select() picks its branches by it,
+	// and generated files live under its BinDir.
+	Platform platform.Platform
+	loader   *loader.Loader
+	native   *starlarkstruct.Struct
+	build    starlark.StringDict // predeclared names of BUILD files
 
 	mu   sync.Mutex
 	pkgs map[string]*pkgEntry
@@ -49,8 +54,11 @@ type pkgEntry struct {
 }
 
 // Open prepares the workspace at root (see label.FindWorkspace).
-func Open(root string) (*Workspace, error) {
-	w := &Workspace{Root: root, Name: "__main__", pkgs: map[string]*pkgEntry{}}
+func Open(root string, target platform.Platform) (*Workspace, error) {
+	if target.IsZero() {
+		target = platform.Host()
+	}
+	w := &Workspace{Root: root, Name: "__main__", Platform: target, pkgs: map[string]*pkgEntry{}}
 	w.loader = loader.New(root, map[string]fs.FS{"rbs": Embedded}, w.moduleEnv, nameRules)
 	nativeMembers := w.nativeFunctions()
 	w.build = starlark.StringDict{}
@@ -98,7 +106,7 @@ func (w *Workspace) common() starlark.StringDict {
 	return starlark.StringDict{
 		"struct":      starlark.NewBuiltin("struct", starlarkstruct.Make),
 		"depset":      starlark.NewBuiltin("depset", depsetBuiltin),
-		"select":      starlark.NewBuiltin("select", selectBuiltin),
+		"select":      starlark.NewBuiltin("select", w.selectBuiltin),
 		"json":        starlarkjson.Module,
 		"DefaultInfo": defaultInfo,
 	}
@@ -116,20 +124,52 @@ func (w *Workspace) moduleEnv(loader.Module) starlark.StringDict {
 	return env
 }
 
-// selectBuiltin supports select() with a //conditions:default branch only,
-// since rbs has no configurations.
-func selectBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+// selectBuiltin supports select() on the target platform: a key
+// @platforms//os:OS or @platforms//cpu:ARCH (with Bazel's names: x86_64,
+// aarch64, arm64, ...) matches when the platform has that OS or
+// architecture; otherwise //conditions:default is taken. Other keys never
+// match, as rbs has no other configuration.
+func (w *Workspace) selectBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var d *starlark.Dict
 	var msg string
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "x", &d, "no_match_error?", &msg); err != nil {
 		return nil, err
 	}
-	for _, key := range []string{"//conditions:default", "@platforms//os:linux"} {
-		if v, ok, _ := d.Get(starlark.String(key)); ok {
-			return v, nil
+	var matched []string
+	var value starlark.Value
+	for _, kv := range d.Items() {
+		key, ok := starlark.AsString(kv[0])
+		if ok && w.platformMatches(key) {
+			matched = append(matched, key)
+			value = kv[1]
 		}
 	}
-	return nil, fmt.Errorf("select: rbs has no configurations; give a //conditions:default branch")
+	switch len(matched) {
+	case 1:
+		return value, nil
+	case 0:
+		if v, ok, _ := d.Get(starlark.String("//conditions:default")); ok {
+			return v, nil
+		}
+		if msg != "" {
+			return nil, fmt.Errorf("select: %s", msg)
+		}
+		return nil, fmt.Errorf("select: no branch matches the target platform %s; give a //conditions:default branch", w.Platform)
+	}
+	return nil, fmt.Errorf("select: %s all match the target platform %s; keep one", strings.Join(matched, " and "), w.Platform)
+}
+
+// platformMatches reports whether a select() key is a constraint of the
+// target platform.
+func (w *Workspace) platformMatches(key string) bool {
+	if os, ok := strings.CutPrefix(key, "@platforms//os:"); ok {
+		return os == w.Platform.OS || (os == "osx" || os == "macos") && w.Platform.OS == "darwin"
+	}
+	if cpu, ok := strings.CutPrefix(key, "@platforms//cpu:"); ok {
+		p, err := platform.Parse(w.Platform.OS + "-" + cpu)
+		return err == nil && p.Arch == w.Platform.Arch
+	}
+	return false
 }
 
 // nativeFunctions are the functions of native.* that are not rules.

@@ -15,6 +15,7 @@ import (
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/merkle"
+	"github.com/rbs-build/rbs/rbe/platform"
 )
 
 // Version is the manifest format this rbs writes and reads.
@@ -45,6 +46,9 @@ type Manifest struct {
 	Array string `json:"array,omitempty"`
 	// After are the job targets this one runs after.
 	After []Dep `json:"after,omitempty"`
+	// Platform, OS-ARCH, is the platform the job's binary and input root
+	// were built for: the job runs only on workers of that platform.
+	Platform string `json:"platform,omitempty"`
 }
 
 // Dep is a job target a job runs after, and how: afterok, afterany or
@@ -103,6 +107,11 @@ func (m *Manifest) Validate() error {
 			return bad("input root: %v", err)
 		}
 	}
+	if m.Platform != "" {
+		if _, err := platform.Parse(m.Platform); err != nil {
+			return bad("%v", err)
+		}
+	}
 	if m.CheckpointDir != "" {
 		if err := merkle.CheckPath(m.CheckpointDir); err != nil {
 			return bad("checkpoint_dir: %v", err)
@@ -145,7 +154,7 @@ func (m *Manifest) Spec() (*jobspb.JobSpec, error) {
 		Name: m.Name, Queue: m.Queue, Command: m.Command, Env: env,
 		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
-		Array: array(m.Array),
+		Array: array(m.Array), Platform: m.Platform,
 	}, nil
 }
 

@@ -8,13 +8,13 @@ import (
 func TestDecodeAndSpec(t *testing.T) {
 	good := `{"version": 1, "label": "//app:train", "name": "train", "command": ["app/trainer", "--epochs", "3"],
 		"input_root": "` + strings.Repeat("a", 64) + `/78", "cpus": 2, "memory_bytes": 1024, "gpus": 0, "nodes": 1,
-		"max_retries": 2, "checkpoint_dir": "ckpt", "outputs": ["out"]}`
+		"max_retries": 2, "checkpoint_dir": "ckpt", "outputs": ["out"], "platform": "linux-arm64"}`
 	m, err := Decode([]byte(good))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, err := m.Spec()
-	if err != nil || s.Cpus != 2 || s.MaxRetries != 2 || s.CheckpointDir != "ckpt" || s.InputRoot != m.InputRoot || len(s.Outputs) != 1 {
+	if err != nil || s.Cpus != 2 || s.MaxRetries != 2 || s.CheckpointDir != "ckpt" || s.InputRoot != m.InputRoot || len(s.Outputs) != 1 || s.Platform != "linux-arm64" {
 		t.Fatalf("Spec = %v, %v", s, err)
 	}
 	b, err := m.Encode()
@@ -33,6 +33,7 @@ func TestDecodeAndSpec(t *testing.T) {
 		{`"outputs": ["out"]`, `"outputs": ["/out"]`, "is absolute"},
 		{`"gpus": 0`, `"gpus": 0, "extra": 1`, `unknown field "extra"`},
 		{`/78"`, `/x"`, "input root"},
+		{`"linux-arm64"`, `"linux-vax"`, `platform "linux-vax": unknown architecture`},
 	} {
 		bad := strings.Replace(good, tc.from, tc.to, 1)
 		if _, err := Decode([]byte(bad)); err == nil || !strings.Contains(err.Error(), tc.want) {

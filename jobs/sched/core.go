@@ -23,6 +23,7 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/merkle"
+	"github.com/rbs-build/rbs/rbe/platform"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -95,6 +96,7 @@ type worker struct {
 	memory    int64
 	gpus      []int32
 	jobSlots  int
+	platform  string // OS-ARCH; "" when the worker offers none
 	connected bool
 	downSince time.Time
 	send      func(*workerpb.ServerMessage)
@@ -384,6 +386,13 @@ func (c *Core) check(s *jobspb.JobSpec, i int) (time.Duration, []int, error) {
 			return 0, nil, status.Errorf(codes.InvalidArgument, "output: %v; give a path inside the job's directory", err)
 		}
 	}
+	if s.Platform != "" {
+		p, err := platform.Parse(s.Platform)
+		if err != nil {
+			return 0, nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		s.Platform = p.String()
+	}
 	if s.Interactive && s.Array != nil {
 		return 0, nil, status.Error(codes.InvalidArgument, "an interactive job cannot be an array: its stdin goes to one process")
 	}
@@ -645,6 +654,8 @@ type WorkerInfo struct {
 	Memory   int64
 	GPUs     []int32 // indices
 	JobSlots int
+	// Platform is the worker's OS-ARCH, from its OSFamily and ISA.
+	Platform string
 	// Running lists the job attempts (task ids) the worker still runs.
 	Running []string
 	Send    func(*workerpb.ServerMessage)
@@ -658,7 +669,7 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 		w = &worker{name: info.Name, running: map[Key]*job{}}
 		c.workers[info.Name] = w
 	}
-	w.cpus, w.memory, w.gpus, w.jobSlots = info.CPUs, info.Memory, info.GPUs, info.JobSlots
+	w.cpus, w.memory, w.gpus, w.jobSlots, w.platform = info.CPUs, info.Memory, info.GPUs, info.JobSlots, info.Platform
 	w.connected, w.downSince, w.send = true, time.Time{}, info.Send
 	c.reschedule = true
 	still := map[string]bool{}

@@ -10,6 +10,8 @@ import (
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // harness drives a Core with a fake clock and records what it sends. Each
@@ -660,5 +662,39 @@ func TestSubmitPipeline(t *testing.T) {
 	}
 	if h.c.nextID != next || len(h.c.jobs) != 3 {
 		t.Fatalf("refused pipelines left %d jobs and next id %d", len(h.c.jobs), h.c.nextID)
+	}
+}
+
+func TestPlatform(t *testing.T) {
+	h := newHarness(t)
+	up := func(name, platform string, cpus int32) {
+		h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: 8 << 30, JobSlots: 4, Platform: platform, Send: func(*workerpb.ServerMessage) {}})
+	}
+	up("x86", "linux-x86_64", 4)
+	arm := h.submit(&jobspb.JobSpec{Platform: "linux-aarch64"})
+	anywhere := h.submit(&jobspb.JobSpec{})
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(anywhere, "@x86") {
+		t.Fatalf("started %v, want only the job without a platform, on x86", got)
+	}
+	if r := h.rec(arm, -1).PendingReason; r != ReasonNoWorkerOfPlatform {
+		t.Fatalf("a linux-arm64 job with only an x86_64 worker waits for %q", r)
+	}
+	if sp := h.c.jobs[Key{arm, -1}].spec.Platform; sp != "linux-arm64" {
+		t.Fatalf("the platform is kept as %q, want the canonical linux-arm64", sp)
+	}
+	// A worker of the platform too small for the job: the reason is the fit.
+	big := h.submit(&jobspb.JobSpec{Platform: "linux-arm64", Cpus: 8})
+	up("arm", "linux-arm64", 2)
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(arm, "@arm") {
+		t.Fatalf("started %v, want the linux-arm64 job on arm", got)
+	}
+	if r := h.rec(big, -1).PendingReason; r != ReasonNoWorkerFits {
+		t.Fatalf("an 8-CPU linux-arm64 job with a 2-CPU arm worker waits for %q", r)
+	}
+	for _, bad := range []string{"linux", "beos-x86_64", "linux-sparc"} {
+		_, err := h.c.Submit(&jobspb.JobSpec{Command: []string{"true"}, Platform: bad})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad) {
+			t.Errorf("platform %q: %v; want InvalidArgument naming it", bad, err)
+		}
 	}
 }

@@ -83,7 +83,7 @@ func (c *Core) reserve(j *job) *reservation {
 	n := need(j.spec)
 	var best *reservation
 	for _, w := range c.sortedWorkers() {
-		if !w.connected || !w.total().fits(n) {
+		if !w.connected || !w.total().fits(n) || !w.runsPlatform(j.spec) {
 			continue
 		}
 		running := make([]*job, 0, len(w.running))
@@ -177,7 +177,7 @@ func (c *Core) Schedule() {
 	// the next until a job starts or the reservation is made.
 	fits := map[fitQuery]*worker{}
 	fit := func(j *job, res *reservation) *worker {
-		q := fitQuery{need(j.spec), j.rec.TimeLimitMs, res != nil}
+		q := fitQuery{need(j.spec), j.spec.Platform, j.rec.TimeLimitMs, res != nil}
 		w, ok := fits[q]
 		if !ok {
 			w = c.bestFit(j, workers, free, res, now)
@@ -289,25 +289,38 @@ func (q *waiting) Pop() any {
 // run j.
 func (c *Core) placeable(j *job, workers []*worker) string {
 	n := need(j.spec)
-	any := false
+	any, ofPlatform := false, false
 	for _, w := range workers {
 		if w.jobSlots == 0 {
 			continue
 		}
 		any = true
+		if !w.runsPlatform(j.spec) {
+			continue
+		}
+		ofPlatform = true
 		if w.total().fits(n) {
 			return ""
 		}
 	}
-	if !any {
+	switch {
+	case !any:
 		return ReasonNoWorkers
+	case !ofPlatform:
+		return ReasonNoWorkerOfPlatform
 	}
 	return ReasonNoWorkerFits
+}
+
+// runsPlatform reports whether w is of the platform s was built for.
+func (w *worker) runsPlatform(s *jobspb.JobSpec) bool {
+	return s.Platform == "" || s.Platform == w.platform
 }
 
 // fitQuery is what bestFit's answer depends on besides the workers' room.
 type fitQuery struct {
 	need     capacity
+	platform string
 	limitMs  int64
 	reserved bool
 }
@@ -321,7 +334,7 @@ func (c *Core) bestFit(j *job, workers []*worker, room map[*worker]capacity, res
 	bestLeft := int64(math.MaxInt64)
 	for _, w := range workers {
 		free, ok := room[w]
-		if !ok || !free.fits(n) || !res.allows(j, w, now) {
+		if !ok || !free.fits(n) || !w.runsPlatform(j.spec) || !res.allows(j, w, now) {
 			continue
 		}
 		left := int64(free.cpus-n.cpus)<<32 + int64(free.gpus-n.gpus)<<16 + int64(free.slots-n.slots)

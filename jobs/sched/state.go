@@ -61,4 +61,7 @@ const (
 	ReasonNoWorkerFits = "NoWorkerFits"
 	// ReasonNoWorkers: no worker with job slots is registered.
 	ReasonNoWorkers = "NoWorkers"
+	// ReasonNoWorkerOfPlatform: the job's inputs were built for a platform
+	// that no registered worker with job slots has.
+	ReasonNoWorkerOfPlatform = "NoWorkerOfPlatform"
 )

@@ -27,6 +27,7 @@ import (
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/platform"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -349,6 +350,13 @@ func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*worke
 	}
 	for _, g := range reg.GetResources().GetGpus() {
 		info.GPUs = append(info.GPUs, g.Index)
+	}
+	props := map[string]string{}
+	for _, p := range reg.Properties {
+		props[p.Name] = p.Value
+	}
+	if p, ok := platform.FromProperties(props); ok {
+		info.Platform = p.String()
 	}
 	for _, r := range reg.Running {
 		if r.SlotClass == workerpb.SlotClass_SLOT_CLASS_JOB {

@@ -58,7 +58,11 @@ type JobSpec struct {
 	CheckpointDir string `protobuf:"bytes,17,opt,name=checkpoint_dir,json=checkpointDir,proto3" json:"checkpoint_dir,omitempty"`
 	// interactive jobs get a stdin pipe fed by the client attached to them
 	// (Attach); other jobs read /dev/null. Not with an array.
-	Interactive   bool `protobuf:"varint,18,opt,name=interactive,proto3" json:"interactive,omitempty"`
+	Interactive bool `protobuf:"varint,18,opt,name=interactive,proto3" json:"interactive,omitempty"`
+	// platform, "OS-ARCH" such as "linux-arm64", is the platform the job's
+	// inputs were built for: it runs only on workers whose OSFamily and ISA
+	// are that platform's. "" runs anywhere.
+	Platform      string `protobuf:"bytes,19,opt,name=platform,proto3" json:"platform,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -217,6 +221,13 @@ func (x *JobSpec) GetInteractive() bool {
 		return x.Interactive
 	}
 	return false
+}
+
+func (x *JobSpec) GetPlatform() string {
+	if x != nil {
+		return x.Platform
+	}
+	return ""
 }
 
 type Dependency struct {
@@ -1812,7 +1823,7 @@ var File_jobs_proto protoreflect.FileDescriptor
 const file_jobs_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"jobs.proto\x12\vrbs.jobs.v1\"\xf6\x04\n" +
+	"jobs.proto\x12\vrbs.jobs.v1\"\x92\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -1835,7 +1846,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\vmax_retries\x18\x10 \x01(\x05R\n" +
 	"maxRetries\x12%\n" +
 	"\x0echeckpoint_dir\x18\x11 \x01(\tR\rcheckpointDir\x12 \n" +
-	"\vinteractive\x18\x12 \x01(\bR\vinteractive\x1a6\n" +
+	"\vinteractive\x18\x12 \x01(\bR\vinteractive\x12\x1a\n" +
+	"\bplatform\x18\x13 \x01(\tR\bplatform\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/rbs-build/rbs/rbe/process"
 	"io"
 	"os"
 	"path"
@@ -15,6 +14,8 @@ import (
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/merkle"
+	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rbe/process"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -107,7 +108,31 @@ func (l *Local) Run(ctx context.Context, a *Action, outRoot string) (*Result, er
 			// Evicted between the lookup and now: run it again.
 		}
 	}
+	if err := runsHere(a); err != nil {
+		return nil, err
+	}
 	return l.execute(ctx, a, p, outRoot)
+}
+
+// PlatformError is an action for another platform than this machine's,
+// which the local executor cannot run.
+type PlatformError struct {
+	Description string
+	Want, Host  platform.Platform
+}
+
+func (e *PlatformError) Error() string {
+	return fmt.Sprintf("%s needs a %s machine; this one is %s", e.Description, e.Want, e.Host)
+}
+
+// runsHere refuses an action whose OSFamily and ISA are not this
+// machine's.
+func runsHere(a *Action) error {
+	want, ok := platform.FromProperties(a.Platform)
+	if host := platform.Host(); ok && want != host {
+		return &PlatformError{Description: describe(a), Want: want, Host: host}
+	}
+	return nil
 }
 
 type hit struct {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/platform"
 )
 
 // MemoryBytes returns the machine's total memory from /proc/meminfo, or 0
@@ -36,6 +37,9 @@ func ParseProperty(s string) (*workerpb.Property, error) {
 	name, value, ok := strings.Cut(s, "=")
 	if !ok || name == "" || value == "" {
 		return nil, fmt.Errorf("invalid property %q: want NAME=VALUE, such as gpu=a100", s)
+	}
+	if name == platform.OSFamily || name == platform.ISA {
+		return nil, fmt.Errorf("invalid property %q: %s comes from the worker's platform; give --platform OS-ARCH instead", s, name)
 	}
 	if strings.ContainsAny(name, " \t\n") {
 		return nil, fmt.Errorf("invalid property %q: the name must not contain spaces", s)

@@ -17,6 +17,8 @@ func TestParseProperty(t *testing.T) {
 		{"=x", "", "", "want NAME=VALUE"},
 		{"x=", "", "", "want NAME=VALUE"},
 		{"a b=c", "", "", "spaces"},
+		{"ISA=arm-a64", "", "", "give --platform"},
+		{"OSFamily=windows", "", "", "give --platform"},
 	}
 	for _, tt := range tests {
 		p, err := ParseProperty(tt.in)

@@ -15,13 +15,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/platform"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -36,6 +36,9 @@ type Config struct {
 	CPUs        int
 	MemoryBytes int64
 	GPUs        []*workerpb.Gpu
+	// Platform is offered as OSFamily and ISA; the zero value stands for
+	// this machine's.
+	Platform platform.Platform
 	// Properties are offered in addition to OSFamily and ISA.
 	Properties   []*workerpb.Property
 	CacheMaxSize int64
@@ -85,24 +88,16 @@ type endedJob struct {
 // every new stream.
 const endedRetention = 10 * time.Minute
 
-// ISA returns the REAPI ISA name of this machine's architecture.
-func ISA() string {
-	switch runtime.GOARCH {
-	case "amd64":
-		return "x86-64"
-	case "386":
-		return "x86-32"
-	case "arm64":
-		return "arm-a64"
-	case "arm":
-		return "arm-a32"
+// properties are the platform properties the worker offers: its
+// platform's OSFamily and ISA, then the configured ones.
+func (w *Worker) properties() []*workerpb.Property {
+	p := w.cfg.Platform
+	if p.IsZero() {
+		p = platform.Host()
 	}
-	return runtime.GOARCH
-}
-
-// DefaultProperties are the platform properties every worker offers.
-func DefaultProperties() []*workerpb.Property {
-	return []*workerpb.Property{{Name: "OSFamily", Value: runtime.GOOS}, {Name: "ISA", Value: ISA()}}
+	props := p.Properties()
+	out := []*workerpb.Property{{Name: platform.OSFamily, Value: props[platform.OSFamily]}, {Name: platform.ISA, Value: props[platform.ISA]}}
+	return append(out, w.cfg.Properties...)
 }
 
 // Run connects to the server and serves assignments until ctx is done,
@@ -220,7 +215,7 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		Name:        w.cfg.Name,
 		Session:     w.session,
 		Resources:   &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs},
-		Properties:  append(DefaultProperties(), w.cfg.Properties...),
+		Properties:  w.properties(),
 		ActionSlots: int32(w.cfg.ActionSlots),
 		JobSlots:    int32(w.cfg.JobSlots),
 		Version:     w.cfg.Version,

@@ -32,9 +32,13 @@ type Stats struct {
 
 // Engine runs actions.
 type Engine struct {
-	Root     string // the workspace root, which is also the exec root
-	Exec     executor.Executor
-	Jobs     int
+	Root string // the workspace root, which is also the exec root
+	Exec executor.Executor
+	Jobs int
+	// Platform holds the platform properties (OSFamily, ISA) of the target
+	// platform, which every action carries, so that a remote executor sends
+	// it to a worker of that platform.
+	Platform map[string]string
 	Progress func(Stats) // called on every change, from one goroutine at a time
 	// Log receives the output of failed actions.
 	Log io.Writer
@@ -201,7 +205,7 @@ func (e *Engine) run(ctx context.Context, a *rules.Action) (ran, cached bool, er
 		}
 		return false, false, writeIfChanged(filepath.Join(e.Root, a.Outputs[0].Path()), b, a.Executable)
 	}
-	act := &executor.Action{Description: a.Description(), Args: a.Args, Env: a.Env}
+	act := &executor.Action{Description: a.Description(), Args: a.Args, Env: a.Env, Platform: e.Platform}
 	for _, o := range a.Outputs {
 		if o.IsDirectory {
 			act.OutputDirs = append(act.OutputDirs, o.Path())
@@ -323,6 +327,7 @@ func (e *Engine) RunTest(ctx context.Context, wsName string, exe *rules.File, ru
 	script := fmt.Sprintf("cd %s && exec ./%s \"$@\"", shellQuote(rf), shellQuote(exe.ShortPath))
 	act := &executor.Action{
 		Description: desc,
+		Platform:    e.Platform,
 		Args:        append([]string{"/bin/sh", "-c", script, "test"}, args...),
 		Env: map[string]string{
 			"PATH":           "/usr/local/bin:/usr/bin:/bin",

@@ -6,6 +6,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/executor"
 	"github.com/rbs-build/rbs/rbe/merkle"
+	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/rules"
 	"github.com/rbs-build/rbs/rules/engine"
 	"github.com/rbs-build/rbs/starlark/label"
@@ -42,6 +44,9 @@ type Options struct {
 	CacheDir    string    // the local CAS and action cache
 	Out         io.Writer // results
 	Progress    io.Writer // a live progress line; nil for none
+	// Platform is the target platform; the zero value stands for this
+	// machine's.
+	Platform platform.Platform
 }
 
 // Session is one command in a workspace.
@@ -59,7 +64,7 @@ func Open(opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := rules.Open(root)
+	ws, err := rules.Open(root, opts.Platform)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +87,9 @@ func Open(opts Options) (*Session, error) {
 
 // Root is the workspace root.
 func (s *Session) Root() string { return s.ws.Root }
+
+// Platform is the target platform.
+func (s *Session) Platform() platform.Platform { return s.ws.Platform }
 
 // Close releases the session's connections.
 func (s *Session) Close() { s.done() }
@@ -135,7 +143,7 @@ func (s *Session) engine() (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine.Engine{Root: s.ws.Root, Exec: ex, Jobs: s.opts.Jobs}
+	e := &engine.Engine{Root: s.ws.Root, Exec: ex, Jobs: s.opts.Jobs, Platform: s.ws.Platform.Properties()}
 	if s.opts.Progress != nil {
 		var mu sync.Mutex
 		last := time.Time{}
@@ -205,6 +213,12 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	st, err := e.Build(ctx, an, files)
 	s.endProgress()
 	sum.Stats = st
+	var pe *executor.PlatformError
+	if errors.As(err, &pe) {
+		targets := strings.Join(patterns, " ")
+		return sum, fmt.Errorf("%s is not built for %s, and this machine (%s) cannot build it: %s needs a worker of that platform.\nBuild it for the workers' platform first, on a cluster with %s workers: rbs build --platform %s --remote HOST:PORT %s",
+			targets, pe.Want, pe.Host, pe.Description, pe.Want, pe.Want, targets)
+	}
 	if err != nil {
 		return sum, err
 	}
@@ -215,14 +229,16 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	return sum, nil
 }
 
-// linkBin points the rbs-bin convenience link at rbs-out/bin.
+// linkBin points the rbs-bin convenience link at the bin directory of the
+// platform built: rbs-out/bin, or rbs-out/PLATFORM/bin.
 func (s *Session) linkBin() {
 	link := filepath.Join(s.ws.Root, BinLink)
-	if target, err := os.Readlink(link); err == nil && target == filepath.Join(OutDir, "bin") {
+	bin := filepath.FromSlash(rules.BinDir(s.ws.Platform))
+	if target, err := os.Readlink(link); err == nil && target == bin {
 		return
 	}
 	os.Remove(link)
-	os.Symlink(filepath.Join(OutDir, "bin"), link)
+	os.Symlink(bin, link)
 }
 
 // TestResult is the outcome of one test target.
@@ -402,10 +418,10 @@ func (s *Session) Outputs(ctx context.Context, pattern string) ([]Staged, error)
 	return out, nil
 }
 
-// ManifestPath is where a build writes a job target's manifest, relative to
-// the workspace: rbs-out/bin/PKG/NAME.job.json.
-func ManifestPath(l label.Label) string {
-	return filepath.Join(rules.BinDir, filepath.FromSlash(l.Pkg), l.Name+".job.json")
+// ManifestPath is where a build for p writes a job target's manifest,
+// relative to the workspace: rbs-out/bin/PKG/NAME.job.json (BinDir).
+func ManifestPath(l label.Label, p platform.Platform) string {
+	return filepath.Join(filepath.FromSlash(rules.BinDir(p)), filepath.FromSlash(l.Pkg), l.Name+".job.json")
 }
 
 // jobTree is the input root of a built job target: its runfiles (the
@@ -439,11 +455,12 @@ func (s *Session) writeManifests(targets []*rules.Configured) error {
 			return err
 		}
 		m.InputRoot = tree.Root.String()
+		m.Platform = s.ws.Platform.String()
 		b, err := m.Encode()
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(s.ws.Root, ManifestPath(c.Label)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform)), b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -461,7 +478,7 @@ func (s *Session) Job(ctx context.Context, target string) (*manifest.Manifest, *
 		return nil, nil, fmt.Errorf("%s names %d targets; give one job target", target, len(sum.Targets))
 	}
 	c := sum.Targets[0]
-	b, err := os.ReadFile(filepath.Join(s.ws.Root, ManifestPath(c.Label)))
+	b, err := os.ReadFile(filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform)))
 	if os.IsNotExist(err) {
 		return nil, nil, fmt.Errorf("%s is not a job target: give an ml_training_job, batch_job or gpu_job from @rbs//job/rules.rbs, or a command after --", c.Label)
 	}
