@@ -93,9 +93,40 @@ func (b Blob) reader() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(b.Data)), nil
 }
 
+// UploadOption adjusts what Upload reports while it runs.
+type UploadOption func(*uploadOptions)
+
+type uploadOptions struct {
+	missing  func([]digest.Digest)
+	progress func(n int64)
+}
+
+// OnMissing has Upload call f once, after the server has said what it
+// lacks and before anything is sent, with the digests Upload is about to
+// send: the blobs the server is missing, each once.
+func OnMissing(f func(missing []digest.Digest)) UploadOption {
+	return func(o *uploadOptions) { o.missing = f }
+}
+
+// OnProgress has Upload call f with each amount of bytes sent, as it goes:
+// the bytes of a batch once the server has accepted it, and those of a
+// large blob chunk by chunk as they are streamed. When Upload succeeds the
+// amounts add up to the size it returns.
+func OnProgress(f func(n int64)) UploadOption {
+	return func(o *uploadOptions) { o.progress = f }
+}
+
 // Upload sends the blobs the server is missing: small ones in batches, large
 // ones over ByteStream. It returns how many blobs and bytes it sent.
-func (c *CAS) Upload(ctx context.Context, blobs []Blob) (sent int, size int64, err error) {
+func (c *CAS) Upload(ctx context.Context, blobs []Blob, opts ...UploadOption) (sent int, size int64, err error) {
+	var o uploadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	progress := o.progress
+	if progress == nil {
+		progress = func(int64) {}
+	}
 	byDigest := map[digest.Digest]Blob{}
 	ds := make([]digest.Digest, 0, len(blobs))
 	for _, b := range blobs {
@@ -108,7 +139,21 @@ func (c *CAS) Upload(ctx context.Context, blobs []Blob) (sent int, size int64, e
 	if err != nil {
 		return 0, 0, err
 	}
+	// A server that names a digest twice, or one nobody asked about, does
+	// not make Upload send or count anything twice.
+	unique := missing[:0]
+	asked := map[digest.Digest]bool{}
+	for _, d := range missing {
+		if _, ok := byDigest[d]; ok && !asked[d] {
+			asked[d] = true
+			unique = append(unique, d)
+		}
+	}
+	missing = unique
 	sort.Slice(missing, func(i, j int) bool { return missing[i].Size() < missing[j].Size() })
+	if o.missing != nil {
+		o.missing(append([]digest.Digest(nil), missing...))
+	}
 	var batch []*repb.BatchUpdateBlobsRequest_Request
 	var batchBytes int64
 	flush := func() error {
@@ -124,13 +169,14 @@ func (c *CAS) Upload(ctx context.Context, blobs []Blob) (sent int, size int64, e
 				return fmt.Errorf("uploading %s/%d: %s", r.Digest.GetHash(), r.Digest.GetSizeBytes(), r.Status.GetMessage())
 			}
 		}
+		progress(batchBytes)
 		batch, batchBytes = nil, 0
 		return nil
 	}
 	for _, d := range missing {
 		b := byDigest[d]
 		if d.Size() > BatchLimit {
-			if err := c.write(ctx, b); err != nil {
+			if err := c.write(ctx, b, progress); err != nil {
 				return sent, size, err
 			}
 		} else {
@@ -153,9 +199,16 @@ func (c *CAS) Upload(ctx context.Context, blobs []Blob) (sent int, size int64, e
 }
 
 // Write uploads one blob over ByteStream, whether or not the server has it.
-func (c *CAS) Write(ctx context.Context, b Blob) error { return c.write(ctx, b) }
+func (c *CAS) Write(ctx context.Context, b Blob) error { return c.write(ctx, b, nil) }
 
-func (c *CAS) write(ctx context.Context, b Blob) error {
+// write streams b to the server, calling progress (if set) with the bytes
+// of each chunk sent; once the server has committed the blob the amounts
+// add up to its size, even when the server ended the stream early because
+// it had the blob already.
+func (c *CAS) write(ctx context.Context, b Blob, progress func(int64)) error {
+	if progress == nil {
+		progress = func(int64) {}
+	}
 	rc, err := b.reader()
 	if err != nil {
 		return err
@@ -167,7 +220,13 @@ func (c *CAS) write(ctx context.Context, b Blob) error {
 	}
 	name := fmt.Sprintf("%suploads/%s/blobs/%s/%d", c.prefix(), uuid.NewString(), b.Digest.Hash(), b.Digest.Size())
 	buf := make([]byte, chunkSize)
-	var off int64
+	var off, reported int64
+	report := func() {
+		if n := min(off, b.Digest.Size()) - reported; n > 0 {
+			progress(n)
+			reported += n
+		}
+	}
 	for {
 		n, rerr := io.ReadFull(rc, buf)
 		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
@@ -186,6 +245,7 @@ func (c *CAS) write(ctx context.Context, b Blob) error {
 			return err
 		}
 		off += int64(n)
+		report()
 		if last {
 			break
 		}
@@ -197,6 +257,8 @@ func (c *CAS) write(ctx context.Context, b Blob) error {
 	if resp.CommittedSize != b.Digest.Size() {
 		return fmt.Errorf("uploading %s: server committed %d bytes", b.Digest, resp.CommittedSize)
 	}
+	off = b.Digest.Size()
+	report()
 	return nil
 }
 
