@@ -127,16 +127,19 @@ func checkOutputs(values []string) error {
 }
 
 // uploadInputs sends the blobs of the trees the cluster lacks, in one
-// upload, and says on stderr how much it sent.
+// upload, with a bar of the bytes sent while it runs when stderr is a
+// terminal, and then says on one line of stderr how many files and bytes it
+// sent, how many directory nodes, and how many files (and their bytes) the
+// cluster had already.
 func uploadInputs(ctx context.Context, cas *client.CAS, trees []*merkle.Tree) error {
 	var blobs []client.Blob
 	seen := map[digest.Digest]bool{}
-	files := 0
-	var total int64
+	dirs := map[digest.Digest]bool{}
+	var files []merkle.File
 	for _, t := range trees {
-		files += len(t.Files)
-		for _, f := range t.Files {
-			total += f.Digest.Size()
+		files = append(files, t.Files...)
+		for d := range t.Directories {
+			dirs[d] = true
 		}
 		for _, b := range t.Blobs() {
 			if !seen[b.Digest] {
@@ -145,12 +148,23 @@ func uploadInputs(ctx context.Context, cas *client.CAS, trees []*merkle.Tree) er
 			}
 		}
 	}
-	sent, size, err := cas.Upload(ctx, blobs)
+	missing := map[digest.Digest]bool{}
+	var bar *transferBar
+	_, _, err := cas.Upload(ctx, blobs,
+		client.OnMissing(func(ds []digest.Digest) {
+			var total int64
+			for _, d := range ds {
+				missing[d] = true
+				total += d.Size()
+			}
+			bar = startTransferBar("inputs", total)
+		}),
+		client.OnProgress(func(n int64) { bar.Add(n) }))
+	bar.Finish(err == nil)
 	if err != nil {
 		return fmt.Errorf("uploading the inputs: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "rbs: inputs: %d files, %s; uploaded %d of %d blobs (%s), the rest were already on the cluster\n",
-		files, byteSize(total), sent, len(blobs), byteSize(size))
+	fmt.Fprintln(os.Stderr, "rbs: inputs: "+uploadReport(files, dirs, missing))
 	return nil
 }
 
@@ -165,4 +179,43 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// uploadReport says what an upload of files (and the directory nodes dirs)
+// sent, missing being the blobs the cluster lacked: "2000 files, 18.4 KiB:
+// uploaded 1 file (8 B) and 3 directories; 1999 files (18.4 KiB) already on
+// the cluster". Files are counted by path, a file being uploaded when its
+// content was sent; the bytes uploaded are those sent, each content once,
+// and the bytes already there are the sizes of the files counted there.
+func uploadReport(files []merkle.File, dirs, missing map[digest.Digest]bool) string {
+	var total, sentBytes, thereBytes int64
+	sentFiles, sentDirs := 0, 0
+	for _, f := range files {
+		total += f.Digest.Size()
+		if missing[f.Digest] {
+			sentFiles++
+		} else {
+			thereBytes += f.Digest.Size()
+		}
+	}
+	for d := range missing {
+		if dirs[d] {
+			sentDirs++
+		} else {
+			sentBytes += d.Size()
+		}
+	}
+	return fmt.Sprintf("%s, %s: uploaded %s (%s) and %s; %s (%s) already on the cluster",
+		plural(len(files), "file", "files"), byteSize(total),
+		plural(sentFiles, "file", "files"), byteSize(sentBytes),
+		plural(sentDirs, "directory", "directories"),
+		plural(len(files)-sentFiles, "file", "files"), byteSize(thereBytes))
+}
+
+// plural says n things, in the singular for one.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

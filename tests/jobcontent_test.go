@@ -3,11 +3,18 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/merkle"
+	"google.golang.org/protobuf/proto"
 )
 
 type recordedOutput struct {
@@ -112,37 +119,139 @@ func TestJobInputsAndOutputs(t *testing.T) {
 	}
 }
 
-var uploaded = regexp.MustCompile(`inputs: (\d+) files, .*; uploaded (\d+) of (\d+) blobs`)
+var uploaded = regexp.MustCompile(`rbs: inputs: (\d+) files?, [^:]*: uploaded (\d+) files? \([^)]*\) and (\d+) director(?:y|ies); (\d+) files? \([^)]*\) already on the cluster\n`)
+
+// casBlobs lists the blobs in the server's disk CAS, DATA_DIR/cas/XX/HASH-SIZE.
+func casBlobs(t *testing.T, srv *server) map[string]bool {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(srv.DataDir, "cas", "[0-9a-f][0-9a-f]", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := map[string]bool{}
+	for _, n := range names {
+		blobs[filepath.Base(n)] = true
+	}
+	return blobs
+}
+
+// blobName is the name of d's file in the server's disk CAS.
+func blobName(d digest.Digest) string { return fmt.Sprintf("%s-%d", d.Hash(), d.Size()) }
+
+// added is what after holds that before does not.
+func added(before, after map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for n := range after {
+		if !before[n] {
+			out[n] = true
+		}
+	}
+	return out
+}
 
 // A tree staged again with one file changed uploads that file and the
-// directories above it, nothing else.
+// directories above it, nothing else: counted in the server's CAS, not
+// taken from what the client says.
 func TestJobInputsUploadWhatChanged(t *testing.T) {
+	// No worker: the jobs stay queued, so nothing but the submissions
+	// writes to the CAS (a job that ran would add its logs).
 	srv := startServer(t)
-	startWorker(t, srv, "w1")
 	src := t.TempDir()
 	for i := 0; i < 2000; i++ {
 		p := filepath.Join(src, fmt.Sprintf("d%02d", i%20), fmt.Sprintf("f%04d.txt", i))
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte(fmt.Sprintf("file %d\n", i)), 0o644)
 	}
-	stage := func() []string {
+	// The tree as the job sees it, built here the way the client builds it.
+	local := func() *merkle.Tree {
 		t.Helper()
+		files, _, err := merkle.DirFiles(src, "tree")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, err := merkle.Build(files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tree
+	}
+	// stage submits the tree and returns what the client said (files,
+	// files uploaded, directories uploaded, files already there) and the
+	// blobs the server's CAS gained.
+	stage := func() ([4]string, map[string]bool) {
+		t.Helper()
+		before := casBlobs(t, srv)
 		_, stderr, err := rbsRun(srv, "job", "submit", "--inputs", "tree="+src, "--", "true")
 		m := uploaded.FindStringSubmatch(stderr)
 		if err != nil || m == nil {
 			t.Fatalf("submit: %v %s", err, stderr)
 		}
-		return m[1:]
+		return [4]string(m[1:]), added(before, casBlobs(t, srv))
 	}
-	if got := stage(); got[0] != "2000" || got[1] != got[2] || got[2] != "2022" {
-		t.Fatalf("first staging: %v files, uploaded %v of %v blobs; want 2000 files, all 2022 blobs (2000 files, 20+1+1 directories)", got[0], got[1], got[2])
+
+	first := local()
+	got, gained := stage()
+	if got != [4]string{"2000", "2000", "22", "0"} {
+		t.Fatalf("first staging: the client said %v (files, uploaded, directories, already there); want 2000 files, all uploaded, 22 directories (20+tree+root), none there", got)
 	}
+	want := map[string]bool{}
+	for _, b := range first.Blobs() {
+		want[blobName(b.Digest)] = true
+	}
+	if len(want) != 2022 || !maps.Equal(gained, want) {
+		t.Fatalf("first staging: the server gained %d blobs; want the tree's %d (2000 files, 22 directories)", len(gained), len(want))
+	}
+
 	os.WriteFile(filepath.Join(src, "d07", "f0007.txt"), []byte("changed\n"), 0o644)
-	if got := stage(); got[1] != "4" {
-		t.Fatalf("staging again with one file changed uploaded %v blobs; want 4 (the file, d07, tree and the root)", got[1])
+	second := local()
+	// What must arrive: the changed file's content and the directory nodes
+	// on its path, root, tree and d07, taken from the tree built here.
+	changed := digest.FromBytes([]byte("changed\n"))
+	want = map[string]bool{blobName(changed): true}
+	at := second.Root
+	for _, name := range []string{"tree", "d07", ""} {
+		want[blobName(at)] = true
+		if name == "" {
+			break
+		}
+		var dir repb.Directory
+		if err := proto.Unmarshal(second.Directories[at], &dir); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(dir.Directories, func(n *repb.DirectoryNode) bool { return n.Name == name })
+		if i < 0 {
+			t.Fatalf("the tree built here has no %q under %s", name, at)
+		}
+		next, err := digest.FromProto(dir.Directories[i].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = next
 	}
-	if got := stage(); got[1] != "0" {
-		t.Fatalf("staging an unchanged tree uploaded %v blobs", got[1])
+	got, gained = stage()
+	if got != [4]string{"2000", "1", "3", "1999"} {
+		t.Fatalf("staging again with one file changed: the client said %v; want 2000 files, 1 uploaded, 3 directories (d07, tree, root), 1999 already there", got)
+	}
+	if !gained[blobName(changed)] || !maps.Equal(gained, want) {
+		t.Fatalf("staging again with one file changed: the server gained %v; want exactly the changed file %s and the directories root, tree and d07: %v", slices.Sorted(maps.Keys(gained)), blobName(changed), slices.Sorted(maps.Keys(want)))
+	}
+	dirNames := map[string]bool{}
+	for d := range second.Directories {
+		dirNames[blobName(d)] = true
+	}
+	fileBlobs := 0
+	for n := range gained {
+		if !dirNames[n] {
+			fileBlobs++
+		}
+	}
+	if fileBlobs != 1 {
+		t.Fatalf("staging again with one file changed: the server gained %d file blobs; want 1", fileBlobs)
+	}
+
+	got, gained = stage()
+	if got != [4]string{"2000", "0", "0", "2000"} || len(gained) != 0 {
+		t.Fatalf("staging an unchanged tree: the client said %v and the server gained %v; want nothing uploaded", got, slices.Sorted(maps.Keys(gained)))
 	}
 }
 
