@@ -108,6 +108,9 @@ func checkDirective(words []string) error {
 	}
 	// Check the values as a submission would, so that an error names the line.
 	d.Command = []string{"true"}
-	_, err = d.spec()
-	return err
+	m, err := d.manifest()
+	if err == nil {
+		_, err = m.Job(1)
+	}
+	return flagError(err)
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rbs-build/rbs/jobs/sched"
+	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
@@ -97,17 +99,19 @@ type JobSubmitCmd struct {
 	Command []string `arg:"" optional:"" passthrough:"partial" help:"-- followed by the command to run (or the script's arguments), or a //pkg:target job target."`
 }
 
-// Run implements the command.
+// Run implements the command. A job target and a command typed after --
+// become the same request, a job manifest each, checked here as the
+// server checks it before anything is uploaded.
 func (c *JobSubmitCmd) Run() error {
-	var specs []*jobspb.JobSpec
+	var ms []*manifest.Manifest
 	var trees []*merkle.Tree
 	if target, extra := c.target(); target != "" {
 		var err error
-		if specs, trees, err = c.targetSpecs(target, extra); err != nil {
+		if ms, trees, err = c.targetManifests(target, extra); err != nil {
 			return err
 		}
 	} else {
-		s, err := c.spec()
+		m, err := c.manifest()
 		if err != nil {
 			return err
 		}
@@ -116,24 +120,27 @@ func (c *JobSubmitCmd) Run() error {
 			if err != nil {
 				return err
 			}
-			s.InputRoot = inputs.Root.String()
-			s.Platform = built
+			m.InputRoot = inputs.Root.String()
+			if m.Platform == "" {
+				m.Platform = built
+			}
 			trees = append(trees, inputs)
 		}
-		if c.Platform != "" {
-			p, err := c.targetPlatform()
-			if err != nil {
-				return err
-			}
-			s.Platform = p.String()
-		}
-		specs = []*jobspb.JobSpec{s}
+		ms = []*manifest.Manifest{m}
 	}
-	if c.Interactive {
-		if len(specs) > 1 || specs[0].Array != nil {
-			return fmt.Errorf("--interactive attaches to one job: not to a pipeline or an array")
+	if c.Interactive && len(ms) > 1 {
+		return fmt.Errorf("--interactive attaches to one job: not to a pipeline")
+	}
+	req := &jobspb.SubmitRequest{}
+	for i, m := range ms {
+		if _, err := m.Job(i + 1); err != nil {
+			return flagError(err)
 		}
-		specs[0].Interactive = true
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		req.Manifests = append(req.Manifests, b)
 	}
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
@@ -147,10 +154,6 @@ func (c *JobSubmitCmd) Run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req := &jobspb.SubmitRequest{Spec: specs[0]}
-	if len(specs) > 1 {
-		req = &jobspb.SubmitRequest{Pipeline: specs}
-	}
 	resp, err := jobs.Submit(ctx, req)
 	if err != nil {
 		return fmt.Errorf("submitting: %w", err)
@@ -159,8 +162,8 @@ func (c *JobSubmitCmd) Run() error {
 		return attach(jobs, resp.JobId, c.Parsable)
 	}
 	switch {
-	case len(specs) > 1:
-		printPipeline(os.Stdout, specs, resp.JobIds, c.Parsable)
+	case len(ms) > 1:
+		printPipeline(os.Stdout, ms, resp.JobIds, c.Parsable)
 	case c.Parsable:
 		fmt.Println(resp.JobId)
 	default:
@@ -169,7 +172,9 @@ func (c *JobSubmitCmd) Run() error {
 	return nil
 }
 
-func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
+// manifest is the job a command typed after -- (or --script) and the flags
+// describe.
+func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 	args := c.Command
 	switch {
 	case len(args) > 0 && args[0] == "--":
@@ -180,23 +185,52 @@ func (c *JobSubmitCmd) spec() (*jobspb.JobSpec, error) {
 	if len(args) == 0 && c.Script == "" {
 		return nil, fmt.Errorf("nothing to run: give a command after --, or --script FILE")
 	}
-	s := &jobspb.JobSpec{Command: args, Cpus: 1}
+	m := &manifest.Manifest{Version: manifest.Version, Command: args, CPUs: 1, Nodes: 1}
 	if c.Script != "" {
 		b, err := os.ReadFile(c.Script)
 		if err != nil {
 			return nil, err
 		}
-		s.Script = string(b)
-		s.Name = filepath.Base(c.Script)
+		m.Script = string(b)
+		m.Name = filepath.Base(c.Script)
 	} else {
-		s.Name = filepath.Base(args[0])
+		m.Name = filepath.Base(args[0])
 	}
 	export, err := spec.ParseExport(c.Export)
 	if err != nil {
 		return nil, err
 	}
-	s.Env = export.Env(os.Environ())
-	return s, c.override(s)
+	m.Env = export.Env(os.Environ())
+	if err := c.override(m); err != nil {
+		return nil, err
+	}
+	if c.Platform != "" {
+		p, err := c.targetPlatform()
+		if err != nil {
+			return nil, err
+		}
+		m.Platform = p.String()
+	}
+	return m, nil
+}
+
+// flags names the submit flag that sets each manifest field.
+var flags = map[string]string{
+	"cpus": "--cpus", "memory_bytes": "--memory-gb", "gpus": "--gpus", "time_limit_ms": "--time",
+	"max_retries": "--max-retries", "checkpoint_dir": "--checkpoint-dir", "outputs": "--outputs",
+	"array": "--array", "after": "--deps", "env": "--env", "platform": "--platform", "interactive": "-i",
+}
+
+// flagError names the flag of a manifest field at fault.
+func flagError(err error) error {
+	var fe *manifest.FieldError
+	if errors.As(err, &fe) {
+		if flag, ok := flags[fe.Field]; ok {
+			return fmt.Errorf("invalid %s: %s", flag, fe.Msg)
+		}
+		return fmt.Errorf("%s: %s", fe.Field, fe.Msg)
+	}
+	return err
 }
 
 // targetPlatform is the platform job targets and --inputs labels are built
@@ -246,57 +280,46 @@ func (c *JobSubmitCmd) target() (string, []string) {
 	return c.Command[0], extra
 }
 
-// override sets what the flags given say over s.
-func (c *JobSubmitCmd) override(s *jobspb.JobSpec) error {
-	switch {
-	case c.CPUs < 0:
-		return fmt.Errorf("invalid --cpus %d: want at least 1", c.CPUs)
-	case c.GPUs < 0:
-		return fmt.Errorf("invalid --gpus %d: want 0 or more", c.GPUs)
-	case c.MemoryGB < 0:
+// override sets what the flags given say over m. Flag text (a time, the
+// dependencies, --env) is parsed here; the values are checked with the
+// rest of the manifest.
+func (c *JobSubmitCmd) override(m *manifest.Manifest) error {
+	if c.MemoryGB < 0 {
 		return fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
 	}
-	if err := checkOutputs(c.Outputs); err != nil {
-		return err
-	}
-	if c.MaxRetries < 0 || c.MaxRetries > sched.MaxRetries {
-		return fmt.Errorf("invalid --max-retries %d: want 0 to %d", c.MaxRetries, sched.MaxRetries)
-	}
 	if c.CheckpointDir != "" {
-		if err := merkle.CheckPath(c.CheckpointDir); err != nil {
-			return fmt.Errorf("--checkpoint-dir %q: %v; give a path relative to the job's directory, inside it", c.CheckpointDir, err)
-		}
-		s.CheckpointDir = c.CheckpointDir
+		m.CheckpointDir = c.CheckpointDir
 	}
-	if c.MaxRetries > 0 {
-		s.MaxRetries = c.MaxRetries
+	if c.MaxRetries != 0 {
+		m.MaxRetries = c.MaxRetries
 	}
 	if c.Name != "" {
-		s.Name = c.Name
+		m.Name = c.Name
 	}
 	if c.Queue != "" {
-		s.Queue = c.Queue
+		m.Queue = c.Queue
 	}
 	if c.Priority != 0 {
-		s.Priority = c.Priority
+		m.Priority = c.Priority
 	}
-	if c.CPUs > 0 {
-		s.Cpus = c.CPUs
+	if c.CPUs != 0 {
+		m.CPUs = c.CPUs
 	}
-	if c.GPUs > 0 {
-		s.Gpus = c.GPUs
+	if c.GPUs != 0 {
+		m.GPUs = c.GPUs
 	}
 	if c.MemoryGB > 0 {
-		s.MemoryBytes = int64(c.MemoryGB * (1 << 30))
+		m.MemoryBytes = int64(c.MemoryGB * (1 << 30))
 	}
-	s.NoRequeue = s.NoRequeue || c.NoRequeue
-	s.Outputs = append(s.Outputs, c.Outputs...)
+	m.NoRequeue = m.NoRequeue || c.NoRequeue
+	m.Interactive = m.Interactive || c.Interactive
+	m.Outputs = append(m.Outputs, c.Outputs...)
 	if c.Time != "" {
 		d, err := spec.ParseDuration(c.Time)
 		if err != nil {
 			return err
 		}
-		s.TimeLimitMs = d.Milliseconds()
+		m.TimeLimitMs = d.Milliseconds()
 	}
 	if c.Deps != "" {
 		deps, err := spec.ParseDeps(c.Deps)
@@ -304,25 +327,21 @@ func (c *JobSubmitCmd) override(s *jobspb.JobSpec) error {
 			return err
 		}
 		for _, d := range deps {
-			s.Deps = append(s.Deps, &jobspb.Dependency{Kind: string(d.Kind), JobId: d.ID.ID, Index: int32(d.ID.Index)})
+			m.After = append(m.After, manifest.Dep{Kind: string(d.Kind), Job: d.ID.String()})
 		}
 	}
 	if c.Array != "" {
-		a, err := spec.ParseArray(c.Array)
-		if err != nil {
-			return err
-		}
-		s.Array = &jobspb.ArraySpec{Limit: int32(a.Limit), Text: a.String()}
+		m.Array = c.Array
 	}
-	if s.Env == nil {
-		s.Env = map[string]string{}
+	if m.Env == nil {
+		m.Env = map[string]string{}
 	}
 	for _, kv := range c.Env {
 		k, v, err := spec.ParseEnvVar(kv)
 		if err != nil {
 			return err
 		}
-		s.Env[k] = v
+		m.Env[k] = v
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
-	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/jobs/manifest"
 )
 
 // TestSubmitParsesFlags checks that every word before the command (or
@@ -40,10 +40,10 @@ func TestSubmitParsesFlags(t *testing.T) {
 		}
 		_, err = k.Parse(append([]string{"job", "submit"}, tc.args...))
 		if err == nil {
-			var s *jobspb.JobSpec
-			s, err = c.Job.Submit.spec()
-			if err == nil && (strings.Join(s.GetCommand(), "|") != strings.Join(tc.want, "|") || s.GetCpus() != tc.cpus) {
-				t.Errorf("%q: command %q, cpus %d; want %q, cpus %d", tc.args, s.GetCommand(), s.GetCpus(), tc.want, tc.cpus)
+			var m *manifest.Manifest
+			m, err = c.Job.Submit.manifest()
+			if err == nil && (strings.Join(m.Command, "|") != strings.Join(tc.want, "|") || m.CPUs != tc.cpus) {
+				t.Errorf("%q: command %q, cpus %d; want %q, cpus %d", tc.args, m.Command, m.CPUs, tc.want, tc.cpus)
 			}
 		}
 		switch {

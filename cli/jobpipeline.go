@@ -7,17 +7,18 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/rbe/merkle"
 )
 
-// targetSpecs builds a job target, or a job_pipeline, with the job targets
-// it runs after, and returns their specs, in an order where every job comes
-// after those it runs after (their dependencies naming those entries), and
-// their input roots. The flags given apply to every job; the arguments
-// after the target are appended to the one job a target names. A job
-// target's environment is its env: --export applies to commands only.
-func (c *JobSubmitCmd) targetSpecs(target string, extra []string) ([]*jobspb.JobSpec, []*merkle.Tree, error) {
+// targetManifests builds a job target, or a job_pipeline, with the job
+// targets it runs after, and returns their manifests, in an order where
+// every job comes after those it runs after (their dependencies naming
+// those entries), and their input roots. The flags given apply to every
+// job; the arguments after the target are appended to the one job a target
+// names. A job target's environment is its env: --export applies to
+// commands only.
+func (c *JobSubmitCmd) targetManifests(target string, extra []string) ([]*manifest.Manifest, []*merkle.Tree, error) {
 	if len(c.Inputs) > 0 {
 		return nil, nil, fmt.Errorf("%s stages its own inputs: add them to its data instead of --inputs", target)
 	}
@@ -33,31 +34,28 @@ func (c *JobSubmitCmd) targetSpecs(target string, extra []string) ([]*jobspb.Job
 	if len(jobs) > 1 && (len(extra) > 0 || c.Name != "") {
 		return nil, nil, fmt.Errorf("%s submits %d jobs: arguments and --name apply to one job target", target, len(jobs))
 	}
-	entry := map[string]int32{}
-	var specs []*jobspb.JobSpec
+	entry := map[string]int{}
+	var ms []*manifest.Manifest
 	var trees []*merkle.Tree
 	for i, j := range jobs {
-		s, err := j.Manifest.Spec()
-		if err != nil {
+		m := j.Manifest
+		for k, d := range m.After {
+			m.After[k].Entry = entry[d.Label]
+		}
+		m.Command = append(m.Command, extra...)
+		if err := c.override(m); err != nil {
 			return nil, nil, err
 		}
-		for _, d := range j.Manifest.After {
-			s.Deps = append(s.Deps, &jobspb.Dependency{Kind: d.Kind, Index: -1, PipelineEntry: entry[d.Label]})
-		}
-		s.Command = append(s.Command, extra...)
-		if err := c.override(s); err != nil {
-			return nil, nil, err
-		}
-		entry[j.Manifest.Label] = int32(i + 1)
-		specs = append(specs, s)
+		entry[m.Label] = i + 1
+		ms = append(ms, m)
 		trees = append(trees, j.Tree)
 	}
-	return specs, trees, nil
+	return ms, trees, nil
 }
 
 // printPipeline prints the jobs of a pipeline as they were submitted: one
 // line each with its id, name and the ids it runs after, or only the ids.
-func printPipeline(w io.Writer, specs []*jobspb.JobSpec, ids []int64, parsable bool) {
+func printPipeline(w io.Writer, ms []*manifest.Manifest, ids []int64, parsable bool) {
 	if parsable {
 		for _, id := range ids {
 			fmt.Fprintln(w, id)
@@ -66,16 +64,16 @@ func printPipeline(w io.Writer, specs []*jobspb.JobSpec, ids []int64, parsable b
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOBID\tNAME\tAFTER")
-	for i, s := range specs {
+	for i, m := range ms {
 		var after []string
-		for _, d := range s.Deps {
-			id := d.JobId
-			if d.PipelineEntry > 0 {
-				id = ids[d.PipelineEntry-1]
+		for _, d := range m.After {
+			id := d.Job
+			if d.Entry > 0 {
+				id = fmt.Sprint(ids[d.Entry-1])
 			}
-			after = append(after, fmt.Sprintf("%s:%d", d.Kind, id))
+			after = append(after, d.Kind+":"+id)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", ids[i], s.Name, strings.Join(after, ","))
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", ids[i], m.Name, strings.Join(after, ","))
 	}
 	tw.Flush()
 }

@@ -1,11 +1,11 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/rbs-build/rbs/jobs/manifest"
-	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/units"
 	"go.starlark.net/starlark"
 )
@@ -98,12 +98,6 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 		return nil, err
 	}
 	switch {
-	case m.Nodes < 1:
-		return nil, bad("nodes", fmt.Errorf("%d: want at least 1", m.Nodes))
-	case m.GPUs < 0:
-		return nil, bad("gpus", fmt.Errorf("%d: want 0 or more", m.GPUs))
-	case m.MaxRetries < 0 || m.MaxRetries > 100:
-		return nil, bad("max_retries", fmt.Errorf("%d: want 0 to 100", m.MaxRetries))
 	case minNodes < 0 || maxNodes < 0:
 		return nil, bad("min_nodes", fmt.Errorf("min_nodes %d and max_nodes %d must not be negative", minNodes, maxNodes))
 	case maxNodes > 0 && minNodes > maxNodes:
@@ -113,11 +107,6 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 		return nil, bad("outputs", err)
 	}
 	m.Array = str("array")
-	if m.Array != "" {
-		if _, err := spec.ParseArray(m.Array); err != nil {
-			return nil, bad("array", err)
-		}
-	}
 	if after, ok := info.fields["after"].(*starlark.List); ok {
 		for i := 0; i < after.Len(); i++ {
 			pair, ok := after.Index(i).(starlark.Tuple)
@@ -129,7 +118,30 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 			m.After = append(m.After, manifest.Dep{Kind: kind, Label: l})
 		}
 	}
-	return m, m.Validate()
+	var fe *manifest.FieldError
+	if err := m.Validate(); errors.As(err, &fe) {
+		return nil, bad(jobAttr(fe.Field), errors.New(fe.Msg))
+	} else if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// jobAttr is the job rules' attribute a manifest field comes from.
+func jobAttr(field string) string {
+	switch field {
+	case "cpus":
+		return "cpu"
+	case "memory_bytes":
+		return "memory"
+	case "time_limit_ms":
+		return "time_limit"
+	case "queue":
+		return "partition"
+	case "command":
+		return "args"
+	}
+	return field
 }
 
 // PipelineJobs returns the labels of the job targets a job_pipeline

@@ -92,9 +92,9 @@ func TestJobRetriesResumeFromCheckpoints(t *testing.T) {
 		flags []string
 		want  string
 	}{
-		{[]string{"--checkpoint-dir", "../up"}, `--checkpoint-dir "../up": path "../up" contains ".."`},
-		{[]string{"--checkpoint-dir", "/abs"}, `--checkpoint-dir "/abs": path "/abs" is absolute`},
-		{[]string{"--max-retries", "101"}, "invalid --max-retries 101: want 0 to 100"},
+		{[]string{"--checkpoint-dir", "../up"}, `invalid --checkpoint-dir: path "../up" contains ".."`},
+		{[]string{"--checkpoint-dir", "/abs"}, `invalid --checkpoint-dir: path "/abs" is absolute`},
+		{[]string{"--max-retries", "101"}, "invalid --max-retries: 101: want 0 to 100"},
 	} {
 		_, stderr, err := rbsRun(srv, append(append([]string{"job", "submit"}, tc.flags...), "--", "true")...)
 		if err == nil || !strings.Contains(stderr, tc.want) {

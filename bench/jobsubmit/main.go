@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
 )
@@ -32,9 +34,13 @@ func main() {
 	jobs := jobspb.NewJobsClient(conn)
 	ctx := context.Background()
 	start := time.Now()
+	job, err := json.Marshal(&manifest.Manifest{Version: manifest.Version, Name: "true", Command: []string{"true"}, CPUs: 1, Nodes: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ids := make([]string, 0, *n)
 	for range *n {
-		r, err := jobs.Submit(ctx, &jobspb.SubmitRequest{Spec: &jobspb.JobSpec{Name: "true", Command: []string{"true"}, Cpus: 1}})
+		r, err := jobs.Submit(ctx, &jobspb.SubmitRequest{Manifests: [][]byte{job}})
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -1,15 +1,20 @@
-// Package manifest provides Manifest, the versioned JSON description of a
-// job that a build of a job target writes and that rbs job submit sends: the
-// command, the digest of the staged input root, resources, retries and
-// checkpoints. Decode and Validate check one at the edge; Spec turns it into
-// the scheduler's request, so that a job target and a command typed after
-// rbs job submit -- reach the scheduler as the same thing.
+// Package manifest provides Manifest, the one request a job reaches the
+// scheduler as: a versioned JSON description of the job (the command, the
+// digest of the staged input root, resources, retries, checkpoints,
+// dependencies) that a build of a job target writes and that rbs job submit
+// sends, for a target and for a command typed after -- alike.
+//
+// Decode reads one and Validate checks every field, naming the job and the
+// value at fault; Job turns a valid one into the typed values the scheduler
+// core takes. The server does both at its API edge, so the core parses no
+// user text.
 package manifest
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/proto/jobspb"
@@ -21,44 +26,62 @@ import (
 // Version is the manifest format this rbs writes and reads.
 const Version = 1
 
-// Manifest is a job as a job target describes it.
+// MaxRetries bounds max_retries.
+const MaxRetries = 100
+
+// Manifest is a job as a job target or a submission describes it.
 type Manifest struct {
-	Version int    `json:"version"`
-	Label   string `json:"label"`
-	Name    string `json:"name"`
+	Version int `json:"version"`
+	// Label is the job target built into this manifest; "" for a command.
+	Label string `json:"label,omitempty"`
+	Name  string `json:"name"`
 	// Command is the argv, run in the job's directory, where the input
-	// root is staged.
-	Command []string          `json:"command"`
+	// root is staged. With Script set, the script is run instead, with
+	// Command as its arguments.
+	Command []string          `json:"command,omitempty"`
+	Script  string            `json:"script,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	// InputRoot is the digest, "HASH/SIZE", of the Directory staged into
 	// the job's directory: the binary, its runfiles and the data.
-	InputRoot     string   `json:"input_root"`
-	CPUs          int32    `json:"cpus"`
-	MemoryBytes   int64    `json:"memory_bytes"`
-	GPUs          int32    `json:"gpus"`
-	Queue         string   `json:"queue,omitempty"`
-	TimeLimitMs   int64    `json:"time_limit_ms,omitempty"`
-	Nodes         int32    `json:"nodes"`
-	MaxRetries    int32    `json:"max_retries"`
+	InputRoot   string `json:"input_root,omitempty"`
+	CPUs        int32  `json:"cpus"`
+	MemoryBytes int64  `json:"memory_bytes"`
+	GPUs        int32  `json:"gpus"`
+	// Queue is the queue (a job target's partition); "" for the default.
+	Queue       string `json:"queue,omitempty"`
+	Priority    int32  `json:"priority,omitempty"`
+	TimeLimitMs int64  `json:"time_limit_ms,omitempty"`
+	Nodes       int32  `json:"nodes"`
+	MaxRetries  int32  `json:"max_retries"`
+	// NoRequeue ends the job as NODE_FAIL when its worker is lost,
+	// instead of requeueing it.
+	NoRequeue     bool     `json:"no_requeue,omitempty"`
 	CheckpointDir string   `json:"checkpoint_dir,omitempty"`
 	Outputs       []string `json:"outputs,omitempty"`
 	// Array is a job array spec, such as "0-99%10".
 	Array string `json:"array,omitempty"`
-	// After are the job targets this one runs after.
+	// After are what the job runs after.
 	After []Dep `json:"after,omitempty"`
 	// Platform, OS-ARCH, is the platform the job's binary and input root
 	// were built for: the job runs only on workers of that platform.
 	Platform string `json:"platform,omitempty"`
+	// Interactive jobs read the stdin of the client attached to them.
+	Interactive bool `json:"interactive,omitempty"`
 }
 
-// Dep is a job target a job runs after, and how: afterok, afterany or
-// afternotok.
+// Dep is what a job runs after, and how: afterok, afterany or afternotok.
+// A built manifest names a job target (Label); a submitted one names a job
+// (Job, "12" or "12_3" for an array task) or an earlier entry of the same
+// submission (Entry, counted from 1), with the Label it was built from.
 type Dep struct {
 	Kind  string `json:"kind"`
-	Label string `json:"label"`
+	Label string `json:"label,omitempty"`
+	Job   string `json:"job,omitempty"`
+	Entry int    `json:"entry,omitempty"`
 }
 
-// Decode reads a manifest, refusing unknown fields and other versions.
+// Decode reads a manifest, refusing unknown fields and other versions, and
+// validates it.
 func Decode(b []byte) (*Manifest, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -67,7 +90,7 @@ func Decode(b []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("reading a job manifest: %w", err)
 	}
 	if m.Version != Version {
-		return nil, fmt.Errorf("job manifest of %s has version %d; this rbs reads version %d: build it again", m.Label, m.Version, Version)
+		return nil, fmt.Errorf("job manifest of %s has version %d; this rbs reads version %d: build it again", m.who(), m.Version, Version)
 	}
 	return m, m.Validate()
 }
@@ -81,94 +104,174 @@ func (m *Manifest) Encode() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Validate checks every field, naming the job and the value at fault.
+// who names the job in errors: its target, else its name.
+func (m *Manifest) who() string {
+	if m.Label != "" {
+		return m.Label
+	}
+	if m.Name != "" {
+		return "job " + m.Name
+	}
+	return "the job"
+}
+
+// FieldError is a manifest field with a bad value.
+type FieldError struct {
+	Job   string // the job's label or name
+	Field string // the manifest's name of the field, e.g. "max_retries"
+	Msg   string // what is wrong, with the value
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Job, e.Field, e.Msg) }
+
+// Validate checks every field, naming the job, the field and the value at
+// fault (a *FieldError).
 func (m *Manifest) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("job manifest of %s: %s", m.Label, fmt.Sprintf(format, args...))
+	bad := func(field, format string, args ...any) error {
+		return &FieldError{Job: m.who(), Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	if len(m.Command) == 0 && m.Script == "" {
+		return bad("command", "nothing to run: give a command after -- or --script FILE")
+	}
+	for _, a := range m.Command {
+		if strings.ContainsRune(a, 0) {
+			return bad("command", "argument %q contains a NUL byte, which no program can be given", a)
+		}
+	}
+	for k, v := range m.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return bad("env", "%q=%q: want a name without '=' or NUL and a value without NUL", k, v)
+		}
 	}
 	switch {
-	case len(m.Command) == 0:
-		return bad("no command")
 	case m.CPUs < 1:
-		return bad("cpus %d: want at least 1", m.CPUs)
+		return bad("cpus", "%d: want at least 1", m.CPUs)
 	case m.MemoryBytes < 0:
-		return bad("memory %d bytes: must not be negative", m.MemoryBytes)
+		return bad("memory_bytes", "%d: must not be negative", m.MemoryBytes)
 	case m.GPUs < 0:
-		return bad("gpus %d: want 0 or more", m.GPUs)
+		return bad("gpus", "%d: want 0 or more", m.GPUs)
 	case m.Nodes < 1:
-		return bad("nodes %d: want at least 1", m.Nodes)
-	case m.MaxRetries < 0 || m.MaxRetries > 100:
-		return bad("max_retries %d: want 0 to 100", m.MaxRetries)
+		return bad("nodes", "%d: want at least 1", m.Nodes)
+	case m.MaxRetries < 0 || m.MaxRetries > MaxRetries:
+		return bad("max_retries", "%d: want 0 to %d", m.MaxRetries, MaxRetries)
 	case m.TimeLimitMs < 0:
-		return bad("time limit %d ms: must not be negative", m.TimeLimitMs)
+		return bad("time_limit_ms", "%d: must not be negative", m.TimeLimitMs)
+	case m.Interactive && m.Array != "":
+		return bad("interactive", "an array cannot be interactive: its stdin goes to one process")
 	}
 	if m.InputRoot != "" {
 		if _, err := digest.Parse(m.InputRoot); err != nil {
-			return bad("input root: %v", err)
+			return bad("input_root", "%v", err)
 		}
 	}
 	if m.Platform != "" {
 		if _, err := platform.Parse(m.Platform); err != nil {
-			return bad("%v", err)
+			return bad("platform", "%v", err)
 		}
 	}
 	if m.CheckpointDir != "" {
 		if err := merkle.CheckPath(m.CheckpointDir); err != nil {
-			return bad("checkpoint_dir: %v", err)
+			return bad("checkpoint_dir", "%v; give a path inside the job's directory", err)
 		}
 	}
 	for _, o := range m.Outputs {
 		if err := merkle.CheckPath(o); err != nil {
-			return bad("output: %v", err)
+			return bad("outputs", "%v; give a path inside the job's directory", err)
 		}
 	}
 	if m.Array != "" {
 		if _, err := spec.ParseArray(m.Array); err != nil {
-			return bad("array: %v", err)
+			return bad("array", "%v", err)
 		}
 	}
 	for _, d := range m.After {
 		switch spec.DepKind(d.Kind) {
 		case spec.AfterOK, spec.AfterAny, spec.AfterNotOK:
 		default:
-			return bad("after %s: unknown kind %q", d.Label, d.Kind)
+			return bad("after", "%s: unknown kind %q (kinds: afterok, afterany, afternotok)", d.name(), d.Kind)
+		}
+		if d.Job != "" {
+			if _, err := spec.ParseJobID(d.Job); err != nil {
+				return bad("after", "%v", err)
+			}
+		}
+		if d.Entry < 0 || d.Job != "" && d.Entry != 0 {
+			return bad("after", "%s: entry %d: give a job or an earlier entry, not both", d.name(), d.Entry)
 		}
 	}
 	return nil
 }
 
-// Spec is the scheduler's request for the job. Multi-node jobs are not
-// scheduled yet: a manifest of more than one node is refused here.
-func (m *Manifest) Spec() (*jobspb.JobSpec, error) {
+// name names a dependency's target in errors.
+func (d Dep) name() string {
+	switch {
+	case d.Label != "":
+		return d.Label
+	case d.Job != "":
+		return d.Job
+	}
+	return fmt.Sprintf("entry %d", d.Entry)
+}
+
+// Job is a valid manifest in the typed form the scheduler core takes: the
+// spec it stores, with the array's text in its canonical form and the
+// platform canonical, and the array's task indices.
+type Job struct {
+	Spec *jobspb.JobSpec
+	// Indices are the array's task indices; nil when the job is not an
+	// array.
+	Indices []int
+}
+
+// Job validates m as entry number entry (from 1) of a submission, whose
+// dependencies may name only jobs and earlier entries, and returns its
+// typed form. Multi-node jobs are not scheduled yet: a manifest of more
+// than one node is refused.
+func (m *Manifest) Job(entry int) (*Job, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	if m.Nodes > 1 {
-		return nil, fmt.Errorf("%s asks for %d nodes: multi-node jobs are not scheduled yet", m.Label, m.Nodes)
+		return nil, &FieldError{Job: m.who(), Field: "nodes", Msg: fmt.Sprintf("%d: multi-node jobs are not scheduled yet", m.Nodes)}
 	}
 	env := map[string]string{}
 	for k, v := range m.Env {
 		env[k] = v
 	}
-	return &jobspb.JobSpec{
-		Name: m.Name, Queue: m.Queue, Command: m.Command, Env: env,
-		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs,
+	s := &jobspb.JobSpec{
+		Name: m.Name, Queue: m.Queue, Priority: m.Priority, Command: m.Command, Script: m.Script, Env: env,
+		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs, NoRequeue: m.NoRequeue,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
-		Array: array(m.Array), Platform: m.Platform,
-	}, nil
-}
-
-// array is the request's form of a validated array spec.
-func array(text string) *jobspb.ArraySpec {
-	if text == "" {
-		return nil
+		Interactive: m.Interactive,
 	}
-	a, _ := spec.ParseArray(text)
-	return &jobspb.ArraySpec{Limit: int32(a.Limit), Text: a.String()}
+	if m.Platform != "" {
+		p, _ := platform.Parse(m.Platform)
+		s.Platform = p.String()
+	}
+	j := &Job{Spec: s}
+	if m.Array != "" {
+		a, _ := spec.ParseArray(m.Array)
+		s.Array = &jobspb.ArraySpec{Limit: int32(a.Limit), Text: a.String()}
+		j.Indices = a.Indices
+	}
+	for _, d := range m.After {
+		dep := &jobspb.Dependency{Kind: d.Kind, Index: -1}
+		switch {
+		case d.Job != "":
+			id, _ := spec.ParseJobID(d.Job)
+			dep.JobId, dep.Index = id.ID, int32(id.Index)
+		case d.Entry > 0 && d.Entry < entry:
+			dep.PipelineEntry = int32(d.Entry)
+		default:
+			return nil, &FieldError{Job: m.who(), Field: "after", Msg: fmt.Sprintf("%s: a job may run after a job or an earlier entry of its submission", d.name())}
+		}
+		s.Deps = append(s.Deps, dep)
+	}
+	return j, nil
 }
 
-// TimeLimit parses a time limit as job rules give it ("1h", "2d", Slurm's
-// forms) into milliseconds.
+// TimeLimit parses a time limit as job rules and flags give it ("1h", "2d",
+// Slurm's forms) into milliseconds.
 func TimeLimit(s string) (int64, error) {
 	if s == "" {
 		return 0, nil

@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -13,8 +15,12 @@ func TestDecodeAndSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.Spec()
-	if err != nil || s.Cpus != 2 || s.MaxRetries != 2 || s.CheckpointDir != "ckpt" || s.InputRoot != m.InputRoot || len(s.Outputs) != 1 || s.Platform != "linux-arm64" {
+	j, err := m.Job(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := j.Spec
+	if s.Cpus != 2 || s.MaxRetries != 2 || s.CheckpointDir != "ckpt" || s.InputRoot != m.InputRoot || len(s.Outputs) != 1 || s.Platform != "linux-arm64" {
 		t.Fatalf("Spec = %v, %v", s, err)
 	}
 	b, err := m.Encode()
@@ -26,13 +32,13 @@ func TestDecodeAndSpec(t *testing.T) {
 	}
 	for _, tc := range []struct{ from, to, want string }{
 		{`"version": 1`, `"version": 2`, "has version 2"},
-		{`"cpus": 2`, `"cpus": 0`, "cpus 0"},
-		{`"nodes": 1`, `"nodes": 0`, "nodes 0"},
-		{`"max_retries": 2`, `"max_retries": 101`, "max_retries 101"},
+		{`"cpus": 2`, `"cpus": 0`, "cpus: 0"},
+		{`"nodes": 1`, `"nodes": 0`, "nodes: 0"},
+		{`"max_retries": 2`, `"max_retries": 101`, "max_retries: 101"},
 		{`"checkpoint_dir": "ckpt"`, `"checkpoint_dir": "../ckpt"`, `contains ".."`},
 		{`"outputs": ["out"]`, `"outputs": ["/out"]`, "is absolute"},
 		{`"gpus": 0`, `"gpus": 0, "extra": 1`, `unknown field "extra"`},
-		{`/78"`, `/x"`, "input root"},
+		{`/78"`, `/x"`, "input_root"},
 		{`"linux-arm64"`, `"linux-vax"`, `platform "linux-vax": unknown architecture`},
 	} {
 		bad := strings.Replace(good, tc.from, tc.to, 1)
@@ -41,7 +47,65 @@ func TestDecodeAndSpec(t *testing.T) {
 		}
 	}
 	m.Nodes = 2
-	if _, err := m.Spec(); err == nil || !strings.Contains(err.Error(), "multi-node") {
+	if _, err := m.Job(1); err == nil || !strings.Contains(err.Error(), "multi-node") {
 		t.Fatalf("a 2-node manifest: %v", err)
+	}
+}
+
+// Every field of a submission is checked at the edge, the error naming the
+// job, the field and the value; a valid one comes out canonical and typed.
+func TestJob(t *testing.T) {
+	base := func() *Manifest {
+		return &Manifest{Version: Version, Name: "x", Command: []string{"x"}, CPUs: 1, Nodes: 1}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(m *Manifest)
+		entry int
+		want  string
+	}{
+		{"nothing to run", func(m *Manifest) { m.Command = nil }, 1, "job x: command: nothing to run"},
+		{"NUL", func(m *Manifest) { m.Command = []string{"a\x00b"} }, 1, `command: argument "a\x00b" contains a NUL byte`},
+		{"env name", func(m *Manifest) { m.Env = map[string]string{"A=B": "c"} }, 1, `env: "A=B"="c"`},
+		{"cpus", func(m *Manifest) { m.CPUs = -1 }, 1, "cpus: -1: want at least 1"},
+		{"memory", func(m *Manifest) { m.MemoryBytes = -5 }, 1, "memory_bytes: -5"},
+		{"time", func(m *Manifest) { m.TimeLimitMs = -1 }, 1, "time_limit_ms: -1"},
+		{"retries", func(m *Manifest) { m.MaxRetries = 101 }, 1, "max_retries: 101: want 0 to 100"},
+		{"checkpoint up", func(m *Manifest) { m.CheckpointDir = "../up" }, 1, `checkpoint_dir: path "../up"`},
+		{"checkpoint abs", func(m *Manifest) { m.CheckpointDir = "/abs" }, 1, `checkpoint_dir: path "/abs"`},
+		{"checkpoint //", func(m *Manifest) { m.CheckpointDir = "a//b" }, 1, `checkpoint_dir: path "a//b"`},
+		{"output", func(m *Manifest) { m.Outputs = []string{"../o"} }, 1, `outputs: path "../o"`},
+		{"array empty range", func(m *Manifest) { m.Array = "5-1" }, 1, `array: invalid array "5-1"`},
+		{"interactive array", func(m *Manifest) { m.Interactive, m.Array = true, "0-1" }, 1, "interactive: an array cannot be interactive"},
+		{"platform", func(m *Manifest) { m.Platform = "beos-x86_64" }, 1, `platform: platform "beos-x86_64": unknown OS`},
+		{"dep kind", func(m *Manifest) { m.After = []Dep{{Kind: "before", Job: "1"}} }, 1, `after: 1: unknown kind "before"`},
+		{"dep job", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Job: "x1"}} }, 1, `after: invalid job id "x1"`},
+		{"dep both", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Job: "1", Entry: 1}} }, 2, "give a job or an earlier entry, not both"},
+		{"dep on itself", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Entry: 1}} }, 1, "entry 1: a job may run after a job or an earlier entry"},
+		{"dep on a later entry", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Entry: 3, Label: "//a:b"}} }, 2, "//a:b: a job may run after a job or an earlier entry"},
+		{"dep on a label only", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Label: "//a:b"}} }, 2, "//a:b: a job may run after a job or an earlier entry"},
+	} {
+		m := base()
+		tc.edit(m)
+		_, err := m.Job(tc.entry)
+		var fe *FieldError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a FieldError containing %q", tc.name, err, tc.want)
+		}
+	}
+
+	m := base()
+	m.Platform, m.Array = "Linux-AArch64", "0-5:2%2"
+	m.After = []Dep{{Kind: "afterany", Job: "12_3"}, {Kind: "afterok", Entry: 1, Label: "//app:prepare"}}
+	j, err := m.Job(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := j.Spec
+	if s.Platform != "linux-arm64" || s.Array.GetText() != "0-4:2%2" || s.Array.GetLimit() != 2 || fmt.Sprint(j.Indices) != "[0 2 4]" {
+		t.Fatalf("typed: platform %q, array %v, indices %v", s.Platform, s.Array, j.Indices)
+	}
+	if d := s.Deps; len(d) != 2 || d[0].Kind != "afterany" || d[0].JobId != 12 || d[0].Index != 3 || d[1].PipelineEntry != 1 || d[1].Index != -1 {
+		t.Fatalf("dependencies %v", d)
 	}
 }

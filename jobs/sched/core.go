@@ -17,13 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
-	"github.com/rbs-build/rbs/rbe/digest"
-	"github.com/rbs-build/rbs/rbe/merkle"
-	"github.com/rbs-build/rbs/rbe/platform"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -64,9 +62,6 @@ type Config struct {
 	// send the first half as it is written and the last half at the end.
 	MaxJobOutput int64
 }
-
-// MaxRetries bounds a job's max_retries.
-const MaxRetries = 100
 
 // Key names a job or an array task.
 type Key struct {
@@ -318,135 +313,69 @@ func (c *Core) Flush() (*store.Batch, []Outbound) {
 	return b, out
 }
 
-// Submit validates a spec and adds the job (or the array's tasks) as
-// PENDING. It returns the new job id.
-func (c *Core) Submit(s *jobspb.JobSpec) (int64, error) {
-	ids, err := c.SubmitPipeline([]*jobspb.JobSpec{s})
+// Submit adds a job (an array: its tasks) as PENDING. It returns the new
+// job id.
+func (c *Core) Submit(j *manifest.Job) (int64, error) {
+	ids, err := c.SubmitPipeline([]*manifest.Job{j})
 	if err != nil {
 		return 0, err
 	}
 	return ids[0], nil
 }
 
-// SubmitPipeline validates every spec, then adds them all, in order, or
-// none: a dependency with pipeline_entry set names an earlier spec and gets
-// its new id. It returns the new ids, in order.
-func (c *Core) SubmitPipeline(specs []*jobspb.JobSpec) ([]int64, error) {
-	type checked struct {
-		limit   time.Duration
-		indices []int
-	}
-	ok := make([]checked, len(specs))
-	for i, s := range specs {
-		limit, indices, err := c.check(s, i)
+// SubmitPipeline adds jobs, validated at the API edge, in order, or none:
+// a dependency with pipeline_entry set names an earlier job of them and
+// gets its new id. It checks what depends on the scheduler's state (the
+// queue, its time cap, the jobs depended on) and returns the new ids, in
+// order.
+func (c *Core) SubmitPipeline(jobs []*manifest.Job) ([]int64, error) {
+	limits := make([]time.Duration, len(jobs))
+	for i, j := range jobs {
+		limit, err := c.check(j.Spec)
 		if err != nil {
-			if len(specs) > 1 {
-				return nil, status.Errorf(status.Code(err), "pipeline entry %d (%s): %s", i+1, s.Name, status.Convert(err).Message())
+			if len(jobs) > 1 {
+				return nil, status.Errorf(status.Code(err), "entry %d (%s): %s", i+1, j.Spec.Name, status.Convert(err).Message())
 			}
 			return nil, err
 		}
-		ok[i] = checked{limit, indices}
+		limits[i] = limit
 	}
-	ids := make([]int64, len(specs))
-	for i, s := range specs {
-		for _, d := range s.Deps {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		for _, d := range j.Spec.Deps {
 			if d.PipelineEntry > 0 {
 				d.JobId, d.PipelineEntry = ids[d.PipelineEntry-1], 0
 			}
 		}
-		ids[i] = c.insert(s, ok[i].limit, ok[i].indices)
+		ids[i] = c.insert(j.Spec, limits[i], j.Indices)
 	}
 	return ids, nil
 }
 
-// check validates a spec, entry number i of its submission (0-based), and
-// returns its time limit and array indices. It sets the default queue and
-// the array's canonical text.
-func (c *Core) check(s *jobspb.JobSpec, i int) (time.Duration, []int, error) {
-	if len(s.Command) == 0 && s.Script == "" {
-		return 0, nil, status.Error(codes.InvalidArgument, "nothing to run: give a command after -- or --script FILE")
-	}
-	for _, a := range s.Command {
-		if strings.ContainsRune(a, 0) {
-			return 0, nil, status.Errorf(codes.InvalidArgument, "command argument %q contains a NUL byte, which no program can be given", a)
-		}
-	}
-	for k, v := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return 0, nil, status.Errorf(codes.InvalidArgument, "environment variable %q=%q: want a name without '=' or NUL and a value without NUL", k, v)
-		}
-	}
-	if s.InputRoot != "" {
-		if _, err := digest.Parse(s.InputRoot); err != nil {
-			return 0, nil, status.Errorf(codes.InvalidArgument, "input root: %v", err)
-		}
-	}
-	for _, o := range s.Outputs {
-		if err := merkle.CheckPath(o); err != nil {
-			return 0, nil, status.Errorf(codes.InvalidArgument, "output: %v; give a path inside the job's directory", err)
-		}
-	}
-	if s.Platform != "" {
-		p, err := platform.Parse(s.Platform)
-		if err != nil {
-			return 0, nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		s.Platform = p.String()
-	}
-	if s.Interactive && s.Array != nil {
-		return 0, nil, status.Error(codes.InvalidArgument, "an interactive job cannot be an array: its stdin goes to one process")
-	}
-	if s.MaxRetries < 0 || s.MaxRetries > MaxRetries {
-		return 0, nil, status.Errorf(codes.InvalidArgument, "max retries %d: want 0 to %d", s.MaxRetries, MaxRetries)
-	}
-	if s.CheckpointDir != "" {
-		if err := merkle.CheckPath(s.CheckpointDir); err != nil {
-			return 0, nil, status.Errorf(codes.InvalidArgument, "checkpoint dir: %v; give a path inside the job's directory", err)
-		}
-	}
+// check holds a job to the scheduler's state and returns its time limit:
+// its queue (the default one when it names none) must exist and allow its
+// time limit, and the jobs it depends on must exist.
+func (c *Core) check(s *jobspb.JobSpec) (time.Duration, error) {
 	if s.Queue == "" {
 		s.Queue = c.defQ
 	}
 	q, ok := c.queues[s.Queue]
 	if !ok {
-		return 0, nil, status.Errorf(codes.InvalidArgument, "unknown queue %q (queues: %s)", s.Queue, strings.Join(c.queueNames(), ", "))
-	}
-	if s.Cpus < 0 || s.MemoryBytes < 0 || s.Gpus < 0 || s.TimeLimitMs < 0 {
-		return 0, nil, status.Errorf(codes.InvalidArgument, "negative resources: cpus %d, memory %d, gpus %d, time %d ms", s.Cpus, s.MemoryBytes, s.Gpus, s.TimeLimitMs)
+		return 0, status.Errorf(codes.InvalidArgument, "unknown queue %q (queues: %s)", s.Queue, strings.Join(c.queueNames(), ", "))
 	}
 	limit := time.Duration(s.TimeLimitMs) * time.Millisecond
 	if q.MaxTime > 0 && limit > q.MaxTime {
-		return 0, nil, status.Errorf(codes.InvalidArgument, "time limit %s exceeds queue %s's maximum of %s", spec.FormatDuration(limit), q.Name, spec.FormatDuration(q.MaxTime))
+		return 0, status.Errorf(codes.InvalidArgument, "time limit %s exceeds queue %s's maximum of %s", spec.FormatDuration(limit), q.Name, spec.FormatDuration(q.MaxTime))
 	}
 	if limit == 0 {
 		limit = q.MaxTime
 	}
 	for _, d := range s.Deps {
-		switch spec.DepKind(d.Kind) {
-		case spec.AfterOK, spec.AfterAny, spec.AfterNotOK:
-		default:
-			return 0, nil, status.Errorf(codes.InvalidArgument, "unknown dependency kind %q", d.Kind)
-		}
-		if d.PipelineEntry != 0 {
-			if d.PipelineEntry < 1 || int(d.PipelineEntry) > i {
-				return 0, nil, status.Errorf(codes.InvalidArgument, "dependency %s on entry %d: an entry may depend only on earlier entries of its pipeline", d.Kind, d.PipelineEntry)
-			}
-			continue
-		}
-		if len(c.depTargets(Key{d.JobId, d.Index})) == 0 {
-			return 0, nil, status.Errorf(codes.InvalidArgument, "dependency %s:%s: no such job", d.Kind, Key{d.JobId, d.Index})
+		if d.PipelineEntry == 0 && len(c.depTargets(Key{d.JobId, d.Index})) == 0 {
+			return 0, status.Errorf(codes.InvalidArgument, "dependency %s:%s: no such job", d.Kind, Key{d.JobId, d.Index})
 		}
 	}
-	var indices []int
-	if s.Array != nil {
-		a, err := spec.ParseArray(s.Array.Text)
-		if err != nil {
-			return 0, nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		indices = a.Indices
-		s.Array = &jobspb.ArraySpec{Text: a.String(), Limit: int32(a.Limit)}
-	}
-	return limit, indices, nil
+	return limit, nil
 }
 
 // insert adds a checked spec's job, or its array's tasks, as PENDING and

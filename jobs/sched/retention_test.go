@@ -66,7 +66,7 @@ func TestRetention(t *testing.T) {
 	if len(h.c.jobs) != 0 {
 		t.Fatalf("the store still holds %d jobs", len(h.c.jobs))
 	}
-	if next, _ := h.c.Submit(&jobspb.JobSpec{Command: []string{"x"}}); next != dependent+1 {
+	if next, _ := h.c.Submit(typed(t, &jobspb.JobSpec{Command: []string{"x"}})); next != dependent+1 {
 		t.Fatalf("next id %d after forgetting; ids must not be reused", next)
 	}
 }

@@ -191,9 +191,4 @@ func TestAttach(t *testing.T) {
 			}
 		})
 	}
-	h := newHarness(t)
-	_, err := h.c.Submit(&jobspb.JobSpec{Command: []string{"cat"}, Interactive: true, Array: &jobspb.ArraySpec{Text: "0-1"}})
-	if status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("an interactive array: %v, want InvalidArgument", err)
-	}
 }

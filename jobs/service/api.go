@@ -3,27 +3,37 @@ package service
 import (
 	"context"
 
+	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// Submit implements the Jobs API.
+// Submit implements the Jobs API. It is the API's edge for submissions:
+// every manifest is decoded and validated here, into the typed jobs the
+// core takes.
 func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobspb.SubmitResponse, error) {
-	specs := req.Pipeline
-	switch {
-	case req.Spec != nil && len(specs) > 0:
-		return nil, status.Error(codes.InvalidArgument, "give a job spec or a pipeline, not both")
-	case req.Spec != nil:
-		specs = []*jobspb.JobSpec{req.Spec}
-	case len(specs) == 0:
-		return nil, status.Error(codes.InvalidArgument, "missing job spec")
+	if len(req.Manifests) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "no job manifest in the request")
+	}
+	jobs := make([]*manifest.Job, len(req.Manifests))
+	for i, b := range req.Manifests {
+		m, err := manifest.Decode(b)
+		if err == nil {
+			jobs[i], err = m.Job(i + 1)
+		}
+		if err != nil {
+			if len(req.Manifests) > 1 {
+				return nil, status.Errorf(codes.InvalidArgument, "entry %d: %v", i+1, err)
+			}
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
 	}
 	var ids []int64
 	err := s.doWrite(ctx, func(c *sched.Core) error {
 		var err error
-		ids, err = c.SubmitPipeline(specs)
+		ids, err = c.SubmitPipeline(jobs)
 		return err
 	})
 	if err != nil {

@@ -758,11 +758,11 @@ func (x *JobOutput) GetSizeBytes() int64 {
 
 type SubmitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Spec  *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	// pipeline, given instead of spec, is several jobs submitted at once, all
-	// or none: a dependency with pipeline_entry set names an earlier entry
-	// of it, and gets that job's id once it is submitted.
-	Pipeline      []*JobSpec `protobuf:"bytes,2,rep,name=pipeline,proto3" json:"pipeline,omitempty"`
+	// manifests are the jobs submitted, each a job manifest as JSON (the
+	// versioned format of jobs/manifest, which rbs build writes for a job
+	// target), all or none: a dependency with an entry names an earlier
+	// manifest of the request, and gets that job's id once it is submitted.
+	Manifests     [][]byte `protobuf:"bytes,3,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -797,16 +797,9 @@ func (*SubmitRequest) Descriptor() ([]byte, []int) {
 	return file_jobs_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *SubmitRequest) GetSpec() *JobSpec {
+func (x *SubmitRequest) GetManifests() [][]byte {
 	if x != nil {
-		return x.Spec
-	}
-	return nil
-}
-
-func (x *SubmitRequest) GetPipeline() []*JobSpec {
-	if x != nil {
-		return x.Pipeline
+		return x.Manifests
 	}
 	return nil
 }
@@ -814,7 +807,8 @@ func (x *SubmitRequest) GetPipeline() []*JobSpec {
 type SubmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// job_ids are the ids of a pipeline's entries, in order.
+	// job_ids are the ids of the request's manifests, in order; job_id is
+	// the last of them.
 	JobIds        []int64 `protobuf:"varint,2,rep,packed,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1901,10 +1895,9 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"k\n" +
-	"\rSubmitRequest\x12(\n" +
-	"\x04spec\x18\x01 \x01(\v2\x14.rbs.jobs.v1.JobSpecR\x04spec\x120\n" +
-	"\bpipeline\x18\x02 \x03(\v2\x14.rbs.jobs.v1.JobSpecR\bpipeline\"@\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"9\n" +
+	"\rSubmitRequest\x12\x1c\n" +
+	"\tmanifests\x18\x03 \x03(\fR\tmanifestsJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"@\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x17\n" +
 	"\ajob_ids\x18\x02 \x03(\x03R\x06jobIds\"U\n" +
@@ -2023,38 +2016,36 @@ var file_jobs_proto_depIdxs = []int32{
 	0,  // 3: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
 	5,  // 4: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
 	4,  // 5: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
-	0,  // 6: rbs.jobs.v1.SubmitRequest.spec:type_name -> rbs.jobs.v1.JobSpec
-	0,  // 7: rbs.jobs.v1.SubmitRequest.pipeline:type_name -> rbs.jobs.v1.JobSpec
-	21, // 8: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 9: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 10: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 11: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	20, // 12: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
-	3,  // 13: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
-	22, // 14: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
-	23, // 15: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
-	21, // 16: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
-	6,  // 17: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
-	8,  // 18: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
-	10, // 19: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
-	12, // 20: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
-	14, // 21: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
-	16, // 22: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
-	18, // 23: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
-	24, // 24: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
-	7,  // 25: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
-	9,  // 26: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
-	11, // 27: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
-	13, // 28: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
-	15, // 29: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
-	17, // 30: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
-	19, // 31: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
-	25, // 32: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	21, // 6: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	21, // 7: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	21, // 8: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	21, // 9: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	20, // 10: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
+	3,  // 11: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
+	22, // 12: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
+	23, // 13: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
+	21, // 14: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
+	6,  // 15: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
+	8,  // 16: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
+	10, // 17: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
+	12, // 18: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
+	14, // 19: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
+	16, // 20: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
+	18, // 21: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
+	24, // 22: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
+	7,  // 23: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
+	9,  // 24: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
+	11, // 25: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
+	13, // 26: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
+	15, // 27: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
+	17, // 28: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
+	19, // 29: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
+	25, // 30: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_jobs_proto_init() }
