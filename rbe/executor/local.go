@@ -3,8 +3,10 @@ package executor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,7 +15,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/digest"
-	"github.com/rbs-build/rbs/rbe/merkle"
+	"github.com/rbs-build/rbs/rbe/execroot"
 	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/rbe/process"
 	"google.golang.org/grpc/codes"
@@ -27,9 +29,9 @@ import (
 // The CAS keeps each blob as a read-only file, in two stores by mode (0444
 // and 0555), so that inputs are hard links into it rather than copies.
 type Local struct {
-	tmp        string
-	plain, exe *blobstore.Disk
-	ac         blobstore.Store
+	tmp   string
+	cache *execroot.Cache
+	ac    blobstore.Store
 }
 
 var _ Executor = (*Local)(nil)
@@ -53,11 +55,7 @@ func NewLocal(cacheDir string, maxSize int64) (*Local, error) {
 		acSize = max(maxSize/32, 64<<10)
 		casSize = max((maxSize-acSize)/2, 1)
 	}
-	plain, err := blobstore.NewDisk(filepath.Join(cacheDir, "cas", "r"), casSize, blobstore.WithFileMode(0o444))
-	if err != nil {
-		return nil, err
-	}
-	exe, err := blobstore.NewDisk(filepath.Join(cacheDir, "cas", "x"), casSize, blobstore.WithFileMode(0o555))
+	cache, err := execroot.OpenCache(filepath.Join(cacheDir, "cas"), 2*casSize)
 	if err != nil {
 		return nil, err
 	}
@@ -72,18 +70,13 @@ func NewLocal(cacheDir string, maxSize int64) (*Local, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
 	}
-	return &Local{tmp: tmp, plain: plain, exe: exe, ac: ac}, nil
+	return &Local{tmp: tmp, cache: cache, ac: ac}, nil
 }
 
-func (l *Local) store(exec bool) *blobstore.Disk {
-	if exec {
-		return l.exe
-	}
-	return l.plain
+// cas is the verifying view of a store of the cache.
+func (l *Local) cas(exec bool) blobstore.Store {
+	return blobstore.ContentAddressed(l.cache.Store(exec))
 }
-
-// cas is the verifying view of a store.
-func (l *Local) cas(exec bool) blobstore.Store { return blobstore.ContentAddressed(l.store(exec)) }
 
 // Run implements Executor.
 func (l *Local) Run(ctx context.Context, a *Action, outRoot string) (*Result, error) {
@@ -231,10 +224,13 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return nil, err
 	}
-	for _, f := range p.Tree.Files {
-		if err := l.stage(ctx, f, filepath.Join(root, filepath.FromSlash(f.Path))); err != nil {
-			return nil, fmt.Errorf("%s: staging input %q: %w", desc, f.Path, err)
-		}
+	tree, err := execroot.ParseTree(p.Tree.Root, p.Tree.Directories)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", desc, err)
+	}
+	staged, err := l.cache.Stage(ctx, execroot.FileSource(p.Tree.Files), tree, root)
+	if err != nil {
+		return nil, fmt.Errorf("%s: staging its inputs: %w", desc, err)
 	}
 	for _, o := range append(append([]string(nil), a.Outputs...), a.OutputDirs...) {
 		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(path.Dir(o))), 0o755); err != nil {
@@ -260,7 +256,7 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 	if runErr != nil {
 		return nil, fmt.Errorf("%s: cannot run %q: %w", desc, a.Args[0], runErr)
 	}
-	changed, err := l.changed(p.Tree.Files)
+	changed, err := staged.Changed()
 	if err != nil {
 		return nil, fmt.Errorf("%s: checking its inputs: %w", desc, err)
 	}
@@ -284,110 +280,32 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 		return res, nil
 	}
 
-	c := &localCollector{root: root, desc: desc, ar: &repb.ActionResult{}, scratch: map[digest.Digest]string{}}
-	if err := c.collect(a); err != nil {
+	out, err := collect(a, root, desc)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkUndeclared(root, a, desc); err != nil {
 		return nil, err
 	}
 	if !a.NoCache {
-		if err := l.fill(ctx, p, c, res); err != nil {
+		if err := l.fill(ctx, p, out, res); err != nil {
 			return nil, fmt.Errorf("%s: caching outputs: %w", desc, err)
 		}
 	}
-	if err := materialize(ctx, c.ar, a.Outputs, a.OutputDirs, outRoot, &localSource{l: l, scratch: c.scratch, trees: c.trees}, desc); err != nil {
+	src := &localSource{l: l, scratch: map[digest.Digest]string{}, trees: out.Trees}
+	for _, f := range out.Files {
+		src.scratch[f.Digest] = f.Source
+	}
+	if err := materialize(ctx, out.ActionResult, a.Outputs, a.OutputDirs, outRoot, src, desc); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-// stage places one input at dst: a hard link from the CAS, putting it
-// there first if needed, or a copy where that fails.
-func (l *Local) stage(ctx context.Context, f merkle.File, dst string) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	mode := os.FileMode(0o444)
-	if f.Executable {
-		mode = 0o555
-	}
-	if f.Digest.Size() == 0 {
-		if err := os.WriteFile(dst, nil, mode); err != nil {
-			return err
-		}
-		return os.Chmod(dst, mode)
-	}
-	store := l.store(f.Executable)
-	err := store.Link(f.Digest, dst)
-	if err == nil || !blobstore.IsNotFound(err) {
-		return err
-	}
-	rc, err := f.Open()
-	if err != nil {
-		return err
-	}
-	err = l.cas(f.Executable).Put(ctx, f.Digest, rc)
-	rc.Close()
-	switch status.Code(err) {
-	case codes.OK:
-		if err := store.Link(f.Digest, dst); err == nil || !blobstore.IsNotFound(err) {
-			return err
-		}
-	case codes.InvalidArgument:
-		return fmt.Errorf("its content changed since it was hashed: %v", err)
-	case codes.ResourceExhausted:
-		// Larger than the cache: copied below.
-	default:
-		return err
-	}
-	rc, err = f.Open()
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	v := digest.NewVerifier(f.Digest)
-	_, err = io.Copy(io.MultiWriter(out, v), rc)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = v.Check()
-	}
-	if err == nil {
-		err = os.Chmod(dst, mode)
-	}
-	return err
-}
-
-// changed returns the path of an input whose blob in the local CAS was
-// changed in place through its hard link, if any; the blob is then dropped
-// from the CAS (see blobstore.Disk.Unchanged), so no later action gets it.
-func (l *Local) changed(files []merkle.File) (string, error) {
-	first := ""
-	for _, f := range files {
-		if f.Digest.Size() == 0 {
-			continue
-		}
-		ok, err := l.store(f.Executable).Unchanged(f.Digest)
-		if err != nil {
-			return "", err
-		}
-		if !ok && first == "" {
-			first = f.Path
-		}
-	}
-	return first, nil
-}
-
 // fill puts the outputs, stdout and stderr into the CAS and the result into
 // the action cache. Outputs too large for the cache leave the action
 // uncached.
-func (l *Local) fill(ctx context.Context, p *Prepared, c *localCollector, res *Result) error {
+func (l *Local) fill(ctx context.Context, p *Prepared, out *execroot.Result, res *Result) error {
 	cacheable := true
 	put := func(exec bool, d digest.Digest, open func() (io.ReadCloser, error)) error {
 		if missing, err := l.cas(exec).FindMissing(ctx, []digest.Digest{d}); err != nil || len(missing) == 0 {
@@ -408,15 +326,12 @@ func (l *Local) fill(ctx context.Context, p *Prepared, c *localCollector, res *R
 	inMemory := func(b []byte) func() (io.ReadCloser, error) {
 		return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	}
-	onDisk := func(p string) func() (io.ReadCloser, error) {
-		return func() (io.ReadCloser, error) { return os.Open(p) }
-	}
-	for _, f := range c.files {
-		if err := put(f.exec, f.d, onDisk(f.abs)); err != nil {
+	for _, f := range out.Files {
+		if err := put(f.Executable, f.Digest, f.Open); err != nil {
 			return err
 		}
 	}
-	for d, b := range c.trees {
+	for d, b := range out.Trees {
 		if err := put(false, d, inMemory(b)); err != nil {
 			return err
 		}
@@ -424,7 +339,7 @@ func (l *Local) fill(ctx context.Context, p *Prepared, c *localCollector, res *R
 	for _, s := range []struct {
 		b   []byte
 		set func(*repb.Digest)
-	}{{res.Stdout, func(d *repb.Digest) { c.ar.StdoutDigest = d }}, {res.Stderr, func(d *repb.Digest) { c.ar.StderrDigest = d }}} {
+	}{{res.Stdout, func(d *repb.Digest) { out.ActionResult.StdoutDigest = d }}, {res.Stderr, func(d *repb.Digest) { out.ActionResult.StderrDigest = d }}} {
 		d := digest.FromBytes(s.b)
 		if err := put(false, d, inMemory(s.b)); err != nil {
 			return err
@@ -434,7 +349,7 @@ func (l *Local) fill(ctx context.Context, p *Prepared, c *localCollector, res *R
 	if !cacheable {
 		return nil
 	}
-	b, err := marshal(c.ar)
+	b, err := marshal(out.ActionResult)
 	if err != nil {
 		return err
 	}
@@ -444,92 +359,46 @@ func (l *Local) fill(ctx context.Context, p *Prepared, c *localCollector, res *R
 	return nil
 }
 
-// localCollector turns the outputs in a scratch directory into an
-// ActionResult.
-type localCollector struct {
-	root    string
-	desc    string
-	ar      *repb.ActionResult
-	files   []collected
-	trees   map[digest.Digest][]byte
-	scratch map[digest.Digest]string // where each output blob is in the scratch directory
-}
-
-type collected struct {
-	d    digest.Digest
-	exec bool
-	abs  string
-}
-
-func (c *localCollector) file(abs string, info os.FileInfo) (digest.Digest, bool, error) {
-	d, err := merkle.HashFile(abs)
-	if err != nil {
-		return digest.Digest{}, false, err
-	}
-	exec := info.Mode()&0o111 != 0
-	c.record(abs, d, exec)
-	return d, exec, nil
-}
-
-// record notes an output file to store.
-func (c *localCollector) record(abs string, d digest.Digest, exec bool) {
-	c.files = append(c.files, collected{d, exec, abs})
-	c.scratch[d] = abs
-}
-
 // collect checks that every declared output exists with its kind and
-// records it. A symlink declared as an output file counts as the file it
-// points to.
-func (c *localCollector) collect(a *Action) error {
-	for _, o := range a.Outputs {
-		abs := filepath.Join(c.root, filepath.FromSlash(o))
-		info, err := os.Stat(abs)
-		if os.IsNotExist(err) {
-			return fmt.Errorf("%s did not create its declared output %q", c.desc, o)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: output %q: %w", c.desc, o, err)
-		}
-		if info.IsDir() {
-			return fmt.Errorf("%s: declared output file %q is a directory", c.desc, o)
-		}
-		if !info.Mode().IsRegular() {
-			return fmt.Errorf("%s: declared output %q is not a regular file", c.desc, o)
-		}
-		d, exec, err := c.file(abs, info)
-		if err != nil {
-			return fmt.Errorf("%s: output %q: %w", c.desc, o, err)
-		}
-		c.ar.OutputFiles = append(c.ar.OutputFiles, &repb.OutputFile{Path: o, Digest: d.Proto(), IsExecutable: exec})
+// records it. A symlink declared as an output counts as what it points to.
+func collect(a *Action, root, desc string) (*execroot.Result, error) {
+	r, err := execroot.NewRoot(root, execroot.LinksInside)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", desc, err)
 	}
-	for _, o := range a.OutputDirs {
-		abs := filepath.Join(c.root, filepath.FromSlash(o))
-		info, err := os.Stat(abs)
-		if os.IsNotExist(err) {
-			return fmt.Errorf("%s did not create its declared output directory %q", c.desc, o)
+	out := execroot.NewResult(&repb.ActionResult{})
+	for _, list := range []struct {
+		paths []string
+		kind  execroot.Kind
+		what  string
+	}{{a.Outputs, execroot.File, "output"}, {a.OutputDirs, execroot.Dir, "output directory"}} {
+		for _, o := range list.paths {
+			abs, info, err := r.Lookup(o)
+			if err == nil && info.Mode()&fs.ModeSymlink != 0 {
+				info, err = os.Stat(abs)
+			}
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				return nil, fmt.Errorf("%s did not create its declared %s %q", desc, list.what, o)
+			case err != nil:
+				return nil, fmt.Errorf("%s: output %q: %s", desc, o, status.Convert(err).Message())
+			case list.kind == execroot.Dir && !info.IsDir():
+				return nil, fmt.Errorf("%s: declared output directory %q is not a directory", desc, o)
+			case list.kind == execroot.File && info.IsDir():
+				return nil, fmt.Errorf("%s: declared output file %q is a directory", desc, o)
+			case list.kind == execroot.File && !info.Mode().IsRegular():
+				return nil, fmt.Errorf("%s: declared output %q is not a regular file", desc, o)
+			}
+			found, err := execroot.Record(o, abs, info)
+			if err == nil {
+				err = out.Add(execroot.Declared{Path: o, Kind: list.kind}, found)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s %q: %s", desc, list.what, o, status.Convert(err).Message())
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("%s: output %q: %w", c.desc, o, err)
-		}
-		if !info.IsDir() {
-			return fmt.Errorf("%s: declared output directory %q is not a directory", c.desc, o)
-		}
-		tree, err := merkle.TreeOf(abs, c.record)
-		if err != nil {
-			return fmt.Errorf("%s: output directory %q: %w", c.desc, o, err)
-		}
-		b, err := marshal(tree)
-		if err != nil {
-			return err
-		}
-		d := digest.FromBytes(b)
-		if c.trees == nil {
-			c.trees = map[digest.Digest][]byte{}
-		}
-		c.trees[d] = b
-		c.ar.OutputDirectories = append(c.ar.OutputDirectories, &repb.OutputDirectory{Path: o, TreeDigest: d.Proto()})
 	}
-	return nil
+	return out, nil
 }
 
 // checkUndeclared reports the first file or directory (in path order) the

@@ -3,13 +3,11 @@ package merkle
 import (
 	"bufio"
 	"encoding/gob"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
 
-	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/digest"
 )
 
@@ -107,67 +105,4 @@ func HashFile(abs string) (digest.Digest, error) {
 	id.d = d
 	hashes.Store(abs, id)
 	return d, nil
-}
-
-// TreeOf builds the REAPI Tree of an output directory on disk: files are
-// hashed (and reported to onFile, so the caller can upload or store them),
-// symlinks kept as symlinks, subdirectories listed once in Children.
-func TreeOf(abs string, onFile func(abs string, d digest.Digest, executable bool)) (*repb.Tree, error) {
-	tree := &repb.Tree{}
-	children := map[digest.Digest]bool{}
-	root, err := treeDir(abs, tree, children, onFile)
-	if err != nil {
-		return nil, err
-	}
-	tree.Root = root
-	return tree, nil
-}
-
-func treeDir(abs string, tree *repb.Tree, children map[digest.Digest]bool, onFile func(string, digest.Digest, bool)) (*repb.Directory, error) {
-	entries, err := os.ReadDir(abs)
-	if err != nil {
-		return nil, err
-	}
-	dir := &repb.Directory{}
-	for _, e := range entries {
-		p := filepath.Join(abs, e.Name())
-		info, err := os.Lstat(p)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case info.Mode()&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return nil, err
-			}
-			dir.Symlinks = append(dir.Symlinks, &repb.SymlinkNode{Name: e.Name(), Target: target})
-		case info.IsDir():
-			sub, err := treeDir(p, tree, children, onFile)
-			if err != nil {
-				return nil, err
-			}
-			b, err := marshal(sub)
-			if err != nil {
-				return nil, err
-			}
-			d := digest.FromBytes(b)
-			if !children[d] {
-				children[d] = true
-				tree.Children = append(tree.Children, sub)
-			}
-			dir.Directories = append(dir.Directories, &repb.DirectoryNode{Name: e.Name(), Digest: d.Proto()})
-		case info.Mode().IsRegular():
-			d, err := HashFile(p)
-			if err != nil {
-				return nil, err
-			}
-			exec := info.Mode()&0o111 != 0
-			onFile(p, d, exec)
-			dir.Files = append(dir.Files, &repb.FileNode{Name: e.Name(), Digest: d.Proto(), IsExecutable: exec})
-		default:
-			return nil, fmt.Errorf("%s is neither a file, a directory nor a symlink", p)
-		}
-	}
-	return dir, nil
 }

@@ -3,8 +3,12 @@ package worker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"time"
@@ -13,6 +17,8 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/execroot"
+	"github.com/rbs-build/rbs/rbe/merkle"
 	"github.com/rbs-build/rbs/rbe/process"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,13 +32,42 @@ const actionGrace = 2 * time.Second
 
 // actionRunner executes REAPI actions in fresh directories.
 type actionRunner struct {
-	name     string
-	cas      *client.CAS
-	cache    *fileCache
+	name string
+	cas  *client.CAS
+	// cache is the worker's local copy of CAS blobs, which inputs are
+	// hard-linked from.
+	cache    *execroot.Cache
 	execRoot string
 	reaper   *reaper
 	// user is who payloads run as (nil: the worker's own user).
 	user *User
+}
+
+// source is where the blobs the cache lacks come from: the server's CAS.
+func (r *actionRunner) source() execroot.Source { return execroot.CASSource(r.cas) }
+
+// declaredOutputs lists a Command's outputs: output_paths when given,
+// otherwise the 2.0 output_files and output_directories.
+func declaredOutputs(cmd *repb.Command) ([]execroot.Declared, error) {
+	var out []execroot.Declared
+	if len(cmd.OutputPaths) > 0 {
+		for _, p := range cmd.OutputPaths {
+			out = append(out, execroot.Declared{Path: p, Kind: execroot.Any})
+		}
+	} else {
+		for _, p := range cmd.OutputFiles {
+			out = append(out, execroot.Declared{Path: p, Kind: execroot.File})
+		}
+		for _, p := range cmd.OutputDirectories {
+			out = append(out, execroot.Declared{Path: p, Kind: execroot.Dir})
+		}
+	}
+	for _, o := range out {
+		if err := execroot.CheckRelPath(o.Path); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "output %v", err)
+		}
+	}
+	return out, nil
 }
 
 // readProto reads a message from the CAS, unless inline holds its bytes.
@@ -113,7 +148,7 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	if len(cmd.Arguments) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "command has no arguments")
 	}
-	if err := checkRelPath(cmd.WorkingDirectory); err != nil {
+	if err := execroot.CheckRelPath(cmd.WorkingDirectory); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "working directory: %v", err)
 	}
 	outs, err := declaredOutputs(cmd)
@@ -129,11 +164,12 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	}
 	defer os.RemoveAll(dir)
 	root := filepath.Join(dir, "root")
-	tree, err := r.cache.loadTree(ctx, rootDigest)
+	tree, err := r.cache.LoadTree(ctx, r.source(), rootDigest)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.cache.stage(ctx, tree, root); err != nil {
+	staged, err := r.cache.Stage(ctx, r.source(), tree, root)
+	if err != nil {
 		return nil, err
 	}
 	wd := filepath.Join(root, cmd.WorkingDirectory)
@@ -141,8 +177,8 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 		return nil, err
 	}
 	for _, o := range outs {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(wd, o.path)), 0o755); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "creating the parent of output %q: %v", o.path, err)
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(wd, o.Path)), 0o755); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "creating the parent of output %q: %v", o.Path, err)
 		}
 	}
 	if err := r.user.handOver(root); err != nil {
@@ -182,7 +218,7 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	if err := r.user.reclaim(root); err != nil {
 		return nil, err
 	}
-	changed, err := r.cache.changed(tree)
+	changed, err := staged.Changed()
 	if err != nil {
 		return nil, err
 	}
@@ -195,33 +231,29 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	}
 
 	meta.OutputUploadStartTimestamp = timestamppb.Now()
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return nil, err
-	}
-	c := &collector{root: realRoot, res: &repb.ActionResult{ExitCode: int32(pr.ExitCode), ExecutionMetadata: meta}}
+	c := execroot.NewResult(&repb.ActionResult{ExitCode: int32(pr.ExitCode), ExecutionMetadata: meta})
 	if !pr.TimedOut {
-		for _, o := range outs {
-			if err := c.add(o, filepath.Join(wd, o.path)); err != nil {
-				return nil, err
-			}
+		if err := collectOutputs(c, root, cmd.WorkingDirectory, outs); err != nil {
+			return nil, err
 		}
 	}
+	blobs := c.Blobs()
 	for _, f := range []struct {
 		file *os.File
 		set  func(*repb.Digest)
 	}{
-		{stdout, func(d *repb.Digest) { c.res.StdoutDigest = d }},
-		{stderr, func(d *repb.Digest) { c.res.StderrDigest = d }},
+		{stdout, func(d *repb.Digest) { c.ActionResult.StdoutDigest = d }},
+		{stderr, func(d *repb.Digest) { c.ActionResult.StderrDigest = d }},
 	} {
-		blob, err := fileBlob(f.file.Name())
+		d, err := merkle.HashFile(f.file.Name())
 		if err != nil {
 			return nil, err
 		}
-		c.blobs = append(c.blobs, blob)
-		f.set(blob.Digest.Proto())
+		name := f.file.Name()
+		blobs = append(blobs, client.Blob{Digest: d, Open: func() (io.ReadCloser, error) { return os.Open(name) }})
+		f.set(d.Proto())
 	}
-	if _, _, err := r.cas.Upload(ctx, c.blobs); err != nil {
+	if _, _, err := r.cas.Upload(ctx, blobs); err != nil {
 		return nil, fmt.Errorf("uploading outputs: %w", err)
 	}
 	meta.OutputUploadCompletedTimestamp = timestamppb.Now()
@@ -229,7 +261,32 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	tr.UploadEndNs = time.Now().UnixNano()
 	if pr.TimedOut {
 		// The partial stdout and stderr are kept in the result.
-		return c.res, status.Errorf(codes.DeadlineExceeded, "action timed out after %s", timeout)
+		return c.ActionResult, status.Errorf(codes.DeadlineExceeded, "action timed out after %s", timeout)
 	}
-	return c.res, nil
+	return c.ActionResult, nil
+}
+
+// collectOutputs adds the declared outputs found in the input root root to
+// c; absent ones are left out, as REAPI allows. An output path is relative
+// to the working directory wd, and may lead through symlinks only to
+// directories inside the input root.
+func collectOutputs(c *execroot.Result, root, wd string, outs []execroot.Declared) error {
+	r, err := execroot.NewRoot(root, execroot.LinksInside)
+	if err != nil {
+		return err
+	}
+	for _, o := range outs {
+		found, err := r.Collect(path.Join(wd, o.Path))
+		if err == nil {
+			err = c.Add(o, found)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			st := status.Convert(err)
+			return status.Errorf(st.Code(), "output %s: %s", o.Path, st.Message())
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/execroot"
 	"github.com/rbs-build/rbs/rbe/memlimit"
 	"github.com/rbs-build/rbs/rbe/process"
 )
@@ -130,7 +131,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		return fail("creating the job's directory: " + err.Error())
 	}
 	defer os.RemoveAll(dir)
-	var inputs *inputTree
+	var inputs *execroot.Staged
 	if a.InputRoot != "" {
 		var err error
 		if inputs, err = w.stageJobInputs(ctx, a.InputRoot, dir); err != nil {
@@ -255,7 +256,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 // from the --run-as user, checks that no input was changed in place, and
 // records the outputs and the checkpoint. It returns notes for the job's
 // message.
-func (w *Worker) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir string, inputs *inputTree, end *workerpb.JobEnded) []string {
+func (w *Worker) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir string, inputs *execroot.Staged, end *workerpb.JobEnded) []string {
 	if err := w.cfg.RunAs.reclaim(dir); err != nil {
 		return []string{"taking the job's directory back from its user, so no input was checked and no output recorded: " + err.Error()}
 	}

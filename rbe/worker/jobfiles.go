@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/execroot"
 	"github.com/rbs-build/rbs/rbe/merkle"
 	"google.golang.org/grpc/status"
 )
@@ -34,22 +33,19 @@ func errorText(err error) string { return status.Convert(err).Message() }
 // into the job's directory dir, as an action's input root is staged: the
 // tree is checked first, and its files are hard links into the worker's
 // cache, fetched from the CAS when the cache lacks them.
-func (w *Worker) stageJobInputs(ctx context.Context, root, dir string) (*inputTree, error) {
+func (w *Worker) stageJobInputs(ctx context.Context, root, dir string) (*execroot.Staged, error) {
 	d, err := digest.Parse(root)
 	if err != nil {
 		return nil, err
 	}
-	t, err := w.runner.cache.loadTree(ctx, d)
+	t, err := w.runner.cache.LoadTree(ctx, w.runner.source(), d)
 	if err != nil {
 		return nil, err
 	}
-	if holds(t.dirs[t.root], scriptName) {
+	if holds(t.Dirs[t.Root], scriptName) {
 		return nil, fmt.Errorf("the input root holds %q, the name of the file the worker writes the job's script to", scriptName)
 	}
-	if err := w.runner.cache.stage(ctx, t, dir); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return w.runner.cache.Stage(ctx, w.runner.source(), t, dir)
 }
 
 // holds reports whether dir has an entry called name.
@@ -72,10 +68,10 @@ func holds(dir *repb.Directory, name string) bool {
 	return false
 }
 
-// changedInputNote says which input file of t, if any, the job changed in
-// place; changed drops such blobs from the cache.
-func (w *Worker) changedInputNote(t *inputTree) string {
-	changed, err := w.runner.cache.changed(t)
+// changedInputNote says which input file staged as s, if any, the job
+// changed in place; Changed drops such blobs from the cache.
+func (w *Worker) changedInputNote(s *execroot.Staged) string {
+	changed, err := s.Changed()
 	switch {
 	case err != nil:
 		return "checking the job's inputs for changes: " + err.Error()
@@ -86,9 +82,10 @@ func (w *Worker) changedInputNote(t *inputTree) string {
 }
 
 // jobRecord gathers the outputs, or the checkpoint, of a job attempt found
-// in its directory.
+// in its directory, where no symlink is followed, on the way to an output
+// or under it.
 type jobRecord struct {
-	dir string
+	root *execroot.Root
 	// kind, "output" or "checkpoint", starts the notes.
 	kind  string
 	files []merkle.File
@@ -99,126 +96,64 @@ type jobRecord struct {
 	notes []string
 }
 
+func newJobRecord(dir, kind string) (*jobRecord, error) {
+	root, err := execroot.NewRoot(dir, execroot.NoLinks)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", kind, err)
+	}
+	return &jobRecord{root: root, kind: kind}, nil
+}
+
 // note adds a note; format follows the record's kind.
 func (r *jobRecord) note(format string, args ...any) {
 	r.notes = append(r.notes, r.kind+fmt.Sprintf(format, args...))
 }
 
-// add records the output at the path p, relative to the job's directory,
-// unless it is missing or is reached through a symlink: no symlink is ever
-// followed, on the way to p or under it.
-func (r *jobRecord) add(p string) {
+// collect returns the output at the path p, relative to the job's
+// directory, or nil with a note when it is missing or cannot be recorded.
+func (r *jobRecord) collect(p string) *execroot.Output {
 	if err := merkle.CheckPath(p); err != nil {
 		r.note(": %v", err)
-		return
-	}
-	abs := r.dir
-	parts := strings.Split(p, "/")
-	for i, name := range parts {
-		abs = filepath.Join(abs, name)
-		info, err := os.Lstat(abs)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			r.note(" %s: not found", p)
-			return
-		case err != nil:
-			r.note(" %s: %v", p, err)
-			return
-		case i == len(parts)-1:
-			r.addEntry(p, abs, info)
-		case info.Mode()&fs.ModeSymlink != 0:
-			r.note(" %s: %s is a symlink, which outputs are not recorded through", p, path.Join(parts[:i+1]...))
-			return
-		case !info.IsDir():
-			r.note(" %s: not found (%s is not a directory)", p, path.Join(parts[:i+1]...))
-			return
-		}
-	}
-}
-
-// addEntry records the entry at abs, found at p, as an output.
-func (r *jobRecord) addEntry(p, abs string, info fs.FileInfo) {
-	switch {
-	case info.Mode()&fs.ModeSymlink != 0:
-		if err := r.addLink(p, abs); err != nil {
-			r.note(" %s: %v", p, err)
-			return
-		}
-		r.outs = append(r.outs, &workerpb.JobOutput{Path: p, Kind: "symlink"})
-	case info.Mode().IsRegular():
-		size, err := r.addFile(p, abs, info)
-		if err != nil {
-			r.note(" %s: %v", p, err)
-			return
-		}
-		r.outs = append(r.outs, &workerpb.JobOutput{Path: p, Kind: "file", SizeBytes: size})
-	case info.IsDir():
-		files, links, dirs := len(r.files), len(r.links), len(r.dirs)
-		size, err := r.addDir(p, abs)
-		if err != nil {
-			// None of it is recorded.
-			r.files, r.links, r.dirs = r.files[:files], r.links[:links], r.dirs[:dirs]
-			r.note(" %s: %v", p, err)
-			return
-		}
-		r.outs = append(r.outs, &workerpb.JobOutput{Path: p, Kind: "directory", SizeBytes: size})
-	default:
-		r.note(" %s: neither a file, a directory nor a symlink (%s)", p, info.Mode().Type())
-	}
-}
-
-func (r *jobRecord) addLink(p, abs string) error {
-	target, err := os.Readlink(abs)
-	if err != nil {
-		return err
-	}
-	r.links = append(r.links, merkle.Symlink{Path: p, Target: target})
-	return nil
-}
-
-func (r *jobRecord) addFile(p, abs string, info fs.FileInfo) (int64, error) {
-	d, err := merkle.HashFile(abs)
-	if err != nil {
-		return 0, err
-	}
-	r.files = append(r.files, merkle.File{Path: p, Digest: d, Executable: info.Mode()&0o111 != 0, Source: abs})
-	return d.Size(), nil
-}
-
-// addDir records the directory at abs, found at p, and everything under
-// it, and returns the total size of its files. Its entries that are
-// neither files, directories nor symlinks are left out with a note.
-func (r *jobRecord) addDir(p, abs string) (int64, error) {
-	var total int64
-	r.dirs = append(r.dirs, p)
-	err := filepath.WalkDir(abs, func(sub string, e fs.DirEntry, err error) error {
-		if err != nil || sub == abs {
-			return err
-		}
-		rel, err := filepath.Rel(abs, sub)
-		if err != nil {
-			return err
-		}
-		at := path.Join(p, filepath.ToSlash(rel))
-		switch {
-		case e.Type()&fs.ModeSymlink != 0:
-			return r.addLink(at, sub)
-		case e.IsDir():
-			r.dirs = append(r.dirs, at)
-		case e.Type().IsRegular():
-			info, err := e.Info()
-			if err != nil {
-				return err
-			}
-			size, err := r.addFile(at, sub, info)
-			total += size
-			return err
-		default:
-			r.note(" %s: %s is neither a file, a directory nor a symlink (%s); left out", p, at, e.Type())
-		}
 		return nil
-	})
-	return total, err
+	}
+	o, err := r.root.Collect(p)
+	if err != nil {
+		r.note(" %s: %s", p, errorText(err))
+		return nil
+	}
+	if o.Kind == execroot.Dir {
+		for _, s := range o.Contents.Skipped {
+			r.note(" %s: %s; left out", p, s)
+		}
+	}
+	return o
+}
+
+// add records o at the path at of the tree to upload, and lists it as the
+// output p; a directory at "" is the tree's root.
+func (r *jobRecord) add(p, at string, o *execroot.Output) {
+	switch o.Kind {
+	case execroot.Symlink:
+		r.links = append(r.links, merkle.Symlink{Path: at, Target: o.Target})
+	case execroot.File:
+		r.files = append(r.files, merkle.File{Path: at, Digest: o.Digest, Executable: o.Executable, Source: o.Abs})
+	case execroot.Dir:
+		if at != "" {
+			r.dirs = append(r.dirs, at)
+		}
+		for _, f := range o.Contents.Files {
+			f.Path = path.Join(at, f.Path)
+			r.files = append(r.files, f)
+		}
+		for _, l := range o.Contents.Links {
+			l.Path = path.Join(at, l.Path)
+			r.links = append(r.links, l)
+		}
+		for _, d := range o.Contents.Dirs {
+			r.dirs = append(r.dirs, path.Join(at, d))
+		}
+	}
+	r.outs = append(r.outs, &workerpb.JobOutput{Path: p, Kind: o.Kind.String(), SizeBytes: o.Size})
 }
 
 // recordOutputs records the outputs at paths in the job's directory dir
@@ -227,9 +162,17 @@ func (r *jobRecord) addDir(p, abs string) (int64, error) {
 // under --run-as, the directory reclaimed: nothing may change the tree
 // while it is read.
 func (w *Worker) recordOutputs(ctx context.Context, dir string, paths []string, end *workerpb.JobEnded) []string {
-	r := &jobRecord{dir: dir, kind: "output"}
+	if len(paths) == 0 {
+		return nil
+	}
+	r, err := newJobRecord(dir, "output")
+	if err != nil {
+		return []string{err.Error()}
+	}
 	for _, p := range paths {
-		r.add(p)
+		if o := r.collect(p); o != nil {
+			r.add(p, p, o)
+		}
 	}
 	if len(r.outs) == 0 {
 		return r.notes
@@ -273,26 +216,25 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, root, dir, ckpt string) 
 	if err := merkle.CheckPath(ckpt); err != nil {
 		return err
 	}
-	abs := dir
-	for _, name := range strings.Split(ckpt, "/") {
-		abs = filepath.Join(abs, name)
-		info, err := os.Lstat(abs)
-		if errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if !info.IsDir() {
-			return fmt.Errorf("%s is not a directory among the job's inputs", strings.TrimPrefix(abs, dir+"/"))
-		}
-	}
-	t, err := w.runner.cache.loadTree(ctx, d)
+	r, err := execroot.NewRoot(dir, execroot.NoLinks)
 	if err != nil {
 		return err
 	}
-	t.copies = true
-	return w.runner.cache.stage(ctx, t, filepath.Join(dir, filepath.FromSlash(ckpt)))
+	var blocked *execroot.BlockedError
+	switch _, info, err := r.Lookup(ckpt); {
+	case errors.As(err, &blocked):
+		return fmt.Errorf("%s is not a directory among the job's inputs", blocked.At)
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	case !info.IsDir():
+		return fmt.Errorf("%s is not a directory among the job's inputs", ckpt)
+	}
+	t, err := w.runner.cache.LoadTree(ctx, w.runner.source(), d)
+	if err != nil {
+		return err
+	}
+	return w.runner.cache.StageCopies(ctx, w.runner.source(), t, filepath.Join(dir, filepath.FromSlash(ckpt)))
 }
 
 // recordCheckpoint records the directory ckpt of the job's directory dir
@@ -300,29 +242,22 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, root, dir, ckpt string) 
 // to the digest of its Directory. It returns notes on what was not
 // recorded.
 func (w *Worker) recordCheckpoint(ctx context.Context, dir, ckpt string, end *workerpb.JobEnded) []string {
-	r := &jobRecord{dir: dir, kind: "checkpoint"}
-	if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(ckpt))); errors.Is(err, fs.ErrNotExist) {
+	r, err := newJobRecord(dir, "checkpoint")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if _, _, err := r.root.Lookup(ckpt); errors.Is(err, fs.ErrNotExist) {
 		return nil // none written yet
 	}
-	r.add(ckpt)
-	if len(r.outs) == 0 {
+	o := r.collect(ckpt)
+	if o == nil {
 		return r.notes
 	}
-	if r.outs[0].Kind != "directory" {
-		return append(r.notes, fmt.Sprintf("checkpoint %s: a %s, not a directory; not recorded", ckpt, r.outs[0].Kind))
+	if o.Kind != execroot.Dir {
+		return append(r.notes, fmt.Sprintf("checkpoint %s: a %s, not a directory; not recorded", ckpt, o.Kind))
 	}
-	// The tree is the directory's: its paths are taken relative to it.
-	for i := range r.files {
-		r.files[i].Path = strings.TrimPrefix(r.files[i].Path, ckpt+"/")
-	}
-	for i := range r.links {
-		r.links[i].Path = strings.TrimPrefix(r.links[i].Path, ckpt+"/")
-	}
-	dirs := r.dirs[:0]
-	for _, p := range r.dirs[1:] { // the first is ckpt itself
-		dirs = append(dirs, strings.TrimPrefix(p, ckpt+"/"))
-	}
-	r.dirs = dirs
+	// The tree is the directory's.
+	r.add(ckpt, "", o)
 	root, err := w.upload(ctx, r, "checkpoint")
 	if err != nil {
 		return append(r.notes, err.Error())

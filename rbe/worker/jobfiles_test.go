@@ -17,6 +17,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/execroot"
 	"github.com/rbs-build/rbs/rbe/server"
 	"google.golang.org/protobuf/proto"
 )
@@ -45,7 +46,7 @@ func newJobRig(t *testing.T) *jobRig {
 	t.Cleanup(func() { conn.Close() })
 	cas := client.NewCAS(conn, "")
 	work := t.TempDir()
-	cache, err := newFileCache(filepath.Join(work, "cache"), 1<<30, cas)
+	cache, err := execroot.OpenCache(filepath.Join(work, "cache"), 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestJobChangesInputInPlace(t *testing.T) {
 			if noted != tc.note {
 				t.Fatalf("message %q; want a note on f.txt: %v", end.Message, tc.note)
 			}
-			missing, err := r.w.runner.cache.plain.FindMissing(context.Background(), []digest.Digest{orig})
+			missing, err := r.w.runner.cache.Store(false).FindMissing(context.Background(), []digest.Digest{orig})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -412,7 +413,7 @@ func TestJobCheckpoints(t *testing.T) {
 				roots[i] = end.CheckpointRoot
 				// The cache's copy of the first checkpoint's file is as
 				// it was stored, whatever the attempts wrote.
-				if ok, err := r.w.runner.cache.plain.Unchanged(five); !ok || err != nil {
+				if ok, err := r.w.runner.cache.Store(false).Unchanged(five); !ok || err != nil {
 					t.Fatalf("%s: the cached blob of the first checkpoint's file was changed (%v)", s.name, err)
 				}
 				if s.tree == nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/execroot"
 	"github.com/rbs-build/rbs/rbe/platform"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -144,7 +145,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	cas := client.NewCAS(conn, "")
-	cache, err := newFileCache(cacheDir, cfg.CacheMaxSize, cas)
+	cache, err := execroot.OpenCache(cacheDir, cfg.CacheMaxSize)
 	if err != nil {
 		return err
 	}
