@@ -147,6 +147,9 @@ func (c *JobSubmitCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
+	if err := checkPartitions(jobs, ms); err != nil {
+		return err
+	}
 	if len(trees) > 0 {
 		if err := uploadInputs(context.Background(), client.NewCAS(conn, ""), trees); err != nil {
 			return err

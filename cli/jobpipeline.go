@@ -6,8 +6,10 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rbs-build/rbs/jobs/manifest"
+	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/merkle"
 )
 
@@ -76,4 +78,34 @@ func printPipeline(w io.Writer, ms []*manifest.Manifest, ids []int64, parsable b
 		fmt.Fprintf(tw, "%d\t%s\t%s\n", ids[i], m.Name, strings.Join(after, ","))
 	}
 	tw.Flush()
+}
+
+// checkPartitions asks the server for its queues when a job target names
+// a partition, and refuses an unknown one, naming the target and the
+// attribute, before anything is uploaded.
+func checkPartitions(jobs jobspb.JobsClient, ms []*manifest.Manifest) error {
+	var queues map[string]bool
+	var names []string
+	for _, m := range ms {
+		if m.Label == "" || m.Queue == "" {
+			continue
+		}
+		if queues == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			resp, err := jobs.Queues(ctx, &jobspb.QueuesRequest{})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("asking the server for its queues: %w", err)
+			}
+			queues = map[string]bool{}
+			for _, q := range resp.Queues {
+				queues[q.Name] = true
+				names = append(names, q.Name)
+			}
+		}
+		if !queues[m.Queue] {
+			return fmt.Errorf("%s: partition: unknown queue %q (the server's queues: %s)", m.Label, m.Queue, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }

@@ -84,6 +84,15 @@ batch_job(name = "job", binary = "//app:trainer", `+tc.attrs+`)
 			t.Errorf("%s: %v\n%s", tc.attrs, err, out)
 		}
 	}
+	// A partition is a queue of the server: an unknown one is an error
+	// naming the target and the attribute once the server is asked.
+	os.WriteFile(filepath.Join(ws, "bad", "BUILD.rbs"), []byte(`load("@rbs//job/rules.rbs", "batch_job")
+batch_job(name = "job", binary = "//app:step", partition = "nope")
+`), 0o644)
+	want := `//bad:job: partition: unknown queue "nope" (the server's queues: batch)`
+	if out, err := run(t, ws, env, rbsBin, "job", "submit", "//bad:job"); err == nil || !strings.Contains(out, want) {
+		t.Errorf("an unknown partition: %v, want %q\n%s", err, want, out)
+	}
 }
 
 // A job_pipeline is submitted in one request: each job with the ones it

@@ -460,7 +460,11 @@ func (s *Session) writeManifests(targets []*rules.Configured) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform)), b, 0o644); err != nil {
+		path := filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return err
 		}
 	}
