@@ -204,9 +204,11 @@ func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 		return nil, err
 	}
 	m.Env = export.Env(os.Environ())
-	if err := c.override(m); err != nil {
+	o, err := c.overrides()
+	if err != nil {
 		return nil, err
 	}
+	o.Apply(m)
 	if c.Platform != "" {
 		p, err := c.targetPlatform()
 		if err != nil {
@@ -283,70 +285,46 @@ func (c *JobSubmitCmd) target() (string, []string) {
 	return c.Command[0], extra
 }
 
-// override sets what the flags given say over m. Flag text (a time, the
-// dependencies, --env) is parsed here; the values are checked with the
-// rest of the manifest.
-func (c *JobSubmitCmd) override(m *manifest.Manifest) error {
+// overrides are what the flags given set over a job's manifest, their
+// text (a time, the dependencies, --env) parsed; the values are checked
+// with the rest of the manifest.
+func (c *JobSubmitCmd) overrides() (manifest.Overrides, error) {
+	o := manifest.Overrides{
+		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs,
+		MaxRetries: c.MaxRetries, CheckpointDir: c.CheckpointDir, Outputs: c.Outputs, Array: c.Array,
+		NoRequeue: c.NoRequeue, Interactive: c.Interactive,
+	}
 	if c.MemoryGB < 0 {
-		return fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
+		return o, fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
 	}
-	if c.CheckpointDir != "" {
-		m.CheckpointDir = c.CheckpointDir
-	}
-	if c.MaxRetries != 0 {
-		m.MaxRetries = c.MaxRetries
-	}
-	if c.Name != "" {
-		m.Name = c.Name
-	}
-	if c.Queue != "" {
-		m.Queue = c.Queue
-	}
-	if c.Priority != 0 {
-		m.Priority = c.Priority
-	}
-	if c.CPUs != 0 {
-		m.CPUs = c.CPUs
-	}
-	if c.GPUs != 0 {
-		m.GPUs = c.GPUs
-	}
-	if c.MemoryGB > 0 {
-		m.MemoryBytes = int64(c.MemoryGB * (1 << 30))
-	}
-	m.NoRequeue = m.NoRequeue || c.NoRequeue
-	m.Interactive = m.Interactive || c.Interactive
-	m.Outputs = append(m.Outputs, c.Outputs...)
+	o.MemoryBytes = int64(c.MemoryGB * (1 << 30))
 	if c.Time != "" {
 		d, err := spec.ParseDuration(c.Time)
 		if err != nil {
-			return err
+			return o, err
 		}
-		m.TimeLimitMs = d.Milliseconds()
+		o.TimeLimitMs = d.Milliseconds()
 	}
 	if c.Deps != "" {
 		deps, err := spec.ParseDeps(c.Deps)
 		if err != nil {
-			return err
+			return o, err
 		}
 		for _, d := range deps {
-			m.After = append(m.After, manifest.Dep{Kind: string(d.Kind), Job: d.ID.String()})
+			o.After = append(o.After, manifest.Dep{Kind: string(d.Kind), Job: d.ID.String()})
 		}
-	}
-	if c.Array != "" {
-		m.Array = c.Array
-	}
-	if m.Env == nil {
-		m.Env = map[string]string{}
 	}
 	for _, kv := range c.Env {
 		k, v, err := spec.ParseEnvVar(kv)
 		if err != nil {
-			return err
+			return o, err
 		}
-		m.Env[k] = v
+		if o.Env == nil {
+			o.Env = map[string]string{}
+		}
+		o.Env[k] = v
 	}
-	return nil
+	return o, nil
 }
 
 // JobListCmd is `rbs job list`.

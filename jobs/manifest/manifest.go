@@ -270,6 +270,59 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 	return j, nil
 }
 
+// Overrides are the fields a submission sets over a job's manifest, as
+// rbs job submit's flags give them: a zero value leaves the manifest's;
+// Outputs and After are added to its, Env entries set over its.
+type Overrides struct {
+	Name, Queue                      string
+	Priority, CPUs, GPUs, MaxRetries int32
+	MemoryBytes, TimeLimitMs         int64
+	CheckpointDir, Array             string
+	Outputs                          []string
+	After                            []Dep
+	Env                              map[string]string
+	NoRequeue, Interactive           bool
+}
+
+// Apply sets o over m. The result is checked by Validate like any
+// manifest.
+func (o Overrides) Apply(m *Manifest) {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set32 := func(dst *int32, v int32) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set(&m.Name, o.Name)
+	set(&m.Queue, o.Queue)
+	set(&m.CheckpointDir, o.CheckpointDir)
+	set(&m.Array, o.Array)
+	set32(&m.Priority, o.Priority)
+	set32(&m.CPUs, o.CPUs)
+	set32(&m.GPUs, o.GPUs)
+	set32(&m.MaxRetries, o.MaxRetries)
+	if o.MemoryBytes != 0 {
+		m.MemoryBytes = o.MemoryBytes
+	}
+	if o.TimeLimitMs != 0 {
+		m.TimeLimitMs = o.TimeLimitMs
+	}
+	m.NoRequeue = m.NoRequeue || o.NoRequeue
+	m.Interactive = m.Interactive || o.Interactive
+	m.Outputs = append(m.Outputs, o.Outputs...)
+	m.After = append(m.After, o.After...)
+	if len(o.Env) > 0 && m.Env == nil {
+		m.Env = map[string]string{}
+	}
+	for k, v := range o.Env {
+		m.Env[k] = v
+	}
+}
+
 // TimeLimit parses a time limit as job rules and flags give it ("1h", "2d",
 // Slurm's forms) into milliseconds.
 func TimeLimit(s string) (int64, error) {

@@ -109,3 +109,42 @@ func TestJob(t *testing.T) {
 		t.Fatalf("dependencies %v", d)
 	}
 }
+
+func TestOverrides(t *testing.T) {
+	target := func() *Manifest {
+		return &Manifest{Version: Version, Label: "//app:train", Name: "train", Command: []string{"app/trainer"}, CPUs: 2,
+			MemoryBytes: 1 << 30, Nodes: 1, MaxRetries: 3, TimeLimitMs: 600_000, Outputs: []string{"out"},
+			Env: map[string]string{"A": "1"}, After: []Dep{{Kind: "afterok", Label: "//app:prepare", Entry: 1}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		o     Overrides
+		check func(m *Manifest) bool
+	}{
+		{"nothing given keeps the target's", Overrides{}, func(m *Manifest) bool {
+			return m.CPUs == 2 && m.MaxRetries == 3 && m.TimeLimitMs == 600_000 && len(m.Outputs) == 1 && len(m.After) == 1 && m.Env["A"] == "1"
+		}},
+		{"scalars replace", Overrides{Name: "n", Queue: "gpu", CPUs: 4, MaxRetries: 1, TimeLimitMs: 7_200_000, MemoryBytes: 5}, func(m *Manifest) bool {
+			return m.Name == "n" && m.Queue == "gpu" && m.CPUs == 4 && m.MaxRetries == 1 && m.TimeLimitMs == 7_200_000 && m.MemoryBytes == 5
+		}},
+		{"lists add", Overrides{Outputs: []string{"logs"}, After: []Dep{{Kind: "afterany", Job: "7"}}}, func(m *Manifest) bool {
+			return strings.Join(m.Outputs, ",") == "out,logs" && len(m.After) == 2 && m.After[1].Job == "7"
+		}},
+		{"env sets over", Overrides{Env: map[string]string{"A": "2", "B": "3"}}, func(m *Manifest) bool {
+			return m.Env["A"] == "2" && m.Env["B"] == "3"
+		}},
+		{"flags set on", Overrides{NoRequeue: true, Interactive: true}, func(m *Manifest) bool { return m.NoRequeue && m.Interactive }},
+	} {
+		m := target()
+		tc.o.Apply(m)
+		if !tc.check(m) {
+			t.Errorf("%s: %+v", tc.name, m)
+		}
+	}
+	// A bad override is caught by the manifest's own check.
+	m := target()
+	Overrides{MaxRetries: 101}.Apply(m)
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "max_retries: 101") {
+		t.Fatalf("max_retries 101 over a target: %v", err)
+	}
+}
