@@ -471,21 +471,16 @@ func (s *Session) writeManifests(targets []*rules.Configured) error {
 	return nil
 }
 
-// Job builds a job target and returns its manifest, as written under
-// rbs-out/bin, and its input root, to upload before the job is submitted.
-func (s *Session) Job(ctx context.Context, target string) (*manifest.Manifest, *merkle.Tree, error) {
-	sum, err := s.Build(ctx, []string{target}, false)
-	if err != nil {
+// jobOf returns the manifest of a built job target, as its build wrote it
+// under its bin directory, and its input root, to upload before the job
+// is submitted.
+func (s *Session) jobOf(c *rules.Configured) (*manifest.Manifest, *merkle.Tree, error) {
+	if m, err := c.Job(); err != nil {
 		return nil, nil, err
-	}
-	if len(sum.Targets) != 1 {
-		return nil, nil, fmt.Errorf("%s names %d targets; give one job target", target, len(sum.Targets))
-	}
-	c := sum.Targets[0]
-	b, err := os.ReadFile(filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform)))
-	if os.IsNotExist(err) {
+	} else if m == nil {
 		return nil, nil, fmt.Errorf("%s is not a job target: give an ml_training_job, batch_job or gpu_job from @rbs//job/rules.rbs, or a command after --", c.Label)
 	}
+	b, err := os.ReadFile(filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform)))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -511,8 +506,8 @@ type PipelineJob struct {
 
 // Pipeline builds the job targets a target submits, a job_pipeline's jobs
 // or one job target, each with the job targets it runs after, transitively,
-// and returns them in an order where every job comes after the ones it
-// runs after.
+// in one build, and returns them in an order where every job comes after
+// the ones it runs after.
 func (s *Session) Pipeline(ctx context.Context, target string) ([]PipelineJob, error) {
 	sum, err := s.Build(ctx, []string{target}, true)
 	if err != nil {
@@ -525,6 +520,47 @@ func (s *Session) Pipeline(ctx context.Context, target string) ([]PipelineJob, e
 	if roots == nil {
 		roots = []string{sum.Targets[0].Label.String()}
 	}
+	// Find the job targets, and what each runs after, by analysis alone,
+	// a level at a time; then build them all at once.
+	after := map[string][]string{}
+	var all []string
+	for frontier := roots; len(frontier) > 0; {
+		sum, err := s.Build(ctx, frontier, true)
+		if err != nil {
+			return nil, err
+		}
+		var next []string
+		for _, c := range sum.Targets {
+			l := c.Label.String()
+			if _, ok := after[l]; ok {
+				continue
+			}
+			m, err := c.Job()
+			if err != nil {
+				return nil, err
+			}
+			if m == nil {
+				return nil, fmt.Errorf("%s is not a job target: a pipeline's jobs are ml_training_job, batch_job or gpu_job targets", l)
+			}
+			after[l] = []string{}
+			all = append(all, l)
+			for _, d := range m.After {
+				after[l] = append(after[l], d.Label)
+				if _, ok := after[d.Label]; !ok {
+					next = append(next, d.Label)
+				}
+			}
+		}
+		frontier = next
+	}
+	sum, err = s.Build(ctx, all, false)
+	if err != nil {
+		return nil, err
+	}
+	built := map[string]*rules.Configured{}
+	for _, c := range sum.Targets {
+		built[c.Label.String()] = c
+	}
 	var order []PipelineJob
 	placed, visiting := map[string]bool{}, map[string]bool{}
 	var visit func(l string) error
@@ -536,14 +572,18 @@ func (s *Session) Pipeline(ctx context.Context, target string) ([]PipelineJob, e
 			return fmt.Errorf("%s runs after itself", l)
 		}
 		visiting[l] = true
-		m, tree, err := s.Job(ctx, l)
-		if err != nil {
-			return err
-		}
-		for _, d := range m.After {
-			if err := visit(d.Label); err != nil {
+		for _, d := range after[l] {
+			if err := visit(d); err != nil {
 				return err
 			}
+		}
+		c := built[l]
+		if c == nil {
+			return fmt.Errorf("%s was not among the targets built", l)
+		}
+		m, tree, err := s.jobOf(c)
+		if err != nil {
+			return err
 		}
 		placed[l] = true
 		order = append(order, PipelineJob{m, tree})
