@@ -26,14 +26,16 @@
 #
 #   bench/pipeline-vs-sbatch.sh [STAGES] [WIDTH] [ROUNDS]     (default 10 100 3)
 #
-# Figures (rbs at 01a03a6, a shared 2-core machine, Slurm 22.05 with
+# Figures (rbs at 0bd9f16, a shared 2-core machine, Slurm 22.05 with
 # bench/slurm/start.sh's settings; `bench/pipeline-vs-sbatch.sh 10 100 3`:
 # 1,000 jobs, 1,800 edges; medians of 3 rounds):
-#   rbs job submit //dag:pipeline, fresh workspace   1.437 s   sbatch/rbs 4.13x
-#   rbs job submit //dag:pipeline, again (cached)    1.264 s   sbatch/rbs 4.69x
-#   1000 x sbatch --hold --dependency                5.930 s
-# (rounds: rbs cold 1.65, 1.14, 1.44 s; again 2.27, 1.26, 1.19 s; sbatch 5.93,
-# 4.90, 6.43 s). The rbs client sent 2,000 files, 39.1 KiB as 3 blobs; the
+#   rbs job submit //dag:pipeline, fresh workspace   0.707 s   sbatch/rbs 8.32x
+#   rbs job submit //dag:pipeline, again (cached)    0.373 s   sbatch/rbs 15.77x
+#   1000 x sbatch --hold --dependency                5.882 s
+# (rounds: rbs cold 0.61, 0.75, 0.71 s; again 0.39, 0.37, 0.32 s; sbatch 6.40,
+# 5.88, 5.40 s). The pipeline's 1,000 job targets are built in one build (at
+# 01a03a6, one build per job: 1.437 s cold, 1.264 s again). The rbs client
+# staged 2,000 files, 39.1 KiB, of which 20 B of distinct content; the
 # server's data dir is kept across rounds, so after round 1 none were new.
 set -euo pipefail
 S=${1:-10}
