@@ -561,7 +561,7 @@ func (c *JobOutputsCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("downloading the outputs of job %s: %w", shown[0].Id, err)
 	}
-	fmt.Printf("Wrote %d files (%s) of job %s to %s\n", files, byteSize(size), shown[0].Id, dest)
+	fmt.Printf("Wrote %s (%s) of job %s to %s\n", plural(files, "file", "files"), byteSize(size), shown[0].Id, dest)
 	return nil
 }
 
