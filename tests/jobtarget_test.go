@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +137,46 @@ func TestJobPipeline(t *testing.T) {
 	out, err = run(t, ws, env, rbsBin, "job", "submit", "--parsable", "//app:fit")
 	if err != nil || strings.Count(out, "\n") < 2 {
 		t.Fatalf("submitting //app:fit: %v\n%s", err, out)
+	}
+}
+
+// A gpu_job goes to the gpu queue with one GPU: the worker shows the job
+// the GPU it was given (a GPU known by index, as --gpus N offers without
+// NVIDIA's library).
+func TestGPUJobTarget(t *testing.T) {
+	requireTool(t, "python3")
+	cfg := filepath.Join(t.TempDir(), "cluster.rbs")
+	os.WriteFile(cfg, []byte("queue(name = \"batch\", default = True)\nqueue(name = \"gpu\", priority = 10)\n"), 0o644)
+	srv := startServer(t, "--config", cfg)
+	startWorker(t, srv, "gpu1", "--gpus", "1", "--memory-gb", "8")
+	ws := t.TempDir()
+	copyTree(t, "../examples", ws)
+	os.MkdirAll(filepath.Join(ws, "gpu"), 0o755)
+	os.WriteFile(filepath.Join(ws, "gpu", "show.sh"), []byte("#!/bin/sh\necho \"devices=$CUDA_VISIBLE_DEVICES\"\n"), 0o755)
+	os.WriteFile(filepath.Join(ws, "gpu", "BUILD.rbs"), []byte(`load("@rbs//job/rules.rbs", "gpu_job")
+sh_binary(name = "show", srcs = ["show.sh"])
+gpu_job(name = "train", binary = ":show", memory = "1Gi")
+`), 0o644)
+	env := []string{"RBS_REMOTE=" + srv.Addr}
+	out, err := run(t, ws, env, rbsBin, "job", "submit", "--parsable", "//gpu:train")
+	if err != nil {
+		t.Fatalf("rbs job submit //gpu:train: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	id := lines[len(lines)-1]
+	rbs(t, srv, "job", "wait", id)
+	var j struct {
+		State      string  `json:"state"`
+		Queue      string  `json:"queue"`
+		GPUs       int32   `json:"gpus"`
+		GPUIndices []int32 `json:"gpu_indices"`
+		MaxRetries int32   `json:"max_retries"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", id)), &j); err != nil || j.State != "COMPLETED" ||
+		j.Queue != "gpu" || j.GPUs != 1 || len(j.GPUIndices) != 1 || j.MaxRetries != 3 {
+		t.Fatalf("the gpu_job: %+v, %v; want COMPLETED on the gpu queue with one GPU and 3 retries", j, err)
+	}
+	if logs := rbs(t, srv, "job", "logs", id); logs != fmt.Sprintf("devices=%d\n", j.GPUIndices[0]) {
+		t.Fatalf("the job printed %q, want its GPU %d", logs, j.GPUIndices[0])
 	}
 }
