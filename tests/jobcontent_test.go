@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/digest"
@@ -90,12 +91,13 @@ func TestJobInputsAndOutputs(t *testing.T) {
 	}{
 		{"failure", []string{"--", "sh", "-c", "echo partial > result.txt; exit 3"}, "FAILED"},
 		{"timeout", []string{"--time", "2s", "--", "sh", "-c", "echo partial > result.txt; exec sleep 60"}, "TIMEOUT"},
-		{"cancel", []string{"--", "sh", "-c", `echo partial > result.txt; while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release}, "CANCELLED"},
+		{"cancel", []string{"--", "sh", "-c", `echo partial > result.txt; echo written; while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release}, "CANCELLED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := submit(t, srv, append([]string{"--outputs", "result.txt"}, tc.args...)...)
 			if tc.state == "CANCELLED" {
-				waitFor(t, srv, id, "RUNNING", inState("RUNNING"))
+				// Cancelled once it has written its output, not before.
+				waitLogs(t, srv, id, "written\n")
 				rbs(t, srv, "job", "cancel", id)
 			}
 			j := waitFor(t, srv, id, tc.state, inState(tc.state))
@@ -277,5 +279,21 @@ func TestJobInputsFromTarget(t *testing.T) {
 	rbs(t, srv, "job", "wait", id)
 	if got := rbs(t, srv, "job", "logs", id); got != "hello, from-here\nhello, again\n" {
 		t.Fatalf("the staged py_binary printed %q", got)
+	}
+}
+
+// waitLogs polls a job's output until it holds want.
+func waitLogs(t *testing.T, srv *server, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		logs := rbs(t, srv, "job", "logs", id)
+		if strings.Contains(logs, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s never printed %q; it printed %q", id, want, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
