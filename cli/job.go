@@ -77,7 +77,8 @@ type JobSubmitCmd struct {
 	Priority      int32    `help:"Priority within the queue; higher runs first."`
 	CPUs          int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's)."`
 	MemoryGB      float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
-	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker."`
+	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker (on each, with --nodes)."`
+	Nodes         int32    `name:"nodes" short:"N" help:"Run the job on N distinct workers at once, a gang: the same command on each, with RBS_NODE_RANK, RBS_NNODES, RBS_NODELIST, RBS_MASTER_ADDR and RBS_MASTER_PORT (and PyTorch's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK) set; --cpus, --memory-gb and --gpus are per node. The job ends when rank 0 ends; any other rank failing ends them all (default: 1, or the job target's)." placeholder:"N"`
 	Time          string   `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
 	Deps          string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
 	Array         string   `short:"a" help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
@@ -223,7 +224,7 @@ func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 var flags = map[string]string{
 	"cpus": "--cpus", "memory_bytes": "--memory-gb", "gpus": "--gpus", "time_limit_ms": "--time",
 	"max_retries": "--max-retries", "checkpoint_dir": "--checkpoint-dir", "outputs": "--outputs",
-	"array": "--array", "after": "--deps", "env": "--env", "platform": "--platform", "interactive": "-i",
+	"array": "--array", "after": "--deps", "env": "--env", "platform": "--platform", "interactive": "-i", "nodes": "--nodes",
 }
 
 // flagError names the flag of a manifest field at fault.
@@ -290,7 +291,7 @@ func (c *JobSubmitCmd) target() (string, []string) {
 // with the rest of the manifest.
 func (c *JobSubmitCmd) overrides() (manifest.Overrides, error) {
 	o := manifest.Overrides{
-		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs,
+		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs, Nodes: c.Nodes,
 		MaxRetries: c.MaxRetries, CheckpointDir: c.CheckpointDir, Outputs: c.Outputs, Array: c.Array,
 		NoRequeue: c.NoRequeue, Interactive: c.Interactive,
 	}
@@ -399,6 +400,7 @@ type JobLogsCmd struct {
 	RemoteFlags
 	ID     string `arg:"" help:"Job id (one job or array task)."`
 	Follow bool   `short:"f" help:"Follow the output until the job ends, across restarts of the server."`
+	Rank   int32  `help:"Only the output of this node of a multi-node job (default: every node's lines, each prefixed with its rank)." default:"-1" placeholder:"N"`
 }
 
 // Run implements the command.
@@ -410,7 +412,7 @@ func (c *JobLogsCmd) Run() error {
 	defer conn.Close()
 	var written int64
 	follow := func() error {
-		stream, err := jobs.Logs(context.Background(), &jobspb.LogsRequest{Id: c.ID, Follow: c.Follow, Offset: written})
+		stream, err := jobs.Logs(context.Background(), &jobspb.LogsRequest{Id: c.ID, Follow: c.Follow, Offset: written, OneRank: c.Rank >= 0, Rank: c.Rank})
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,8 @@ type jobJSON struct {
 	OutputTruncated    bool              `json:"output_truncated"`
 	OutputDroppedBytes int64             `json:"output_dropped_bytes"`
 	Workers            []string          `json:"workers"`
+	Nodes              int32             `json:"nodes"`
+	Placement          []string          `json:"placement,omitempty"`
 	SubmitTime         *string           `json:"submit_time"`
 	StartTime          *string           `json:"start_time"`
 	EndTime            *string           `json:"end_time"`
@@ -57,13 +59,14 @@ type jobJSON struct {
 
 // attemptJSON is one ended attempt of a job.
 type attemptJSON struct {
-	Attempt   int32   `json:"attempt"`
-	Worker    string  `json:"worker"`
-	State     string  `json:"state"`
-	ExitCode  int32   `json:"exit_code"`
-	StartTime *string `json:"start_time"`
-	EndTime   *string `json:"end_time"`
-	Message   string  `json:"message,omitempty"`
+	Attempt   int32    `json:"attempt"`
+	Worker    string   `json:"worker"`
+	Workers   []string `json:"workers,omitempty"`
+	State     string   `json:"state"`
+	ExitCode  int32    `json:"exit_code"`
+	StartTime *string  `json:"start_time"`
+	EndTime   *string  `json:"end_time"`
+	Message   string   `json:"message,omitempty"`
 }
 
 type outputJSON struct {
@@ -118,7 +121,7 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		MaxRetries: s.MaxRetries, CheckpointDir: s.CheckpointDir, CheckpointRoot: r.CheckpointRoot, History: []attemptJSON{},
 	}
 	for _, a := range r.History {
-		out.History = append(out.History, attemptJSON{a.Attempt, a.Worker, a.State, a.ExitCode, rfc3339(a.StartUnixMs), rfc3339(a.EndUnixMs), a.Message})
+		out.History = append(out.History, attemptJSON{a.Attempt, a.Worker, a.Workers, a.State, a.ExitCode, rfc3339(a.StartUnixMs), rfc3339(a.EndUnixMs), a.Message})
 	}
 	for _, o := range r.Outputs {
 		out.Outputs = append(out.Outputs, outputJSON{o.Path, o.Kind, o.SizeBytes})
@@ -134,9 +137,8 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		out.ArrayIndex = &idx
 		out.Array = s.Array.GetText()
 	}
-	if r.Worker != "" {
-		out.Workers = append(out.Workers, r.Worker)
-	}
+	out.Workers = workersOf(r)
+	out.Nodes, out.Placement = max(s.Nodes, 1), j.Placement
 	for _, d := range j.Deps {
 		out.Dependencies = append(out.Dependencies, depJSON{d.Kind, d.Id, d.State})
 	}
@@ -246,12 +248,19 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 	if s.Platform != "" {
 		row("Platform:", "%s", s.Platform)
 	}
-	if r.Worker != "" {
-		gpus := ""
-		if len(r.GpuIndices) > 0 {
-			gpus = fmt.Sprintf(" gpus=%v", r.GpuIndices)
+	if s.Nodes > 1 {
+		row("Nodes:", "%d", s.Nodes)
+	}
+	switch {
+	case len(r.Nodes) > 1:
+		for _, n := range r.Nodes {
+			row("Worker:", "rank %d: %s%s", n.Rank, n.Worker, gpusText(n.GpuIndices))
 		}
-		row("Worker:", "%s%s", r.Worker, gpus)
+	case r.Worker != "":
+		row("Worker:", "%s%s", r.Worker, gpusText(r.GpuIndices))
+	}
+	for _, p := range j.Placement {
+		row("Placement:", "%s", p)
 	}
 	for _, d := range j.Deps {
 		row("Dependency:", "%s:%s (%s)", d.Kind, d.Id, d.State)
@@ -303,9 +312,32 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 
 // attemptText is one ended attempt as a row of `rbs job show`: "2
 // FAILED exit=1 worker=w1 start=... end=...: message".
+// workersOf lists the workers of a job's attempt, in rank order.
+func workersOf(r *jobspb.JobRecord) []string {
+	out := []string{}
+	for _, n := range r.Nodes {
+		out = append(out, n.Worker)
+	}
+	if len(out) == 0 && r.Worker != "" {
+		out = append(out, r.Worker)
+	}
+	return out
+}
+
+// gpusText is " gpus=[0 1]", or "" for none.
+func gpusText(gpus []int32) string {
+	if len(gpus) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" gpus=%v", gpus)
+}
+
 func attemptText(a *jobspb.Attempt) string {
 	t := fmt.Sprintf("%d %s exit=%d", a.Attempt, a.State, a.ExitCode)
-	if a.Worker != "" {
+	switch {
+	case len(a.Workers) > 1:
+		t += " workers=" + strings.Join(a.Workers, ",")
+	case a.Worker != "":
 		t += " worker=" + a.Worker
 	}
 	for _, at := range []struct {

@@ -29,6 +29,9 @@ const Version = 1
 // MaxRetries bounds max_retries.
 const MaxRetries = 100
 
+// MaxNodes bounds the nodes of one job.
+const MaxNodes = 1024
+
 // Manifest is a job as a job target or a submission describes it.
 type Manifest struct {
 	Version int `json:"version"`
@@ -158,6 +161,8 @@ func (m *Manifest) Validate() error {
 		return bad("time_limit_ms", "%d: must not be negative", m.TimeLimitMs)
 	case m.Interactive && m.Array != "":
 		return bad("interactive", "an array cannot be interactive: its stdin goes to one process")
+	case m.Nodes > MaxNodes:
+		return bad("nodes", "%d: want at most %d", m.Nodes, MaxNodes)
 	}
 	if m.InputRoot != "" {
 		if _, err := digest.Parse(m.InputRoot); err != nil {
@@ -225,14 +230,10 @@ type Job struct {
 
 // Job validates m as entry number entry (from 1) of a submission, whose
 // dependencies may name only jobs and earlier entries, and returns its
-// typed form. Multi-node jobs are not scheduled yet: a manifest of more
-// than one node is refused.
+// typed form.
 func (m *Manifest) Job(entry int) (*Job, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
-	}
-	if m.Nodes > 1 {
-		return nil, &FieldError{Job: m.who(), Field: "nodes", Msg: fmt.Sprintf("%d: multi-node jobs are not scheduled yet", m.Nodes)}
 	}
 	env := map[string]string{}
 	for k, v := range m.Env {
@@ -242,7 +243,7 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 		Name: m.Name, Queue: m.Queue, Priority: m.Priority, Command: m.Command, Script: m.Script, Env: env,
 		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs, NoRequeue: m.NoRequeue,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
-		Interactive: m.Interactive,
+		Interactive: m.Interactive, Nodes: m.Nodes,
 	}
 	if m.Platform != "" {
 		p, _ := platform.Parse(m.Platform)
@@ -274,14 +275,14 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 // rbs job submit's flags give them: a zero value leaves the manifest's;
 // Outputs and After are added to its, Env entries set over its.
 type Overrides struct {
-	Name, Queue                      string
-	Priority, CPUs, GPUs, MaxRetries int32
-	MemoryBytes, TimeLimitMs         int64
-	CheckpointDir, Array             string
-	Outputs                          []string
-	After                            []Dep
-	Env                              map[string]string
-	NoRequeue, Interactive           bool
+	Name, Queue                             string
+	Priority, CPUs, GPUs, MaxRetries, Nodes int32
+	MemoryBytes, TimeLimitMs                int64
+	CheckpointDir, Array                    string
+	Outputs                                 []string
+	After                                   []Dep
+	Env                                     map[string]string
+	NoRequeue, Interactive                  bool
 }
 
 // Apply sets o over m. The result is checked by Validate like any
@@ -305,6 +306,7 @@ func (o Overrides) Apply(m *Manifest) {
 	set32(&m.CPUs, o.CPUs)
 	set32(&m.GPUs, o.GPUs)
 	set32(&m.MaxRetries, o.MaxRetries)
+	set32(&m.Nodes, o.Nodes)
 	if o.MemoryBytes != 0 {
 		m.MemoryBytes = o.MemoryBytes
 	}

@@ -47,8 +47,12 @@ func TestDecodeAndSpec(t *testing.T) {
 		}
 	}
 	m.Nodes = 2
-	if _, err := m.Job(1); err == nil || !strings.Contains(err.Error(), "multi-node") {
+	if j, err := m.Job(1); err != nil || j.Spec.Nodes != 2 {
 		t.Fatalf("a 2-node manifest: %v", err)
+	}
+	m.Nodes = MaxNodes + 1
+	if _, err := m.Job(1); err == nil || !strings.Contains(err.Error(), "nodes: 1025: want at most 1024") {
+		t.Fatalf("a %d-node manifest: %v", m.Nodes, err)
 	}
 }
 

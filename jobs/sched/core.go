@@ -80,32 +80,39 @@ type job struct {
 	rec  *jobspb.JobRecord // without its spec, which is stored apart
 	spec *jobspb.JobSpec   // shared by an array's tasks; never changes
 	key  Key
-	task string // current attempt's task id
+	task string // current attempt's task id: rank 0's
+}
+
+// node returns the node of j's running attempt with the task id, or nil.
+func (j *job) node(task string) *jobspb.Node {
+	for _, n := range j.rec.Nodes {
+		if n.TaskId == task {
+			return n
+		}
+	}
+	return nil
 }
 
 func (j *job) state() State { return State(j.rec.State) }
 
 type worker struct {
 	name      string
+	address   string // where the other ranks of a gang reach it
 	cpus      int32
 	memory    int64
-	gpus      []int32
+	dev       devices
 	jobSlots  int
 	platform  string // OS-ARCH; "" when the worker offers none
 	connected bool
 	downSince time.Time
 	send      func(*workerpb.ServerMessage)
-	running   map[Key]*job
+	running   map[Key]*job // each with one node here
 }
 
-func (w *worker) used() (cpus int32, mem int64, gpus map[int32]bool) {
-	gpus = map[int32]bool{}
+func (w *worker) used() (cpus int32, mem int64) {
 	for _, j := range w.running {
 		cpus += cpusOf(j.spec)
 		mem += j.spec.MemoryBytes
-		for _, g := range j.rec.GpuIndices {
-			gpus[g] = true
-		}
 	}
 	return
 }
@@ -142,12 +149,12 @@ func (c capacity) plus(n capacity) capacity {
 }
 
 func (w *worker) total() capacity {
-	return capacity{cpus: w.cpus, mem: w.memory, gpus: len(w.gpus), slots: w.jobSlots}
+	return capacity{cpus: w.cpus, mem: w.memory, gpus: len(w.dev.gpus), slots: w.jobSlots}
 }
 
 func (w *worker) free() capacity {
-	cpus, mem, gpus := w.used()
-	return capacity{w.cpus - cpus, w.memory - mem, len(w.gpus) - len(gpus), w.jobSlots - len(w.running)}
+	cpus, mem := w.used()
+	return capacity{w.cpus - cpus, w.memory - mem, w.dev.free(), w.jobSlots - len(w.running)}
 }
 
 // Outbound is a message for a worker's stream.
@@ -248,15 +255,20 @@ func New(cfg Config, st *store.State) (*Core, error) {
 		}
 		c.add(j)
 		if j.state() == Running {
-			// Its worker has until LostAfter to reconnect and claim it.
+			// Its workers have until LostAfter to reconnect and claim it.
 			j.task = taskID(j)
-			c.byTask[j.task] = j
-			w := c.workers[rec.Worker]
-			if w == nil {
-				w = &worker{name: rec.Worker, downSince: now, running: map[Key]*job{}}
-				c.workers[rec.Worker] = w
+			if len(rec.Nodes) == 0 {
+				rec.Nodes = []*jobspb.Node{{Worker: rec.Worker, TaskId: j.task, GpuIndices: rec.GpuIndices, Assigned: true}}
 			}
-			w.running[j.key] = j
+			for _, n := range rec.Nodes {
+				c.byTask[n.TaskId] = j
+				w := c.workers[n.Worker]
+				if w == nil {
+					w = &worker{name: n.Worker, downSince: now, running: map[Key]*job{}, dev: devices{held: map[string]Key{}}}
+					c.workers[n.Worker] = w
+				}
+				w.running[j.key] = j
+			}
 		}
 		if rec.Id >= c.nextID {
 			c.nextID = rec.Id + 1
@@ -466,7 +478,7 @@ func (c *Core) Cancel(keys []Key) {
 			if !j.rec.CancelRequested {
 				j.rec.CancelRequested = true
 				c.touch(j)
-				c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: j.task}}})
+				c.stopNodes(j, func(n *jobspb.Node) bool { return true })
 			}
 		}
 	}
@@ -498,7 +510,7 @@ func (c *Core) move(j *job, to State) {
 // job's attempt goes into its history, with the record's exit code and
 // message.
 func (c *Core) end(j *job, s State, nowMs int64) {
-	c.markDropped(j)
+	c.markAllDropped(j)
 	if j.state() == Running {
 		c.endAttempt(j, s, j.rec.Message, nowMs)
 	}
@@ -511,26 +523,49 @@ func (c *Core) end(j *job, s State, nowMs int64) {
 // endAttempt appends j's running attempt, ended in state s with message
 // msg, to its history and frees what it held.
 func (c *Core) endAttempt(j *job, s State, msg string, nowMs int64) {
-	j.rec.History = append(j.rec.History, &jobspb.Attempt{
+	a := &jobspb.Attempt{
 		Attempt: j.rec.Attempts, Worker: j.rec.Worker, State: string(s), ExitCode: j.rec.ExitCode,
 		StartUnixMs: j.rec.StartUnixMs, EndUnixMs: nowMs, Message: msg,
-	})
-	if w := c.workers[j.rec.Worker]; w != nil {
-		delete(w.running, j.key)
 	}
-	delete(c.byTask, j.task)
+	if len(j.rec.Nodes) > 1 {
+		for _, n := range j.rec.Nodes {
+			a.Workers = append(a.Workers, n.Worker)
+		}
+	}
+	j.rec.History = append(j.rec.History, a)
+	// The nodes still running are stopped: a gang ends as a whole.
+	c.stopNodes(j, func(n *jobspb.Node) bool { return n.State == "" && n.Assigned })
+	for _, n := range j.rec.Nodes {
+		if w := c.workers[n.Worker]; w != nil {
+			delete(w.running, j.key)
+			w.dev.release(j.key)
+		}
+		delete(c.byTask, n.TaskId)
+	}
 	c.touch(j)
+}
+
+// stopNodes sends a cancel to the nodes of j's running attempt that which
+// selects, on the workers that are connected.
+func (c *Core) stopNodes(j *job, which func(*jobspb.Node) bool) {
+	for _, n := range j.rec.Nodes {
+		if w := c.workers[n.Worker]; w != nil && which(n) {
+			c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: n.TaskId}}})
+		}
+	}
 }
 
 // again sends j, whose running attempt ended in state s with message
 // ended, back to PENDING with message msg and a line in its output.
 func (c *Core) again(j *job, s State, ended, msg, line string) {
-	c.markDropped(j)
+	c.markAllDropped(j)
 	c.endAttempt(j, s, ended, c.cfg.Now().UnixMilli())
 	j.rec.Message = msg
 	c.move(j, Pending)
 	j.rec.Worker = ""
 	j.rec.GpuIndices = nil
+	j.rec.Nodes = nil
+	j.rec.MasterPort = 0
 	j.rec.StartUnixMs = 0
 	c.logs = append(c.logs, logLine(j, line))
 }
@@ -539,6 +574,16 @@ func (c *Core) again(j *job, s State, ended, msg, line string) {
 // it as NODE_FAIL when it must not be requeued. A requeue uses none of the
 // job's retries.
 func (c *Core) requeue(j *job, why string) {
+	if n := j.rec.Nodes; len(n) > 1 && n[0].State != "" {
+		// Rank 0 has ended: the gang ends as it did, without the nodes lost.
+		for _, m := range n {
+			if m.State == "" && m.Assigned {
+				m.State = string(NodeFail)
+			}
+		}
+		c.endIfReported(j)
+		return
+	}
 	if j.spec.NoRequeue || j.rec.CancelRequested {
 		final := NodeFail
 		if j.rec.CancelRequested {
@@ -581,8 +626,10 @@ type WorkerInfo struct {
 	Name     string
 	CPUs     int32
 	Memory   int64
-	GPUs     []int32 // indices
+	GPUs     []*workerpb.Gpu
 	JobSlots int
+	// Address is where the other ranks of a gang reach the worker.
+	Address string
 	// Platform is the worker's OS-ARCH, from its OSFamily and ISA.
 	Platform string
 	// Running lists the job attempts (task ids) the worker still runs.
@@ -598,7 +645,10 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 		w = &worker{name: info.Name, running: map[Key]*job{}}
 		c.workers[info.Name] = w
 	}
-	w.cpus, w.memory, w.gpus, w.jobSlots, w.platform = info.CPUs, info.Memory, info.GPUs, info.JobSlots, info.Platform
+	w.cpus, w.memory, w.jobSlots, w.platform, w.address = info.CPUs, info.Memory, info.JobSlots, info.Platform, info.Address
+	gpus := append([]*workerpb.Gpu(nil), info.GPUs...)
+	sort.Slice(gpus, func(a, b int) bool { return gpus[a].Index < gpus[b].Index })
+	w.dev = devices{gpus: gpus, held: map[string]Key{}}
 	w.connected, w.downSince, w.send = true, time.Time{}, info.Send
 	c.reschedule = true
 	still := map[string]bool{}
@@ -606,14 +656,25 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 		still[t] = true
 	}
 	for _, j := range w.running {
-		if !still[j.task] {
+		n := j.nodeOn(w.name)
+		if n != nil && n.Assigned && n.State == "" && !still[n.TaskId] {
 			c.requeue(j, fmt.Sprintf("worker %s restarted without it", w.name))
+			continue
+		}
+		if n != nil {
+			for i, index := range n.GpuIndices {
+				g := &workerpb.Gpu{Index: index}
+				if i < len(n.GpuUuids) {
+					g.Uuid = n.GpuUuids[i]
+				}
+				w.dev.hold(j.key, deviceID(g))
+			}
 		}
 	}
 	// Attempts the worker runs that the server has no record of (ended or
 	// requeued while it was away) are stopped.
 	for t := range still {
-		if j, ok := c.byTask[t]; !ok || j.rec.Worker != w.name {
+		if j, ok := c.byTask[t]; !ok || j.node(t).Worker != w.name {
 			c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t}}})
 		}
 	}
@@ -630,74 +691,138 @@ func (c *Core) WorkerDown(name string) {
 	}
 }
 
-func (c *Core) attempt(workerName, task string) *job {
+// attempt returns the running job, and its node, of a task a worker
+// reports on; nil when it is not one the worker runs.
+func (c *Core) attempt(workerName, task string) (*job, *jobspb.Node) {
 	j, ok := c.byTask[task]
-	if !ok || j.rec.Worker != workerName || j.state() != Running {
-		return nil
+	if !ok || j.state() != Running {
+		return nil, nil
 	}
-	return j
+	n := j.node(task)
+	if n == nil || n.Worker != workerName || n.State != "" {
+		return nil, nil
+	}
+	return j, n
 }
 
-// Log takes output of a running attempt. offset is where data starts in
-// the attempt's output, and skipped how many bytes before it the worker
-// dropped over MaxJobOutput. Repeats are ignored; output past a gap (chunks
-// lost with a broken stream) waits for the worker to send the gap again;
-// no more than MaxJobOutput bytes of an attempt are stored, whatever the
-// worker sends; and a line in the output says where bytes were dropped.
+// nodeOn returns the node of j's running attempt on a worker, or nil.
+func (j *job) nodeOn(worker string) *jobspb.Node {
+	for _, n := range j.rec.Nodes {
+		if n.Worker == worker {
+			return n
+		}
+	}
+	return nil
+}
+
+// counter is where the output of one node of an attempt is counted: the
+// record's fields for rank 0, the node's for the others.
+type counter struct{ bytes, dropped, unmarked *int64 }
+
+func (j *job) counter(n *jobspb.Node) counter {
+	if n == nil || n.Rank == 0 {
+		return counter{&j.rec.OutputBytes, &j.rec.OutputDroppedBytes, &j.rec.OutputUnmarkedBytes}
+	}
+	return counter{&n.OutputBytes, &n.OutputDroppedBytes, &n.OutputUnmarkedBytes}
+}
+
+// Log takes output of a running attempt's node. offset is where data
+// starts in the node's output, and skipped how many bytes before it the
+// worker dropped over MaxJobOutput. Repeats are ignored; output past a gap
+// (chunks lost with a broken stream) waits for the worker to send the gap
+// again; no more than MaxJobOutput bytes of a node's attempt are stored,
+// whatever the worker sends; and a line in the output says where bytes
+// were dropped.
 func (c *Core) Log(workerName, task string, offset, skipped int64, data []byte) {
-	j := c.attempt(workerName, task)
+	j, n := c.attempt(workerName, task)
 	if j == nil {
 		return
 	}
-	r := j.rec
-	if offset-skipped > r.OutputBytes || offset+int64(len(data)) <= r.OutputBytes {
+	o := j.counter(n)
+	if offset-skipped > *o.bytes || offset+int64(len(data)) <= *o.bytes {
 		return
 	}
-	if gap := offset - r.OutputBytes; gap > 0 {
-		r.OutputBytes += gap
-		r.OutputDroppedBytes += gap
-		r.OutputUnmarkedBytes += gap
+	if gap := offset - *o.bytes; gap > 0 {
+		*o.bytes += gap
+		*o.dropped += gap
+		*o.unmarked += gap
 	}
-	data = data[r.OutputBytes-offset:]
+	data = data[*o.bytes-offset:]
 	keep := int64(len(data))
 	if c.cfg.MaxJobOutput > 0 {
-		keep = min(keep, max(c.cfg.MaxJobOutput-(r.OutputBytes-r.OutputDroppedBytes), 0))
+		keep = min(keep, max(c.cfg.MaxJobOutput-(*o.bytes-*o.dropped), 0))
 	}
 	if keep > 0 {
-		c.markDropped(j)
-		c.logs = append(c.logs, store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: append([]byte(nil), data[:keep]...)})
+		c.markDropped(j, n)
+		c.logs = append(c.logs, store.LogChunk{ID: j.key.ID, Index: j.key.Index, Rank: n.Rank, Data: append([]byte(nil), data[:keep]...)})
 	}
-	r.OutputBytes += int64(len(data))
-	r.OutputDroppedBytes += int64(len(data)) - keep
-	r.OutputUnmarkedBytes += int64(len(data)) - keep
+	*o.bytes += int64(len(data))
+	*o.dropped += int64(len(data)) - keep
+	*o.unmarked += int64(len(data)) - keep
 	c.touch(j)
 }
 
-// markDropped adds to a job's output the line that says how much of it
-// was dropped there, if any was since the last such line.
-func (c *Core) markDropped(j *job) {
-	if n := j.rec.OutputUnmarkedBytes; n > 0 {
-		c.logs = append(c.logs, logLine(j, fmt.Sprintf("\n[rbs: %d bytes of output dropped here: over --max-job-output]\n", n)))
-		j.rec.OutputUnmarkedBytes = 0
+// markDropped adds to a node's output the line that says how much of it
+// was dropped there, if any was since the last such line; n nil for rank
+// 0.
+func (c *Core) markDropped(j *job, n *jobspb.Node) {
+	o := j.counter(n)
+	if *o.unmarked > 0 {
+		line := logLine(j, fmt.Sprintf("\n[rbs: %d bytes of output dropped here: over --max-job-output]\n", *o.unmarked))
+		if n != nil {
+			line.Rank = n.Rank
+		}
+		c.logs = append(c.logs, line)
+		*o.unmarked = 0
 		c.touch(j)
 	}
 }
 
-// OutputStored returns, for each attempt running on the worker, how much of
-// its output is stored.
+// markAllDropped marks what was dropped of every node's output.
+func (c *Core) markAllDropped(j *job) {
+	c.markDropped(j, nil)
+	for _, n := range j.rec.Nodes {
+		if n.Rank > 0 {
+			c.markDropped(j, n)
+		}
+	}
+}
+
+// OutputStored returns, for each attempt's node running on the worker, how
+// much of its output is stored.
 func (c *Core) OutputStored(workerName string) map[string]int64 {
 	out := map[string]int64{}
 	if w := c.workers[workerName]; w != nil {
 		for _, j := range w.running {
-			out[j.task] = j.rec.OutputBytes
+			if n := j.nodeOn(workerName); n != nil {
+				out[n.TaskId] = *j.counter(n).bytes
+			}
 		}
 	}
 	return out
 }
 
-// Ended records how a worker's attempt ended.
+// Started records that a node has started; rank 0 of a gang reports the
+// master port it picked, and the other ranks are then sent the attempt.
+func (c *Core) Started(workerName string, e *workerpb.JobStarted) {
+	j, n := c.attempt(workerName, e.TaskId)
+	if j == nil || n.Rank != 0 || len(j.rec.Nodes) < 2 || j.rec.MasterPort != 0 || e.MasterPort <= 0 || e.MasterPort > 65535 {
+		return
+	}
+	j.rec.MasterPort = e.MasterPort
+	for _, other := range j.rec.Nodes[1:] {
+		c.assign(j, other)
+	}
+	c.touch(j)
+}
+
+// Ended records how a node of a worker's attempt ended. A gang is driven
+// by rank 0: when it ends, the ranks still running are stopped; when
+// another rank ends other than COMPLETED, all the others are. The attempt
+// ends once every node sent has reported, with rank 0's exit code and
+// outputs, or as the first rank that failed ended.
 func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
-	j := c.attempt(workerName, e.TaskId)
+	j, n := c.attempt(workerName, e.TaskId)
 	if j == nil {
 		return
 	}
@@ -705,8 +830,16 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 	if !s.Terminal() || !s.Valid() {
 		s = Failed
 	}
-	if j.rec.CancelRequested {
-		s = Cancelled
+	n.State, n.ExitCode = string(s), e.ExitCode
+	c.touch(j)
+	running := func(m *jobspb.Node) bool { return m.State == "" && m.Assigned }
+	if n.Rank != 0 {
+		if s != Completed && !j.rec.CancelRequested {
+			j.rec.Message = fmt.Sprintf("rank %d on %s ended %s (exit %d): %s", n.Rank, n.Worker, s, e.ExitCode, e.Message)
+			c.stopNodes(j, running)
+		}
+		c.endIfReported(j)
+		return
 	}
 	j.rec.ExitCode = e.ExitCode
 	j.rec.PeakMemoryBytes = e.PeakMemoryBytes
@@ -718,6 +851,30 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 	}
 	if e.CheckpointRoot != "" {
 		j.rec.CheckpointRoot = e.CheckpointRoot
+	}
+	c.stopNodes(j, running)
+	c.endIfReported(j)
+}
+
+// endIfReported ends j's attempt once rank 0 and every other node sent it
+// have reported their end: as rank 0 ended, unless another rank failed
+// first (in rank order), and as CANCELLED when it was cancelled.
+func (c *Core) endIfReported(j *job) {
+	for _, n := range j.rec.Nodes {
+		if n.State == "" && (n.Assigned || n.Rank == 0) {
+			return
+		}
+	}
+	s := State(j.rec.Nodes[0].State)
+	for _, m := range j.rec.Nodes[1:] {
+		if m.State != "" && State(m.State) != Completed && s != Completed {
+			s, j.rec.ExitCode = State(m.State), m.ExitCode
+			j.rec.Message = fmt.Sprintf("rank %d on %s ended %s (exit %d)", m.Rank, m.Worker, m.State, m.ExitCode)
+			break
+		}
+	}
+	if j.rec.CancelRequested {
+		s = Cancelled
 	}
 	if !c.retry(j, s) {
 		c.end(j, s, c.cfg.Now().UnixMilli())
@@ -738,15 +895,12 @@ func (c *Core) Tick() {
 			}
 		}
 	}
-	for _, j := range c.byTask {
-		if j.rec.TimeLimitMs == 0 {
+	for task, j := range c.byTask {
+		if j.rec.TimeLimitMs == 0 || task != j.task {
 			continue
 		}
 		deadline := time.UnixMilli(j.rec.StartUnixMs + j.rec.TimeLimitMs).Add(c.cfg.LimitGrace)
 		if now.After(deadline) {
-			if w := c.workers[j.rec.Worker]; w != nil {
-				c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: j.task}}})
-			}
 			j.rec.Message = "time limit exceeded; the worker did not report the end"
 			if !c.retry(j, Timeout) {
 				c.end(j, Timeout, now.UnixMilli())

@@ -68,7 +68,11 @@ func (h *harness) restart() {
 }
 
 func (h *harness) worker(name string, cpus int32, slots int, gpus ...int32) {
-	h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: 8 << 30, GPUs: gpus, JobSlots: slots, Send: func(*workerpb.ServerMessage) {}})
+	var devs []*workerpb.Gpu
+	for _, g := range gpus {
+		devs = append(devs, &workerpb.Gpu{Index: g, Uuid: fmt.Sprintf("GPU-%s-%d", name, g)})
+	}
+	h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: 8 << 30, GPUs: devs, JobSlots: slots, Send: func(*workerpb.ServerMessage) {}})
 }
 
 func (h *harness) submit(s *jobspb.JobSpec) int64 {
@@ -481,7 +485,7 @@ func TestOutputCap(t *testing.T) {
 			if r := h.rec(id, -1); r.OutputBytes != tc.written || r.OutputDroppedBytes != tc.dropped || r.OutputUnmarkedBytes != 0 {
 				t.Errorf("written %d, dropped %d, unmarked %d; want %d, %d, 0", r.OutputBytes, r.OutputDroppedBytes, r.OutputUnmarkedBytes, tc.written, tc.dropped)
 			}
-			if got, _, err := h.store.Logs(id, -1, 0, 1<<20); err != nil || string(got) != tc.want {
+			if got, _, err := text(h.store.Logs(id, -1, 0, 1<<20)); err != nil || string(got) != tc.want {
 				t.Errorf("stored %q, %v; want %q", got, err, tc.want)
 			}
 		})
@@ -563,7 +567,7 @@ func TestRetries(t *testing.T) {
 			if s := h.rec(after, -1).State; s != string(Running) {
 				t.Fatalf("dependent %s once the job ended for good, want RUNNING", s)
 			}
-			logs, _, err := h.store.Logs(id, -1, 0, 1<<20)
+			logs, _, err := text(h.store.Logs(id, -1, 0, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -697,4 +701,13 @@ func TestPlatform(t *testing.T) {
 	if r := h.rec(big, -1).PendingReason; r != ReasonNoWorkerFits {
 		t.Fatalf("an 8-CPU linux-arm64 job with a 2-CPU arm worker waits for %q", r)
 	}
+}
+
+// text is the output Logs read, joined.
+func text(cs []store.LogChunk, last int64, err error) (string, int64, error) {
+	var b []byte
+	for _, c := range cs {
+		b = append(b, c.Data...)
+	}
+	return string(b), last, err
 }

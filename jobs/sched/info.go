@@ -113,7 +113,13 @@ func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 				brief[k.ID] = sp
 			}
 		}
-		out = append(out, c.info(j, sp, now))
+		info := c.info(j, sp, now)
+		// Placement is worked out for a pending job shown alone, when it
+		// waits for room rather than for its dependencies or its array.
+		if full && len(keys) == 1 && j.state() == Pending && c.depsState(j) == "" && j.rec.PendingReason != ReasonArrayTaskLimit {
+			info.Placement = c.explain(j)
+		}
+		out = append(out, info)
 	}
 	return out
 }
@@ -171,4 +177,12 @@ func (c *Core) JobSlotsUsed() map[string]int32 {
 		out[w.name] = int32(len(w.running))
 	}
 	return out
+}
+
+// Nodes is how many nodes job k runs on.
+func (c *Core) Nodes(k Key) int {
+	if j := c.jobs[k]; j != nil {
+		return nodesOf(j.spec)
+	}
+	return 1
 }

@@ -31,7 +31,7 @@ func TestRetention(t *testing.T) {
 	if _, err := h.c.Lookup(itoa(plain)); err == nil {
 		t.Fatal("a job that ended over an hour ago is still known")
 	}
-	if out, _, err := h.store.Logs(plain, -1, 0, 1<<20); err != nil || len(out) != 0 {
+	if out, _, err := text(h.store.Logs(plain, -1, 0, 1<<20)); err != nil || len(out) != 0 {
 		t.Fatalf("its output is still stored: %q, %v", out, err)
 	}
 	if _, err := h.c.Lookup(itoa(arr)); err != nil {

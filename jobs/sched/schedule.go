@@ -3,7 +3,6 @@ package sched
 import (
 	"container/heap"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -57,85 +56,6 @@ func (c *Core) depsState(j *job) string {
 	return reason
 }
 
-// reservation is the start promised to the highest-priority job that cannot
-// start now (EASY backfill): lower-priority jobs may only start where they
-// do not delay it.
-type reservation struct {
-	worker *worker
-	at     time.Time // zero: never, as far as time limits tell
-	need   capacity
-	// extra is what the reserved worker has beyond the reserved job's needs
-	// at the reserved time.
-	extra capacity
-}
-
-// endOf is when a running job will have ended at the latest; the zero time
-// when it has no limit.
-func endOf(j *job) time.Time {
-	if j.rec.TimeLimitMs == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(j.rec.StartUnixMs + j.rec.TimeLimitMs)
-}
-
-// reserve finds the worker and time at which j could start the earliest.
-func (c *Core) reserve(j *job) *reservation {
-	n := need(j.spec)
-	var best *reservation
-	for _, w := range c.sortedWorkers() {
-		if !w.connected || !w.total().fits(n) || !w.runsPlatform(j.spec) {
-			continue
-		}
-		running := make([]*job, 0, len(w.running))
-		for _, r := range w.running {
-			running = append(running, r)
-		}
-		sort.Slice(running, func(a, b int) bool { return before(endOf(running[a]), endOf(running[b])) })
-		free := w.free()
-		var at time.Time
-		ok := free.fits(n)
-		for _, r := range running {
-			if ok {
-				break
-			}
-			at = endOf(r)
-			if at.IsZero() {
-				break // the rest never end, as far as limits tell
-			}
-			free = free.plus(need(r.spec))
-			ok = free.fits(n)
-		}
-		if !ok {
-			at = time.Time{}
-			free = w.total() // even eventually, only if all end
-		}
-		r := &reservation{worker: w, at: at, need: n, extra: free.minus(n)}
-		if best == nil || before(r.at, best.at) {
-			best = r
-		}
-	}
-	return best
-}
-
-// before orders times with the zero time meaning "never".
-func before(a, b time.Time) bool {
-	if a.IsZero() {
-		return false
-	}
-	return b.IsZero() || a.Before(b)
-}
-
-// allows reports whether starting j on w now keeps the reservation's promise.
-func (r *reservation) allows(j *job, w *worker, now time.Time) bool {
-	if r == nil || w != r.worker {
-		return true
-	}
-	if j.rec.TimeLimitMs > 0 && !r.at.IsZero() && !now.Add(time.Duration(j.rec.TimeLimitMs)*time.Millisecond).After(r.at) {
-		return true // it ends before the reserved start
-	}
-	return r.extra.fits(need(j.spec))
-}
-
 func (c *Core) sortedWorkers() []*worker {
 	ws := make([]*worker, 0, len(c.workers))
 	for _, w := range c.workers {
@@ -167,27 +87,23 @@ func (c *Core) Schedule() {
 		}
 	}
 	workers := c.sortedWorkers()
-	free := map[*worker]capacity{}
-	for _, w := range workers {
-		if w.connected {
-			free[w] = w.free()
-		}
-	}
 	// Tasks of one array ask alike: a fit found (or not) for one holds for
 	// the next until a job starts or the reservation is made.
-	fits := map[fitQuery]*worker{}
-	fit := func(j *job, res *reservation) *worker {
-		q := fitQuery{need(j.spec), j.spec.Platform, j.rec.TimeLimitMs, res != nil}
-		w, ok := fits[q]
+	fits := map[fitQuery][]*worker{}
+	fit := func(j *job, res *reservation) []*worker {
+		q := fitQuery{need(j.spec), j.spec.Platform, nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
+		ws, ok := fits[q]
 		if !ok {
-			w = c.bestFit(j, workers, free, res, now)
-			fits[q] = w
+			ws = c.fit(j, workers, res, now)
+			fits[q] = ws
 		}
-		return w
+		return ws
 	}
 	room := 0 // free job slots on connected workers
-	for _, f := range free {
-		room += max(f.slots, 0)
+	for _, w := range workers {
+		if w.connected {
+			room += max(w.jobSlots-len(w.running), 0)
+		}
 	}
 	var res *reservation
 	for queue.Len() > 0 {
@@ -206,10 +122,9 @@ func (c *Core) Schedule() {
 		j := heap.Pop(&queue).(ranked).job
 		reason := c.blocked(j, runningInArray, workers)
 		if reason == "" {
-			if w := fit(j, res); w != nil {
-				c.start(j, w, now)
-				free[w] = free[w].minus(need(j.spec))
-				room--
+			if ws := fit(j, res); ws != nil {
+				c.start(j, ws, now)
+				room -= len(ws)
 				clear(fits)
 				if j.key.Index >= 0 {
 					runningInArray[j.key.ID]++
@@ -285,91 +200,59 @@ func (q *waiting) Pop() any {
 	return x
 }
 
-// placeable returns a pending reason when no registered worker could ever
-// run j.
-func (c *Core) placeable(j *job, workers []*worker) string {
-	n := need(j.spec)
-	any, ofPlatform := false, false
-	for _, w := range workers {
-		if w.jobSlots == 0 {
-			continue
-		}
-		any = true
-		if !w.runsPlatform(j.spec) {
-			continue
-		}
-		ofPlatform = true
-		if w.total().fits(n) {
-			return ""
-		}
-	}
-	switch {
-	case !any:
-		return ReasonNoWorkers
-	case !ofPlatform:
-		return ReasonNoWorkerOfPlatform
-	}
-	return ReasonNoWorkerFits
-}
-
-// runsPlatform reports whether w is of the platform s was built for.
-func (w *worker) runsPlatform(s *jobspb.JobSpec) bool {
-	return s.Platform == "" || s.Platform == w.platform
-}
-
-// fitQuery is what bestFit's answer depends on besides the workers' room.
+// fitQuery is what a fit depends on besides the workers' room.
 type fitQuery struct {
 	need     capacity
 	platform string
+	nodes    int
 	limitMs  int64
 	reserved bool
 }
 
-// bestFit picks, among the connected workers (the keys of room, which holds
-// what each has free), the one j fits on now that leaves the least room
-// (packing jobs tightly), respecting the reservation.
-func (c *Core) bestFit(j *job, workers []*worker, room map[*worker]capacity, res *reservation, now time.Time) *worker {
-	n := need(j.spec)
-	var best *worker
-	bestLeft := int64(math.MaxInt64)
-	for _, w := range workers {
-		free, ok := room[w]
-		if !ok || !free.fits(n) || !w.runsPlatform(j.spec) || !res.allows(j, w, now) {
-			continue
-		}
-		left := int64(free.cpus-n.cpus)<<32 + int64(free.gpus-n.gpus)<<16 + int64(free.slots-n.slots)
-		if left < bestLeft {
-			best, bestLeft = w, left
-		}
-	}
-	return best
-}
-
-// start runs j on w: it picks GPUs, records the attempt and sends it.
-func (c *Core) start(j *job, w *worker, now time.Time) {
-	_, _, usedGPUs := w.used()
-	var gpus []int32
-	for _, g := range w.gpus {
-		if len(gpus) == int(j.spec.Gpus) {
-			break
-		}
-		if !usedGPUs[g] {
-			gpus = append(gpus, g)
-		}
-	}
+// start runs j's next attempt on ws, rank by rank: it hands each node its
+// GPUs, records the attempt and sends it. A gang's ranks other than 0 are
+// sent it once rank 0 has picked the master port (Started).
+func (c *Core) start(j *job, ws []*worker, now time.Time) {
 	c.move(j, Running)
 	j.rec.PendingReason = ""
 	j.rec.StartUnixMs = now.UnixMilli()
 	j.rec.Attempts++
-	j.rec.Worker = w.name
-	j.rec.GpuIndices = gpus
 	j.task = taskID(j)
 	j.rec.OutputBytes, j.rec.OutputDroppedBytes, j.rec.OutputUnmarkedBytes = 0, 0, 0
 	j.rec.ExitCode = 0 // none yet: an attempt lost goes into the history without one
-	w.running[j.key] = j
-	c.byTask[j.task] = j
+	j.rec.Nodes, j.rec.MasterPort = nil, 0
+	for r, w := range ws {
+		n := &jobspb.Node{Rank: int32(r), Worker: w.name, TaskId: j.task, Address: w.address}
+		if r > 0 {
+			n.TaskId = fmt.Sprintf("%s.%d", j.task, r)
+		}
+		for _, g := range w.dev.take(j.key, int(j.spec.Gpus)) {
+			n.GpuIndices = append(n.GpuIndices, g.Index)
+			n.GpuUuids = append(n.GpuUuids, g.Uuid)
+		}
+		j.rec.Nodes = append(j.rec.Nodes, n)
+		w.running[j.key] = j
+		c.byTask[n.TaskId] = j
+	}
+	j.rec.Worker, j.rec.GpuIndices = ws[0].name, j.rec.Nodes[0].GpuIndices
 	c.touch(j)
+	c.assign(j, j.rec.Nodes[0])
+	if j.spec.Interactive {
+		c.startStdin(j, ws[0])
+	}
+	if j.rec.Attempts > 1 {
+		where := "worker " + ws[0].name
+		if len(ws) > 1 {
+			where = "workers " + nodeList(j.rec.Nodes)
+		}
+		c.logs = append(c.logs, logLine(j, fmt.Sprintf("[rbs] attempt %d on %s\n", j.rec.Attempts, where)))
+	}
+}
 
+// assign sends node n of j's attempt to its worker, with the job's
+// environment: its own, rbs's, and for a gang the node's rank and where
+// rank 0 is, in rbs's names and in PyTorch's.
+func (c *Core) assign(j *job, n *jobspb.Node) {
 	s := j.spec
 	env := map[string]string{}
 	for k, v := range s.Env {
@@ -382,27 +265,58 @@ func (c *Core) start(j *job, w *worker, now time.Time) {
 	if j.key.Index >= 0 {
 		env["RBS_ARRAY_INDEX"] = strconv.Itoa(int(j.key.Index))
 	}
+	nodes := len(j.rec.Nodes)
+	gang := nodes > 1
+	if gang {
+		master := j.rec.Nodes[0].Address
+		rank, size := strconv.Itoa(int(n.Rank)), strconv.Itoa(nodes)
+		for k, v := range map[string]string{
+			"RBS_NODELIST": nodeList(j.rec.Nodes), "RBS_NNODES": size, "RBS_NODE_RANK": rank, "RBS_MASTER_ADDR": master,
+			"RANK": rank, "NODE_RANK": rank, "WORLD_SIZE": size, "MASTER_ADDR": master,
+		} {
+			env[k] = v
+		}
+		if j.rec.MasterPort > 0 {
+			port := strconv.Itoa(int(j.rec.MasterPort))
+			env["RBS_MASTER_PORT"], env["MASTER_PORT"] = port, port
+		}
+	}
+	w := c.workers[n.Worker]
+	n.Assigned = true
+	c.touch(j)
 	c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignJob{AssignJob: &workerpb.AssignJob{
-		TaskId:         j.task,
+		TaskId:         n.TaskId,
 		JobId:          j.key.String(),
 		Command:        s.Command,
 		Script:         s.Script,
 		Env:            env,
 		Cpus:           cpusOf(s),
 		MemoryBytes:    s.MemoryBytes,
-		GpuIndices:     gpus,
+		GpuIndices:     n.GpuIndices,
+		GpuUuids:       n.GpuUuids,
 		TimeLimitMs:    j.rec.TimeLimitMs,
 		MaxOutputBytes: c.cfg.MaxJobOutput,
 		InputRoot:      s.InputRoot,
-		Outputs:        s.Outputs,
-		CheckpointDir:  s.CheckpointDir,
-		CheckpointRoot: j.rec.CheckpointRoot,
-		Interactive:    s.Interactive,
+		Outputs:        rankZero(n, s.Outputs),
+		CheckpointDir:  rankZeroText(n, s.CheckpointDir),
+		CheckpointRoot: rankZeroText(n, j.rec.CheckpointRoot),
+		Interactive:    s.Interactive && n.Rank == 0,
+		PickMasterPort: gang && n.Rank == 0,
 	}}})
-	if s.Interactive {
-		c.startStdin(j, w)
+}
+
+// rankZero keeps v for rank 0: the outputs and checkpoint of a gang are
+// rank 0's.
+func rankZero(n *jobspb.Node, v []string) []string {
+	if n.Rank != 0 {
+		return nil
 	}
-	if j.rec.Attempts > 1 {
-		c.logs = append(c.logs, logLine(j, fmt.Sprintf("[rbs] attempt %d on worker %s\n", j.rec.Attempts, w.name)))
+	return v
+}
+
+func rankZeroText(n *jobspb.Node, v string) string {
+	if n.Rank != 0 {
+		return ""
 	}
+	return v
 }

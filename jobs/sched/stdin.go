@@ -115,7 +115,7 @@ func (c *Core) Detach(k Key) {
 // StdinAck records that the worker running an attempt is done with its
 // stdin up to offset.
 func (c *Core) StdinAck(workerName, task string, offset int64) {
-	j := c.attempt(workerName, task)
+	j, _ := c.attempt(workerName, task)
 	if j == nil {
 		return
 	}

@@ -178,7 +178,21 @@ func (s *Service) Logs(req *jobspb.LogsRequest, stream jobspb.Jobs_LogsServer) e
 	if req.Offset < 0 {
 		return status.Errorf(codes.InvalidArgument, "negative offset %d", req.Offset)
 	}
-	return s.output(ctx, k, req.Offset, req.Follow, func(data []byte) error {
+	var nodes int
+	if err := s.do(ctx, func(c *sched.Core) error {
+		nodes = c.Nodes(k)
+		return nil
+	}); err != nil {
+		return err
+	}
+	tr := &ranks{interleave: nodes > 1 && !req.OneRank, partial: map[int32][]byte{}}
+	if req.OneRank {
+		tr.rank = req.Rank
+	}
+	if req.OneRank && (req.Rank < 0 || int(req.Rank) >= nodes) {
+		return status.Errorf(codes.InvalidArgument, "job %s has %d node(s): no rank %d (ranks: 0 to %d)", k, nodes, req.Rank, nodes-1)
+	}
+	return s.output(ctx, k, req.Offset, req.Follow, tr, func(data []byte) error {
 		return stream.Send(&jobspb.LogsResponse{Data: data})
 	})
 }
@@ -199,44 +213,55 @@ func (s *Service) one(ctx context.Context, id string) (sched.Key, error) {
 	return keys[0], nil
 }
 
-// output sends job k's stored output from offset skip on, in pieces of at
-// most 1 MiB, and, with follow, what arrives until the job ends or ctx is
-// done.
-func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bool, send func([]byte) error) error {
+// output sends job k's stored output, as tr gives it, from offset skip
+// on, in pieces of at most 1 MiB, and, with follow, what arrives until the
+// job ends or ctx is done.
+func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bool, tr *ranks, send func([]byte) error) error {
+	emit := func(data []byte) error {
+		n := min(skip, int64(len(data)))
+		data, skip = data[n:], skip-n
+		for len(data) > 0 {
+			n := min(len(data), 1<<20)
+			if err := send(data[:n]); err != nil {
+				return err
+			}
+			data = data[n:]
+		}
+		return nil
+	}
 	var after int64
 	for {
 		var next <-chan struct{}
 		ended := false
-		if follow {
-			var err error
-			if next, err = s.doNext(ctx, func(c *sched.Core) error {
-				ended = c.AllEnded([]sched.Key{k})
-				return nil
-			}); err != nil {
-				return err
-			}
+		var err error
+		if next, err = s.doNext(ctx, func(c *sched.Core) error {
+			ended = c.AllEnded([]sched.Key{k})
+			return nil
+		}); err != nil {
+			return err
 		}
 		// Everything committed up to that round is in the store.
 		for {
-			data, last, err := s.store.Logs(k.ID, k.Index, after, logsPart)
+			chunks, last, err := s.store.Logs(k.ID, k.Index, after, logsPart)
 			if err != nil {
 				return status.Errorf(codes.Internal, "reading output of job %s: %v", k, err)
 			}
-			if len(data) == 0 {
+			if len(chunks) == 0 {
 				break
 			}
 			after = last
-			n := min(skip, int64(len(data)))
-			data, skip = data[n:], skip-n
-			for len(data) > 0 {
-				n := min(len(data), 1<<20)
-				if err := send(data[:n]); err != nil {
-					return err
-				}
-				data = data[n:]
+			var data []byte
+			for _, c := range chunks {
+				data = append(data, tr.add(c)...)
+			}
+			if err := emit(data); err != nil {
+				return err
 			}
 		}
-		if !follow || ended {
+		if ended {
+			return emit(tr.flush())
+		}
+		if !follow {
 			return nil
 		}
 		select {

@@ -44,7 +44,7 @@ func (s *Service) Attach(stream jobspb.Jobs_AttachServer) error {
 			cancel()
 		}
 	}()
-	if err := s.output(ctx, k, 0, true, func(data []byte) error {
+	if err := s.output(ctx, k, 0, true, &ranks{}, func(data []byte) error {
 		return stream.Send(&jobspb.AttachResponse{Data: data})
 	}); err != nil {
 		return err

@@ -348,9 +348,8 @@ func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*worke
 		JobSlots: int(reg.JobSlots),
 		Send:     send,
 	}
-	for _, g := range reg.GetResources().GetGpus() {
-		info.GPUs = append(info.GPUs, g.Index)
-	}
+	info.GPUs = reg.GetResources().GetGpus()
+	info.Address = reg.Address
 	props := map[string]string{}
 	for _, p := range reg.Properties {
 		props[p.Name] = p.Value
@@ -408,6 +407,11 @@ func (s *Service) FromWorker(name string, m *workerpb.WorkerMessage) {
 	case *workerpb.WorkerMessage_JobStdinAck:
 		s.post(func(c *sched.Core) error {
 			c.StdinAck(name, k.JobStdinAck.TaskId, k.JobStdinAck.Offset)
+			return nil
+		})
+	case *workerpb.WorkerMessage_JobStarted:
+		s.post(func(c *sched.Core) error {
+			c.Started(name, k.JobStarted)
 			return nil
 		})
 	}

@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS logs (
 	seq INTEGER PRIMARY KEY AUTOINCREMENT,
 	id INTEGER NOT NULL,
 	idx INTEGER NOT NULL,
-	data BLOB NOT NULL
+	data BLOB NOT NULL,
+	rank INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS logs_by_job ON logs (id, idx, seq);
 CREATE TABLE IF NOT EXISTS specs (
@@ -67,7 +68,22 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("creating the schema in %s: %w", path, err)
 	}
+	if err := addRank(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("adding the rank of output to %s: %w", path, err)
+	}
 	return &Store{db: db, dir: dir}, nil
+}
+
+// addRank adds the rank column to the logs of a database made before
+// multi-node jobs.
+func addRank(db *sql.DB) error {
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('logs') WHERE name = 'rank'`).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	_, err := db.Exec(`ALTER TABLE logs ADD COLUMN rank INTEGER NOT NULL DEFAULT 0`)
+	return err
 }
 
 // Close closes the database.
@@ -77,7 +93,10 @@ func (s *Store) Close() error { return s.db.Close() }
 type LogChunk struct {
 	ID    int64
 	Index int32
-	Data  []byte
+	// Rank is the node of a multi-node job the output is from; 0 for one
+	// node.
+	Rank int32
+	Data []byte
 }
 
 // Batch is the changes of one scheduling round.
@@ -165,7 +184,7 @@ func (s *Store) Commit(b *Batch) error {
 		}
 	}
 	for _, l := range b.Logs {
-		if _, err := tx.Exec(`INSERT INTO logs (id, idx, data) VALUES (?, ?, ?)`, l.ID, l.Index, l.Data); err != nil {
+		if _, err := tx.Exec(`INSERT INTO logs (id, idx, rank, data) VALUES (?, ?, ?, ?)`, l.ID, l.Index, l.Rank, l.Data); err != nil {
 			return fmt.Errorf("saving output of job %d: %w", l.ID, err)
 		}
 	}
@@ -276,26 +295,29 @@ func (s *Store) loadSpecs(st *State) error {
 }
 
 // Logs returns the output of a job (index -1 for a plain job) stored after
-// sequence number after, and the last sequence number returned. It stops at
-// the first piece that brings the total to max bytes or more, so a caller
-// reads long output a part at a time until a call returns nothing.
-func (s *Store) Logs(id int64, index int32, after int64, max int) ([]byte, int64, error) {
-	rows, err := s.db.Query(`SELECT seq, data FROM logs WHERE id = ? AND idx = ? AND seq > ? ORDER BY seq`, id, index, after)
+// sequence number after, as it was stored, each piece with the rank it is
+// from, and the last sequence number returned. It stops at the first piece
+// that brings the total to max bytes or more, so a caller reads long output
+// a part at a time until a call returns nothing.
+func (s *Store) Logs(id int64, index int32, after int64, max int) ([]LogChunk, int64, error) {
+	rows, err := s.db.Query(`SELECT seq, rank, data FROM logs WHERE id = ? AND idx = ? AND seq > ? ORDER BY seq`, id, index, after)
 	if err != nil {
 		return nil, after, err
 	}
 	defer rows.Close()
-	var out []byte
+	var out []LogChunk
+	total := 0
 	last := after
 	for rows.Next() {
 		var seq int64
-		var b []byte
-		if err := rows.Scan(&seq, &b); err != nil {
+		l := LogChunk{ID: id, Index: index}
+		if err := rows.Scan(&seq, &l.Rank, &l.Data); err != nil {
 			return nil, after, err
 		}
-		out = append(out, b...)
+		out = append(out, l)
+		total += len(l.Data)
 		last = seq
-		if len(out) >= max {
+		if total >= max {
 			break
 		}
 	}

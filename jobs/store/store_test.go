@@ -56,19 +56,19 @@ func TestCommitLoadAndReopen(t *testing.T) {
 		st.Specs[1].GetName() != "a" || st.Specs[2].GetArray().GetText() != "0-1" || len(st.Specs) != 2 {
 		t.Fatalf("Load = %v, specs %v, next %d", jobs, st.Specs, st.NextID)
 	}
-	out, last, err := s.Logs(1, -1, 0, 1<<20)
+	out, last, err := text(s.Logs(1, -1, 0, 1<<20))
 	if err != nil || string(out) != "hello world" {
 		t.Fatalf("Logs = %q, %v", out, err)
 	}
-	first, at, err := s.Logs(1, -1, 0, 1)
+	first, at, err := text(s.Logs(1, -1, 0, 1))
 	if err != nil || len(first) == 0 || len(first) == len(out) {
 		t.Fatalf("Logs with max 1 = %q, %v; want the first piece only", first, err)
 	}
-	rest, _, err := s.Logs(1, -1, at, 1<<20)
+	rest, _, err := text(s.Logs(1, -1, at, 1<<20))
 	if err != nil || string(first)+string(rest) != "hello world" {
 		t.Fatalf("Logs in parts = %q + %q, %v", first, rest, err)
 	}
-	more, _, err := s.Logs(1, -1, last, 1<<20)
+	more, _, err := text(s.Logs(1, -1, last, 1<<20))
 	if err != nil || len(more) != 0 {
 		t.Fatalf("Logs after %d = %q, %v", last, more, err)
 	}
@@ -228,4 +228,13 @@ func TestOpenEscapesThePath(t *testing.T) {
 	if st, err := s.Load(); err != nil || st.NextID != 10 {
 		t.Fatalf("a#1 reads next id %v, %v; want its own 10", st, err)
 	}
+}
+
+// text is the output Logs read, joined.
+func text(cs []LogChunk, last int64, err error) (string, int64, error) {
+	var b []byte
+	for _, c := range cs {
+		b = append(b, c.Data...)
+	}
+	return string(b), last, err
 }

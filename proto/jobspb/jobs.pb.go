@@ -62,7 +62,10 @@ type JobSpec struct {
 	// platform, "OS-ARCH" such as "linux-arm64", is the platform the job's
 	// inputs were built for: it runs only on workers whose OSFamily and ISA
 	// are that platform's. "" runs anywhere.
-	Platform      string `protobuf:"bytes,19,opt,name=platform,proto3" json:"platform,omitempty"`
+	Platform string `protobuf:"bytes,19,opt,name=platform,proto3" json:"platform,omitempty"`
+	// nodes is how many distinct workers run the job together, a gang
+	// started all at once; 0 or 1 for one. The resources are per node.
+	Nodes         int32 `protobuf:"varint,20,opt,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -228,6 +231,13 @@ func (x *JobSpec) GetPlatform() string {
 		return x.Platform
 	}
 	return ""
+}
+
+func (x *JobSpec) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
 }
 
 type Dependency struct {
@@ -397,7 +407,12 @@ type JobRecord struct {
 	// the last recorded checkpoint_dir, restored into the next attempt.
 	CheckpointRoot string `protobuf:"bytes,23,opt,name=checkpoint_root,json=checkpointRoot,proto3" json:"checkpoint_root,omitempty"`
 	// history lists the attempts that have ended, oldest first.
-	History       []*Attempt `protobuf:"bytes,24,rep,name=history,proto3" json:"history,omitempty"`
+	History []*Attempt `protobuf:"bytes,24,rep,name=history,proto3" json:"history,omitempty"`
+	// nodes are the nodes of the running attempt, in rank order: worker and
+	// gpu_indices repeat rank 0's.
+	Nodes []*Node `protobuf:"bytes,25,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// master_port is the port rank 0 of a running gang picked, once known.
+	MasterPort    int32 `protobuf:"varint,26,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -600,23 +615,179 @@ func (x *JobRecord) GetHistory() []*Attempt {
 	return nil
 }
 
+func (x *JobRecord) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *JobRecord) GetMasterPort() int32 {
+	if x != nil {
+		return x.MasterPort
+	}
+	return 0
+}
+
+// Node is one node of a job's running attempt.
+type Node struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Rank   int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Worker string                 `protobuf:"bytes,2,opt,name=worker,proto3" json:"worker,omitempty"`
+	TaskId string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// address is the worker's address, where the other ranks reach rank 0.
+	Address    string   `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	GpuIndices []int32  `protobuf:"varint,5,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
+	GpuUuids   []string `protobuf:"bytes,6,rep,name=gpu_uuids,json=gpuUuids,proto3" json:"gpu_uuids,omitempty"`
+	// assigned says the node's worker has been sent the attempt: ranks
+	// other than 0 are sent it once rank 0 has picked the master port.
+	Assigned bool `protobuf:"varint,7,opt,name=assigned,proto3" json:"assigned,omitempty"`
+	// state is how the node's part ended, "" while it runs.
+	State    string `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"`
+	ExitCode int32  `protobuf:"varint,9,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// output_bytes, output_dropped_bytes and output_unmarked_bytes count the
+	// node's output as the record's fields of the same names count rank
+	// 0's (which leaves them 0 here).
+	OutputBytes         int64 `protobuf:"varint,10,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	OutputDroppedBytes  int64 `protobuf:"varint,11,opt,name=output_dropped_bytes,json=outputDroppedBytes,proto3" json:"output_dropped_bytes,omitempty"`
+	OutputUnmarkedBytes int64 `protobuf:"varint,12,opt,name=output_unmarked_bytes,json=outputUnmarkedBytes,proto3" json:"output_unmarked_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Node) Reset() {
+	*x = Node{}
+	mi := &file_jobs_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Node) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Node) ProtoMessage() {}
+
+func (x *Node) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Node.ProtoReflect.Descriptor instead.
+func (*Node) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Node) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *Node) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *Node) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *Node) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Node) GetGpuIndices() []int32 {
+	if x != nil {
+		return x.GpuIndices
+	}
+	return nil
+}
+
+func (x *Node) GetGpuUuids() []string {
+	if x != nil {
+		return x.GpuUuids
+	}
+	return nil
+}
+
+func (x *Node) GetAssigned() bool {
+	if x != nil {
+		return x.Assigned
+	}
+	return false
+}
+
+func (x *Node) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Node) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *Node) GetOutputBytes() int64 {
+	if x != nil {
+		return x.OutputBytes
+	}
+	return 0
+}
+
+func (x *Node) GetOutputDroppedBytes() int64 {
+	if x != nil {
+		return x.OutputDroppedBytes
+	}
+	return 0
+}
+
+func (x *Node) GetOutputUnmarkedBytes() int64 {
+	if x != nil {
+		return x.OutputUnmarkedBytes
+	}
+	return 0
+}
+
 // Attempt is how one attempt of a job ended.
 type Attempt struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attempt       int32                  `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Worker        string                 `protobuf:"bytes,2,opt,name=worker,proto3" json:"worker,omitempty"`
-	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	ExitCode      int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
-	StartUnixMs   int64                  `protobuf:"varint,5,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
-	EndUnixMs     int64                  `protobuf:"varint,6,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
-	Message       string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Attempt int32                  `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// worker is rank 0's; workers lists every node's, in rank order.
+	Worker        string   `protobuf:"bytes,2,opt,name=worker,proto3" json:"worker,omitempty"`
+	Workers       []string `protobuf:"bytes,8,rep,name=workers,proto3" json:"workers,omitempty"`
+	State         string   `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	ExitCode      int32    `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	StartUnixMs   int64    `protobuf:"varint,5,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
+	EndUnixMs     int64    `protobuf:"varint,6,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
+	Message       string   `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_jobs_proto_msgTypes[4]
+	mi := &file_jobs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +799,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[4]
+	mi := &file_jobs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +812,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{4}
+	return file_jobs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Attempt) GetAttempt() int32 {
@@ -656,6 +827,13 @@ func (x *Attempt) GetWorker() string {
 		return x.Worker
 	}
 	return ""
+}
+
+func (x *Attempt) GetWorkers() []string {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
 }
 
 func (x *Attempt) GetState() string {
@@ -707,7 +885,7 @@ type JobOutput struct {
 
 func (x *JobOutput) Reset() {
 	*x = JobOutput{}
-	mi := &file_jobs_proto_msgTypes[5]
+	mi := &file_jobs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +897,7 @@ func (x *JobOutput) String() string {
 func (*JobOutput) ProtoMessage() {}
 
 func (x *JobOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[5]
+	mi := &file_jobs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +910,7 @@ func (x *JobOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOutput.ProtoReflect.Descriptor instead.
 func (*JobOutput) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{5}
+	return file_jobs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JobOutput) GetPath() string {
@@ -769,7 +947,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_jobs_proto_msgTypes[6]
+	mi := &file_jobs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +959,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[6]
+	mi := &file_jobs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +972,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{6}
+	return file_jobs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitRequest) GetManifests() [][]byte {
@@ -816,7 +994,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_jobs_proto_msgTypes[7]
+	mi := &file_jobs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1006,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[7]
+	mi := &file_jobs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1019,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{7}
+	return file_jobs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitResponse) GetJobId() int64 {
@@ -870,7 +1048,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_jobs_proto_msgTypes[8]
+	mi := &file_jobs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1060,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[8]
+	mi := &file_jobs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1073,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{8}
+	return file_jobs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRequest) GetStates() []string {
@@ -928,7 +1106,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_jobs_proto_msgTypes[9]
+	mi := &file_jobs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1118,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[9]
+	mi := &file_jobs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1131,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{9}
+	return file_jobs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListResponse) GetJobs() []*JobInfo {
@@ -972,7 +1150,7 @@ type ShowRequest struct {
 
 func (x *ShowRequest) Reset() {
 	*x = ShowRequest{}
-	mi := &file_jobs_proto_msgTypes[10]
+	mi := &file_jobs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1162,7 @@ func (x *ShowRequest) String() string {
 func (*ShowRequest) ProtoMessage() {}
 
 func (x *ShowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[10]
+	mi := &file_jobs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1175,7 @@ func (x *ShowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShowRequest.ProtoReflect.Descriptor instead.
 func (*ShowRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{10}
+	return file_jobs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShowRequest) GetId() string {
@@ -1016,7 +1194,7 @@ type ShowResponse struct {
 
 func (x *ShowResponse) Reset() {
 	*x = ShowResponse{}
-	mi := &file_jobs_proto_msgTypes[11]
+	mi := &file_jobs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1206,7 @@ func (x *ShowResponse) String() string {
 func (*ShowResponse) ProtoMessage() {}
 
 func (x *ShowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[11]
+	mi := &file_jobs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1219,7 @@ func (x *ShowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShowResponse.ProtoReflect.Descriptor instead.
 func (*ShowResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{11}
+	return file_jobs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShowResponse) GetJobs() []*JobInfo {
@@ -1057,14 +1235,19 @@ type LogsRequest struct {
 	Follow bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
 	// offset is how many bytes of the output to skip: a client following
 	// again after losing the server asks for what it has not printed yet.
-	Offset        int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// one_rank asks for the output of node rank alone. Without it, the
+	// output of a multi-node job interleaves every node's lines, each
+	// prefixed with its rank.
+	OneRank       bool  `protobuf:"varint,4,opt,name=one_rank,json=oneRank,proto3" json:"one_rank,omitempty"`
+	Rank          int32 `protobuf:"varint,5,opt,name=rank,proto3" json:"rank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_jobs_proto_msgTypes[12]
+	mi := &file_jobs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1259,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[12]
+	mi := &file_jobs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1272,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{12}
+	return file_jobs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LogsRequest) GetId() string {
@@ -1113,6 +1296,20 @@ func (x *LogsRequest) GetOffset() int64 {
 	return 0
 }
 
+func (x *LogsRequest) GetOneRank() bool {
+	if x != nil {
+		return x.OneRank
+	}
+	return false
+}
+
+func (x *LogsRequest) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
 type LogsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
@@ -1122,7 +1319,7 @@ type LogsResponse struct {
 
 func (x *LogsResponse) Reset() {
 	*x = LogsResponse{}
-	mi := &file_jobs_proto_msgTypes[13]
+	mi := &file_jobs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1331,7 @@ func (x *LogsResponse) String() string {
 func (*LogsResponse) ProtoMessage() {}
 
 func (x *LogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[13]
+	mi := &file_jobs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1344,7 @@ func (x *LogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
 func (*LogsResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{13}
+	return file_jobs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LogsResponse) GetData() []byte {
@@ -1166,7 +1363,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_jobs_proto_msgTypes[14]
+	mi := &file_jobs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1375,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[14]
+	mi := &file_jobs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1388,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{14}
+	return file_jobs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitRequest) GetIds() []string {
@@ -1210,7 +1407,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_jobs_proto_msgTypes[15]
+	mi := &file_jobs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1419,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[15]
+	mi := &file_jobs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1432,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{15}
+	return file_jobs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitResponse) GetJobs() []*JobInfo {
@@ -1254,7 +1451,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_jobs_proto_msgTypes[16]
+	mi := &file_jobs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1463,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[16]
+	mi := &file_jobs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1476,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{16}
+	return file_jobs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelRequest) GetIds() []string {
@@ -1298,7 +1495,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_jobs_proto_msgTypes[17]
+	mi := &file_jobs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1507,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[17]
+	mi := &file_jobs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1520,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{17}
+	return file_jobs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelResponse) GetJobs() []*JobInfo {
@@ -1341,7 +1538,7 @@ type QueuesRequest struct {
 
 func (x *QueuesRequest) Reset() {
 	*x = QueuesRequest{}
-	mi := &file_jobs_proto_msgTypes[18]
+	mi := &file_jobs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1550,7 @@ func (x *QueuesRequest) String() string {
 func (*QueuesRequest) ProtoMessage() {}
 
 func (x *QueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[18]
+	mi := &file_jobs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1563,7 @@ func (x *QueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesRequest.ProtoReflect.Descriptor instead.
 func (*QueuesRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{18}
+	return file_jobs_proto_rawDescGZIP(), []int{19}
 }
 
 type QueuesResponse struct {
@@ -1378,7 +1575,7 @@ type QueuesResponse struct {
 
 func (x *QueuesResponse) Reset() {
 	*x = QueuesResponse{}
-	mi := &file_jobs_proto_msgTypes[19]
+	mi := &file_jobs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1587,7 @@ func (x *QueuesResponse) String() string {
 func (*QueuesResponse) ProtoMessage() {}
 
 func (x *QueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[19]
+	mi := &file_jobs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1600,7 @@ func (x *QueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesResponse.ProtoReflect.Descriptor instead.
 func (*QueuesResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{19}
+	return file_jobs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *QueuesResponse) GetQueues() []*QueueInfo {
@@ -1427,7 +1624,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_jobs_proto_msgTypes[20]
+	mi := &file_jobs_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1636,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[20]
+	mi := &file_jobs_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1649,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{20}
+	return file_jobs_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -1502,16 +1699,20 @@ type JobInfo struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Record *JobRecord             `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
 	// id is "42" or "42_7".
-	Id            string             `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	Priority      *Priority          `protobuf:"bytes,3,opt,name=priority,proto3" json:"priority,omitempty"`
-	Deps          []*DependencyState `protobuf:"bytes,4,rep,name=deps,proto3" json:"deps,omitempty"`
+	Id       string             `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Priority *Priority          `protobuf:"bytes,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Deps     []*DependencyState `protobuf:"bytes,4,rep,name=deps,proto3" json:"deps,omitempty"`
+	// placement says, for a pending job shown alone, why the workers cannot
+	// run it now, grouped: "2 workers: not enough free memory (asked 8.0
+	// GiB, free 4.0 GiB)".
+	Placement     []string `protobuf:"bytes,5,rep,name=placement,proto3" json:"placement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_jobs_proto_msgTypes[21]
+	mi := &file_jobs_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1724,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[21]
+	mi := &file_jobs_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1737,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{21}
+	return file_jobs_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobInfo) GetRecord() *JobRecord {
@@ -1567,6 +1768,13 @@ func (x *JobInfo) GetDeps() []*DependencyState {
 	return nil
 }
 
+func (x *JobInfo) GetPlacement() []string {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
 type Priority struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Base          int64                  `protobuf:"varint,1,opt,name=base,proto3" json:"base,omitempty"`
@@ -1579,7 +1787,7 @@ type Priority struct {
 
 func (x *Priority) Reset() {
 	*x = Priority{}
-	mi := &file_jobs_proto_msgTypes[22]
+	mi := &file_jobs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1799,7 @@ func (x *Priority) String() string {
 func (*Priority) ProtoMessage() {}
 
 func (x *Priority) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[22]
+	mi := &file_jobs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1812,7 @@ func (x *Priority) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Priority.ProtoReflect.Descriptor instead.
 func (*Priority) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{22}
+	return file_jobs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Priority) GetBase() int64 {
@@ -1646,7 +1854,7 @@ type DependencyState struct {
 
 func (x *DependencyState) Reset() {
 	*x = DependencyState{}
-	mi := &file_jobs_proto_msgTypes[23]
+	mi := &file_jobs_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1866,7 @@ func (x *DependencyState) String() string {
 func (*DependencyState) ProtoMessage() {}
 
 func (x *DependencyState) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[23]
+	mi := &file_jobs_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1879,7 @@ func (x *DependencyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependencyState.ProtoReflect.Descriptor instead.
 func (*DependencyState) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{23}
+	return file_jobs_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DependencyState) GetKind() string {
@@ -1709,7 +1917,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_jobs_proto_msgTypes[24]
+	mi := &file_jobs_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1929,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[24]
+	mi := &file_jobs_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1942,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{24}
+	return file_jobs_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AttachRequest) GetId() string {
@@ -1770,7 +1978,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_jobs_proto_msgTypes[25]
+	mi := &file_jobs_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1990,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[25]
+	mi := &file_jobs_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2003,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{25}
+	return file_jobs_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AttachResponse) GetData() []byte {
@@ -1817,7 +2025,7 @@ var File_jobs_proto protoreflect.FileDescriptor
 const file_jobs_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"jobs.proto\x12\vrbs.jobs.v1\"\x92\x05\n" +
+	"jobs.proto\x12\vrbs.jobs.v1\"\xa8\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -1841,7 +2049,8 @@ const file_jobs_proto_rawDesc = "" +
 	"maxRetries\x12%\n" +
 	"\x0echeckpoint_dir\x18\x11 \x01(\tR\rcheckpointDir\x12 \n" +
 	"\vinteractive\x18\x12 \x01(\bR\vinteractive\x12\x1a\n" +
-	"\bplatform\x18\x13 \x01(\tR\bplatform\x1a6\n" +
+	"\bplatform\x18\x13 \x01(\tR\bplatform\x12\x14\n" +
+	"\x05nodes\x18\x14 \x01(\x05R\x05nodes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
@@ -1853,7 +2062,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0epipeline_entry\x18\x04 \x01(\x05R\rpipelineEntry\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xdd\x06\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xa7\a\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -1882,10 +2091,29 @@ const file_jobs_proto_rawDesc = "" +
 	"outputRoot\x120\n" +
 	"\aoutputs\x18\x16 \x03(\v2\x16.rbs.jobs.v1.JobOutputR\aoutputs\x12'\n" +
 	"\x0fcheckpoint_root\x18\x17 \x01(\tR\x0echeckpointRoot\x12.\n" +
-	"\ahistory\x18\x18 \x03(\v2\x14.rbs.jobs.v1.AttemptR\ahistory\"\xcc\x01\n" +
+	"\ahistory\x18\x18 \x03(\v2\x14.rbs.jobs.v1.AttemptR\ahistory\x12'\n" +
+	"\x05nodes\x18\x19 \x03(\v2\x11.rbs.jobs.v1.NodeR\x05nodes\x12\x1f\n" +
+	"\vmaster_port\x18\x1a \x01(\x05R\n" +
+	"masterPort\"\xfb\x02\n" +
+	"\x04Node\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
+	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x17\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x1f\n" +
+	"\vgpu_indices\x18\x05 \x03(\x05R\n" +
+	"gpuIndices\x12\x1b\n" +
+	"\tgpu_uuids\x18\x06 \x03(\tR\bgpuUuids\x12\x1a\n" +
+	"\bassigned\x18\a \x01(\bR\bassigned\x12\x14\n" +
+	"\x05state\x18\b \x01(\tR\x05state\x12\x1b\n" +
+	"\texit_code\x18\t \x01(\x05R\bexitCode\x12!\n" +
+	"\foutput_bytes\x18\n" +
+	" \x01(\x03R\voutputBytes\x120\n" +
+	"\x14output_dropped_bytes\x18\v \x01(\x03R\x12outputDroppedBytes\x122\n" +
+	"\x15output_unmarked_bytes\x18\f \x01(\x03R\x13outputUnmarkedBytes\"\xe6\x01\n" +
 	"\aAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x16\n" +
-	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x14\n" +
+	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x18\n" +
+	"\aworkers\x18\b \x03(\tR\aworkers\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\"\n" +
 	"\rstart_unix_ms\x18\x05 \x01(\x03R\vstartUnixMs\x12\x1e\n" +
@@ -1910,11 +2138,13 @@ const file_jobs_proto_rawDesc = "" +
 	"\vShowRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"8\n" +
 	"\fShowResponse\x12(\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"M\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"|\n" +
 	"\vLogsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x03R\x06offset\"\"\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x19\n" +
+	"\bone_rank\x18\x04 \x01(\bR\aoneRank\x12\x12\n" +
+	"\x04rank\x18\x05 \x01(\x05R\x04rank\"\"\n" +
 	"\fLogsResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\x1f\n" +
 	"\vWaitRequest\x12\x10\n" +
@@ -1935,12 +2165,13 @@ const file_jobs_proto_rawDesc = "" +
 	"\arunning\x18\x04 \x01(\x05R\arunning\x12\x18\n" +
 	"\apending\x18\x05 \x01(\x05R\apending\x12\x1d\n" +
 	"\n" +
-	"is_default\x18\x06 \x01(\bR\tisDefault\"\xae\x01\n" +
+	"is_default\x18\x06 \x01(\bR\tisDefault\"\xcc\x01\n" +
 	"\aJobInfo\x12.\n" +
 	"\x06record\x18\x01 \x01(\v2\x16.rbs.jobs.v1.JobRecordR\x06record\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x121\n" +
 	"\bpriority\x18\x03 \x01(\v2\x15.rbs.jobs.v1.PriorityR\bpriority\x120\n" +
-	"\x04deps\x18\x04 \x03(\v2\x1c.rbs.jobs.v1.DependencyStateR\x04deps\"\\\n" +
+	"\x04deps\x18\x04 \x03(\v2\x1c.rbs.jobs.v1.DependencyStateR\x04deps\x12\x1c\n" +
+	"\tplacement\x18\x05 \x03(\tR\tplacement\"\\\n" +
 	"\bPriority\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\x03R\x04base\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\x03R\x05queue\x12\x10\n" +
@@ -1979,73 +2210,75 @@ func file_jobs_proto_rawDescGZIP() []byte {
 	return file_jobs_proto_rawDescData
 }
 
-var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_jobs_proto_goTypes = []any{
 	(*JobSpec)(nil),         // 0: rbs.jobs.v1.JobSpec
 	(*Dependency)(nil),      // 1: rbs.jobs.v1.Dependency
 	(*ArraySpec)(nil),       // 2: rbs.jobs.v1.ArraySpec
 	(*JobRecord)(nil),       // 3: rbs.jobs.v1.JobRecord
-	(*Attempt)(nil),         // 4: rbs.jobs.v1.Attempt
-	(*JobOutput)(nil),       // 5: rbs.jobs.v1.JobOutput
-	(*SubmitRequest)(nil),   // 6: rbs.jobs.v1.SubmitRequest
-	(*SubmitResponse)(nil),  // 7: rbs.jobs.v1.SubmitResponse
-	(*ListRequest)(nil),     // 8: rbs.jobs.v1.ListRequest
-	(*ListResponse)(nil),    // 9: rbs.jobs.v1.ListResponse
-	(*ShowRequest)(nil),     // 10: rbs.jobs.v1.ShowRequest
-	(*ShowResponse)(nil),    // 11: rbs.jobs.v1.ShowResponse
-	(*LogsRequest)(nil),     // 12: rbs.jobs.v1.LogsRequest
-	(*LogsResponse)(nil),    // 13: rbs.jobs.v1.LogsResponse
-	(*WaitRequest)(nil),     // 14: rbs.jobs.v1.WaitRequest
-	(*WaitResponse)(nil),    // 15: rbs.jobs.v1.WaitResponse
-	(*CancelRequest)(nil),   // 16: rbs.jobs.v1.CancelRequest
-	(*CancelResponse)(nil),  // 17: rbs.jobs.v1.CancelResponse
-	(*QueuesRequest)(nil),   // 18: rbs.jobs.v1.QueuesRequest
-	(*QueuesResponse)(nil),  // 19: rbs.jobs.v1.QueuesResponse
-	(*QueueInfo)(nil),       // 20: rbs.jobs.v1.QueueInfo
-	(*JobInfo)(nil),         // 21: rbs.jobs.v1.JobInfo
-	(*Priority)(nil),        // 22: rbs.jobs.v1.Priority
-	(*DependencyState)(nil), // 23: rbs.jobs.v1.DependencyState
-	(*AttachRequest)(nil),   // 24: rbs.jobs.v1.AttachRequest
-	(*AttachResponse)(nil),  // 25: rbs.jobs.v1.AttachResponse
-	nil,                     // 26: rbs.jobs.v1.JobSpec.EnvEntry
+	(*Node)(nil),            // 4: rbs.jobs.v1.Node
+	(*Attempt)(nil),         // 5: rbs.jobs.v1.Attempt
+	(*JobOutput)(nil),       // 6: rbs.jobs.v1.JobOutput
+	(*SubmitRequest)(nil),   // 7: rbs.jobs.v1.SubmitRequest
+	(*SubmitResponse)(nil),  // 8: rbs.jobs.v1.SubmitResponse
+	(*ListRequest)(nil),     // 9: rbs.jobs.v1.ListRequest
+	(*ListResponse)(nil),    // 10: rbs.jobs.v1.ListResponse
+	(*ShowRequest)(nil),     // 11: rbs.jobs.v1.ShowRequest
+	(*ShowResponse)(nil),    // 12: rbs.jobs.v1.ShowResponse
+	(*LogsRequest)(nil),     // 13: rbs.jobs.v1.LogsRequest
+	(*LogsResponse)(nil),    // 14: rbs.jobs.v1.LogsResponse
+	(*WaitRequest)(nil),     // 15: rbs.jobs.v1.WaitRequest
+	(*WaitResponse)(nil),    // 16: rbs.jobs.v1.WaitResponse
+	(*CancelRequest)(nil),   // 17: rbs.jobs.v1.CancelRequest
+	(*CancelResponse)(nil),  // 18: rbs.jobs.v1.CancelResponse
+	(*QueuesRequest)(nil),   // 19: rbs.jobs.v1.QueuesRequest
+	(*QueuesResponse)(nil),  // 20: rbs.jobs.v1.QueuesResponse
+	(*QueueInfo)(nil),       // 21: rbs.jobs.v1.QueueInfo
+	(*JobInfo)(nil),         // 22: rbs.jobs.v1.JobInfo
+	(*Priority)(nil),        // 23: rbs.jobs.v1.Priority
+	(*DependencyState)(nil), // 24: rbs.jobs.v1.DependencyState
+	(*AttachRequest)(nil),   // 25: rbs.jobs.v1.AttachRequest
+	(*AttachResponse)(nil),  // 26: rbs.jobs.v1.AttachResponse
+	nil,                     // 27: rbs.jobs.v1.JobSpec.EnvEntry
 }
 var file_jobs_proto_depIdxs = []int32{
-	26, // 0: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
+	27, // 0: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
 	1,  // 1: rbs.jobs.v1.JobSpec.deps:type_name -> rbs.jobs.v1.Dependency
 	2,  // 2: rbs.jobs.v1.JobSpec.array:type_name -> rbs.jobs.v1.ArraySpec
 	0,  // 3: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
-	5,  // 4: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
-	4,  // 5: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
-	21, // 6: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 7: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 8: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 9: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	20, // 10: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
-	3,  // 11: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
-	22, // 12: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
-	23, // 13: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
-	21, // 14: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
-	6,  // 15: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
-	8,  // 16: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
-	10, // 17: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
-	12, // 18: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
-	14, // 19: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
-	16, // 20: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
-	18, // 21: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
-	24, // 22: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
-	7,  // 23: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
-	9,  // 24: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
-	11, // 25: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
-	13, // 26: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
-	15, // 27: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
-	17, // 28: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
-	19, // 29: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
-	25, // 30: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
-	23, // [23:31] is the sub-list for method output_type
-	15, // [15:23] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	6,  // 4: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
+	5,  // 5: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
+	4,  // 6: rbs.jobs.v1.JobRecord.nodes:type_name -> rbs.jobs.v1.Node
+	22, // 7: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	22, // 8: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	22, // 9: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	22, // 10: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	21, // 11: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
+	3,  // 12: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
+	23, // 13: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
+	24, // 14: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
+	22, // 15: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
+	7,  // 16: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
+	9,  // 17: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
+	11, // 18: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
+	13, // 19: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
+	15, // 20: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
+	17, // 21: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
+	19, // 22: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
+	25, // 23: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
+	8,  // 24: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
+	10, // 25: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
+	12, // 26: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
+	14, // 27: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
+	16, // 28: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
+	18, // 29: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
+	20, // 30: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
+	26, // 31: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
+	24, // [24:32] is the sub-list for method output_type
+	16, // [16:24] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_jobs_proto_init() }
@@ -2059,7 +2292,7 @@ func file_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobs_proto_rawDesc), len(file_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

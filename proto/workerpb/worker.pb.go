@@ -381,8 +381,12 @@ type Register struct {
 	ActionSlots int32       `protobuf:"varint,5,opt,name=action_slots,json=actionSlots,proto3" json:"action_slots,omitempty"`
 	JobSlots    int32       `protobuf:"varint,6,opt,name=job_slots,json=jobSlots,proto3" json:"job_slots,omitempty"`
 	// running lists work the worker is still running from before a reconnect.
-	Running       []*RunningTask `protobuf:"bytes,7,rep,name=running,proto3" json:"running,omitempty"`
-	Version       string         `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	Running []*RunningTask `protobuf:"bytes,7,rep,name=running,proto3" json:"running,omitempty"`
+	Version string         `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	// address is where other workers reach this one (a gang's rank 0 serves
+	// MASTER_ADDR there); "" lets the server use the address it sees the
+	// worker connect from.
+	Address       string `protobuf:"bytes,9,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -469,6 +473,13 @@ func (x *Register) GetRunning() []*RunningTask {
 func (x *Register) GetVersion() string {
 	if x != nil {
 		return x.Version
+	}
+	return ""
+}
+
+func (x *Register) GetAddress() string {
+	if x != nil {
+		return x.Address
 	}
 	return ""
 }
@@ -1021,9 +1032,17 @@ type AssignJob struct {
 	CheckpointRoot string `protobuf:"bytes,14,opt,name=checkpoint_root,json=checkpointRoot,proto3" json:"checkpoint_root,omitempty"`
 	// interactive attempts start with a pipe as stdin, fed by JobStdin;
 	// others read /dev/null.
-	Interactive   bool `protobuf:"varint,15,opt,name=interactive,proto3" json:"interactive,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Interactive bool `protobuf:"varint,15,opt,name=interactive,proto3" json:"interactive,omitempty"`
+	// gpu_uuids are the UUIDs of the GPUs of gpu_indices, in the same order,
+	// where the worker knows them ("" where it does not).
+	GpuUuids []string `protobuf:"bytes,16,rep,name=gpu_uuids,json=gpuUuids,proto3" json:"gpu_uuids,omitempty"`
+	// pick_master_port asks rank 0 of a gang for a free port of its machine:
+	// the worker sets it as MASTER_PORT and RBS_MASTER_PORT in the job's
+	// environment and reports it in JobStarted, and the server then starts
+	// the other ranks with it.
+	PickMasterPort bool `protobuf:"varint,17,opt,name=pick_master_port,json=pickMasterPort,proto3" json:"pick_master_port,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AssignJob) Reset() {
@@ -1161,6 +1180,20 @@ func (x *AssignJob) GetInteractive() bool {
 	return false
 }
 
+func (x *AssignJob) GetGpuUuids() []string {
+	if x != nil {
+		return x.GpuUuids
+	}
+	return nil
+}
+
+func (x *AssignJob) GetPickMasterPort() bool {
+	if x != nil {
+		return x.PickMasterPort
+	}
+	return false
+}
+
 // JobStdin carries stdin of an interactive job attempt. offset is where
 // data starts in the attempt's stdin: the worker writes only what follows
 // what it has written, so a chunk sent again (after a reconnect) is never
@@ -1290,8 +1323,10 @@ func (x *JobStdinAck) GetOffset() int64 {
 }
 
 type JobStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// master_port is the port picked for pick_master_port.
+	MasterPort    int32 `protobuf:"varint,2,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1331,6 +1366,13 @@ func (x *JobStarted) GetTaskId() string {
 		return x.TaskId
 	}
 	return ""
+}
+
+func (x *JobStarted) GetMasterPort() int32 {
+	if x != nil {
+		return x.MasterPort
+	}
+	return 0
 }
 
 // JobLog carries output of a running job attempt; offset is where data
@@ -2102,7 +2144,7 @@ const file_worker_proto_rawDesc = "" +
 	"\n" +
 	"assign_job\x18\x04 \x01(\v2\x18.rbs.worker.v1.AssignJobH\x00R\tassignJob\x126\n" +
 	"\tjob_stdin\x18\x05 \x01(\v2\x17.rbs.worker.v1.JobStdinH\x00R\bjobStdinB\x06\n" +
-	"\x04kind\"\xb9\x02\n" +
+	"\x04kind\"\xd3\x02\n" +
 	"\bRegister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x126\n" +
@@ -2113,7 +2155,8 @@ const file_worker_proto_rawDesc = "" +
 	"\faction_slots\x18\x05 \x01(\x05R\vactionSlots\x12\x1b\n" +
 	"\tjob_slots\x18\x06 \x01(\x05R\bjobSlots\x124\n" +
 	"\arunning\x18\a \x03(\v2\x1a.rbs.worker.v1.RunningTaskR\arunning\x12\x18\n" +
-	"\aversion\x18\b \x01(\tR\aversion\"\x97\x01\n" +
+	"\aversion\x18\b \x01(\tR\aversion\x12\x18\n" +
+	"\aaddress\x18\t \x01(\tR\aaddress\"\x97\x01\n" +
 	"\tResources\x12\x12\n" +
 	"\x04cpus\x18\x01 \x01(\x05R\x04cpus\x12!\n" +
 	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12&\n" +
@@ -2152,7 +2195,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xab\x04\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xf2\x04\n" +
 	"\tAssignJob\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -2171,7 +2214,9 @@ const file_worker_proto_rawDesc = "" +
 	"\aoutputs\x18\f \x03(\tR\aoutputs\x12%\n" +
 	"\x0echeckpoint_dir\x18\r \x01(\tR\rcheckpointDir\x12'\n" +
 	"\x0fcheckpoint_root\x18\x0e \x01(\tR\x0echeckpointRoot\x12 \n" +
-	"\vinteractive\x18\x0f \x01(\bR\vinteractive\x1a6\n" +
+	"\vinteractive\x18\x0f \x01(\bR\vinteractive\x12\x1b\n" +
+	"\tgpu_uuids\x18\x10 \x03(\tR\bgpuUuids\x12(\n" +
+	"\x10pick_master_port\x18\x11 \x01(\bR\x0epickMasterPort\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
@@ -2182,10 +2227,12 @@ const file_worker_proto_rawDesc = "" +
 	"\x03eof\x18\x04 \x01(\bR\x03eof\">\n" +
 	"\vJobStdinAck\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"%\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"F\n" +
 	"\n" +
 	"JobStarted\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"g\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
+	"\vmaster_port\x18\x02 \x01(\x05R\n" +
+	"masterPort\"g\n" +
 	"\x06JobLog\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +

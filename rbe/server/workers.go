@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/proto/workerpb"
@@ -11,6 +12,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/scheduler"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -40,6 +42,14 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 	reg := first.GetRegister()
 	if reg == nil {
 		return status.Error(codes.InvalidArgument, "the first message of a worker stream must be Register")
+	}
+	if reg.Address == "" {
+		// Other workers reach this one where the server sees it from.
+		if p, ok := peer.FromContext(stream.Context()); ok {
+			if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+				reg.Address = host
+			}
+		}
 	}
 	info := scheduler.WorkerInfo{
 		Name:        reg.Name,
@@ -117,7 +127,7 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 			switch m.Kind.(type) {
 			case *workerpb.WorkerMessage_Result:
 				ws.complete(ctx, w, m.GetResult())
-			case *workerpb.WorkerMessage_JobLog, *workerpb.WorkerMessage_JobEnded, *workerpb.WorkerMessage_JobStdinAck:
+			case *workerpb.WorkerMessage_JobLog, *workerpb.WorkerMessage_JobEnded, *workerpb.WorkerMessage_JobStdinAck, *workerpb.WorkerMessage_JobStarted:
 				if ws.jobs != nil {
 					ws.jobs.FromWorker(w.ID(), m)
 				}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -114,6 +116,17 @@ func pinnedGPUs(pinned []int32, offered []*workerpb.Gpu) gpuEnv {
 	return gpuEnv{cuda: strings.Join(indices, ","), nvidia: strings.Join(ids, ",")}
 }
 
+// freePort returns a TCP port free on every interface of this machine,
+// for a gang's rank 0 to serve the other ranks on.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
 // runJob runs one attempt of a job and returns how it ended; its output
 // goes to the outbox as it is written.
 func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobEnded {
@@ -203,9 +216,19 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	streamed := make(chan int64, 1)
 	go func() { streamed <- w.streamOutput(a.TaskId, pr, out) }()
 
+	env := a.Env
+	if a.PickMasterPort {
+		port, err := freePort()
+		if err != nil {
+			return fail("picking a port for the gang's rank 0: " + err.Error())
+		}
+		env = maps.Clone(a.Env)
+		env["MASTER_PORT"], env["RBS_MASTER_PORT"] = strconv.Itoa(port), strconv.Itoa(port)
+		w.outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: a.TaskId, MasterPort: int32(port)}}}
+	}
 	res, runErr := process.Run(ctx, w.runner.reaper.wrap(process.Spec{
 		Args:       args,
-		Env:        jobEnv(dir, w.cfg.RunAs, a.Env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)),
+		Env:        jobEnv(dir, w.cfg.RunAs, env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)),
 		Dir:        dir,
 		Stdin:      stdin,
 		Stdout:     pw,

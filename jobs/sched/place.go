@@ -1,0 +1,383 @@
+package sched
+
+// Placement is a chain of small checks, in the spirit of Nomad's
+// feasibility checkers: each looks at one worker for one node of a job and
+// says why it rejects it, or nothing. The same chain answers three
+// questions:
+//
+//	could the job ever run here (on the worker empty)?  -> pending reasons
+//	can it run here now (with what is free)?            -> the round's fit
+//	why not, worker by worker?                          -> rbs job show
+//
+// A job of N nodes takes N distinct workers that all pass, all at once or
+// not at all. Among the workers that pass, the one the job fills most
+// tightly (CPUs, memory, GPUs and slots, as fractions of the worker) wins.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/proto/workerpb"
+)
+
+// devices is a worker's GPUs and the jobs holding them: the accounter,
+// which hands a device to one job at a time.
+type devices struct {
+	gpus []*workerpb.Gpu // as registered, in index order
+	held map[string]Key  // by device id
+}
+
+// deviceID names a GPU: its UUID, else its index.
+func deviceID(g *workerpb.Gpu) string {
+	if g.Uuid != "" {
+		return g.Uuid
+	}
+	return fmt.Sprintf("index-%d", g.Index)
+}
+
+func (d *devices) free() int { return len(d.gpus) - len(d.held) }
+
+// take hands n free devices to k, in index order; nil when fewer are free.
+func (d *devices) take(k Key, n int) []*workerpb.Gpu {
+	if n > d.free() {
+		return nil
+	}
+	var out []*workerpb.Gpu
+	for _, g := range d.gpus {
+		if len(out) == n {
+			break
+		}
+		if _, busy := d.held[deviceID(g)]; !busy {
+			d.held[deviceID(g)] = k
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// hold records that k holds the device with id; a device unknown to the
+// worker (gone since) is held by no one.
+func (d *devices) hold(k Key, id string) {
+	for _, g := range d.gpus {
+		if deviceID(g) == id {
+			d.held[id] = k
+		}
+	}
+}
+
+// release frees what k holds.
+func (d *devices) release(k Key) {
+	for id, holder := range d.held {
+		if holder == k {
+			delete(d.held, id)
+		}
+	}
+}
+
+// when a check looks at a worker: ever (empty) or now (with what is free).
+type when int
+
+const (
+	ever when = iota
+	now
+)
+
+// check rejects a worker for one node of a job, saying why, or returns "".
+type check func(c *Core, j *job, w *worker, at when) string
+
+// checks is the placement chain, in order: the first rejection is the
+// worker's reason.
+var checks = []check{checkSlots, checkPlatform, checkCPUs, checkMemory, checkGPUs}
+
+func checkSlots(_ *Core, _ *job, w *worker, at when) string {
+	switch {
+	case w.jobSlots == 0:
+		return "no job slots"
+	case at == now && !w.connected:
+		return "disconnected"
+	case at == now && len(w.running) >= w.jobSlots:
+		return fmt.Sprintf("all %d job slots busy", w.jobSlots)
+	}
+	return ""
+}
+
+func checkPlatform(_ *Core, j *job, w *worker, _ when) string {
+	if j.spec.Platform == "" || j.spec.Platform == w.platform {
+		return ""
+	}
+	if w.platform == "" {
+		return fmt.Sprintf("no platform known, the job needs %s", j.spec.Platform)
+	}
+	return fmt.Sprintf("platform %s, the job needs %s", w.platform, j.spec.Platform)
+}
+
+func checkCPUs(_ *Core, j *job, w *worker, at when) string {
+	asked := cpusOf(j.spec)
+	if w.cpus < asked {
+		return fmt.Sprintf("only %d CPUs (asked %d)", w.cpus, asked)
+	}
+	if used, _ := w.used(); at == now && w.cpus-used < asked {
+		return fmt.Sprintf("not enough free CPUs (asked %d, free %d)", asked, w.cpus-used)
+	}
+	return ""
+}
+
+func checkMemory(_ *Core, j *job, w *worker, at when) string {
+	asked := j.spec.MemoryBytes
+	if w.memory < asked {
+		return fmt.Sprintf("only %s of memory (asked %s)", gib(w.memory), gib(asked))
+	}
+	if _, used := w.used(); at == now && w.memory-used < asked {
+		return fmt.Sprintf("not enough free memory (asked %s, free %s)", gib(asked), gib(w.memory-used))
+	}
+	return ""
+}
+
+func checkGPUs(_ *Core, j *job, w *worker, at when) string {
+	asked := int(j.spec.Gpus)
+	if asked == 0 {
+		return ""
+	}
+	if len(w.dev.gpus) < asked {
+		return fmt.Sprintf("only %d GPUs (asked %d)", len(w.dev.gpus), asked)
+	}
+	if at == now && w.dev.free() < asked {
+		return fmt.Sprintf("not enough free GPUs (asked %d, free %d)", asked, w.dev.free())
+	}
+	return ""
+}
+
+// gib formats bytes for a reason.
+func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+// reject runs the chain for one node of j on w.
+func (c *Core) reject(j *job, w *worker, at when) string {
+	for _, ch := range checks {
+		if why := ch(c, j, w, at); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// nodesOf is how many workers j runs on.
+func nodesOf(s *jobspb.JobSpec) int { return max(int(s.Nodes), 1) }
+
+// placeable returns a pending reason when the registered workers could
+// never run j, however many jobs end: fewer than its nodes pass the chain
+// on an empty worker.
+func (c *Core) placeable(j *job, workers []*worker) string {
+	withSlots, ofPlatform, fit := 0, 0, 0
+	for _, w := range workers {
+		if w.jobSlots == 0 {
+			continue
+		}
+		withSlots++
+		if checkPlatform(c, j, w, ever) != "" {
+			continue
+		}
+		ofPlatform++
+		if c.reject(j, w, ever) == "" {
+			fit++
+		}
+	}
+	n := nodesOf(j.spec)
+	switch {
+	case withSlots == 0:
+		return ReasonNoWorkers
+	case ofPlatform == 0:
+		return ReasonNoWorkerOfPlatform
+	case fit < n:
+		return ReasonNoWorkerFits
+	}
+	return ""
+}
+
+// score is how loosely one node of j would fill w: the fractions of its
+// CPUs, memory, GPUs and job slots left free after it, summed. Lower is
+// tighter, and wins.
+func score(j *job, w *worker) float64 {
+	frac := func(free, total float64) float64 {
+		if total <= 0 {
+			return 0
+		}
+		return free / total
+	}
+	cpus, mem := w.used()
+	s := j.spec
+	return frac(float64(w.cpus-cpus-cpusOf(s)), float64(w.cpus)) +
+		frac(float64(w.memory-mem-s.MemoryBytes), float64(w.memory)) +
+		frac(float64(w.dev.free()-int(s.Gpus)), float64(len(w.dev.gpus))) +
+		frac(float64(w.jobSlots-len(w.running)-1), float64(w.jobSlots))
+}
+
+// fit picks the workers j starts on now, one per node, all distinct and
+// each passing the chain, the tightest first, keeping res's promise; nil
+// when fewer than its nodes do.
+func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time) []*worker {
+	type scored struct {
+		w *worker
+		s float64
+	}
+	var ok []scored
+	for _, w := range workers {
+		if c.reject(j, w, now) == "" && res.allows(j, w, t) {
+			ok = append(ok, scored{w, score(j, w)})
+		}
+	}
+	n := nodesOf(j.spec)
+	if len(ok) < n {
+		return nil
+	}
+	sort.SliceStable(ok, func(a, b int) bool { return ok[a].s < ok[b].s })
+	out := make([]*worker, n)
+	for i := range out {
+		out[i] = ok[i].w
+	}
+	return out
+}
+
+// explain says why each worker cannot run a node of j now, grouped by
+// reason, most workers first: "2 workers: not enough free memory (asked
+// 8.0 GiB, free 4.0 GiB)". Workers that could are counted too, as a gang
+// needs as many as it has nodes.
+func (c *Core) explain(j *job) []string {
+	count := map[string]int{}
+	for _, w := range c.sortedWorkers() {
+		why := c.reject(j, w, now)
+		if why == "" {
+			why = "could run it now"
+		}
+		count[why]++
+	}
+	reasons := make([]string, 0, len(count))
+	for r := range count {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(a, b int) bool {
+		if count[reasons[a]] != count[reasons[b]] {
+			return count[reasons[a]] > count[reasons[b]]
+		}
+		return reasons[a] < reasons[b]
+	})
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		noun := "workers"
+		if count[r] == 1 {
+			noun = "worker"
+		}
+		out[i] = fmt.Sprintf("%d %s: %s", count[r], noun, r)
+	}
+	if n := nodesOf(j.spec); n > 1 {
+		out = append(out, fmt.Sprintf("the job needs %d workers at once", n))
+	}
+	return out
+}
+
+// reservation is the start promised to the highest-priority job that cannot
+// start now (EASY backfill): lower-priority jobs may only start where they
+// do not delay it. A job of N nodes holds N workers.
+type reservation struct {
+	at time.Time // zero: never, as far as time limits tell
+	// extra is what each reserved worker has beyond the reserved node's
+	// needs at the reserved time.
+	extra map[*worker]capacity
+}
+
+// endOf is when a running job will have ended at the latest; the zero time
+// when it has no limit.
+func endOf(j *job) time.Time {
+	if j.rec.TimeLimitMs == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(j.rec.StartUnixMs + j.rec.TimeLimitMs)
+}
+
+// reserve finds the workers, one per node of j, and the time at which j
+// could start the earliest: for each worker that could ever run a node,
+// when enough of what runs there will have ended, by the time limits; the
+// job's start is the latest of its nodes'.
+func (c *Core) reserve(j *job) *reservation {
+	n := need(j.spec)
+	type slot struct {
+		w     *worker
+		at    time.Time
+		extra capacity
+	}
+	var slots []slot
+	for _, w := range c.sortedWorkers() {
+		if !w.connected || c.reject(j, w, ever) != "" {
+			continue
+		}
+		running := make([]*job, 0, len(w.running))
+		for _, r := range w.running {
+			running = append(running, r)
+		}
+		sort.Slice(running, func(a, b int) bool { return before(endOf(running[a]), endOf(running[b])) })
+		free := w.free()
+		at := c.cfg.Now() // a worker with room now is ready now
+		ok := free.fits(n)
+		for _, r := range running {
+			if ok {
+				break
+			}
+			at = endOf(r)
+			if at.IsZero() {
+				break // the rest never end, as far as limits tell
+			}
+			free = free.plus(need(r.spec))
+			ok = free.fits(n)
+		}
+		if !ok {
+			at = time.Time{}
+			free = w.total() // even eventually, only if all end
+		}
+		slots = append(slots, slot{w, at, free.minus(n)})
+	}
+	nodes := nodesOf(j.spec)
+	if len(slots) < nodes {
+		return nil
+	}
+	sort.SliceStable(slots, func(a, b int) bool { return before(slots[a].at, slots[b].at) })
+	r := &reservation{extra: map[*worker]capacity{}, at: slots[nodes-1].at}
+	for _, s := range slots[:nodes] {
+		r.extra[s.w] = s.extra
+	}
+	return r
+}
+
+// before orders times with the zero time meaning "never".
+func before(a, b time.Time) bool {
+	if a.IsZero() {
+		return false
+	}
+	return b.IsZero() || a.Before(b)
+}
+
+// allows reports whether starting a node of j on w now keeps the
+// reservation's promise.
+func (r *reservation) allows(j *job, w *worker, now time.Time) bool {
+	if r == nil {
+		return true
+	}
+	extra, held := r.extra[w]
+	if !held {
+		return true
+	}
+	if j.rec.TimeLimitMs > 0 && !r.at.IsZero() && !now.Add(time.Duration(j.rec.TimeLimitMs)*time.Millisecond).After(r.at) {
+		return true // it ends before the reserved start
+	}
+	return extra.fits(need(j.spec))
+}
+
+// nodeList is the names of a gang's workers, in rank order.
+func nodeList(nodes []*jobspb.Node) string {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Worker
+	}
+	return strings.Join(names, ",")
+}
