@@ -3,13 +3,16 @@
 # python3: builds rbs, starts an embedded cluster (`rbs remote serve
 # --workers 2`: the server and two workers in one process, on loopback, with
 # a throw-away data directory), then
-#   1. builds //app:train, an ml_training_job on a pure-Python trainer, into
-#      its manifest;
-#   2. submits it, told to fail once at epoch 5, and follows its logs: the
-#      retry resumes from the checkpoint the first attempt left;
+#   1. builds //app:train_2node, an ml_training_job of two nodes on a
+#      data-parallel trainer (torch.distributed where torch is installed,
+#      else plain Python over a socket), into its manifest;
+#   2. submits it, its rank 0 told to fail once at epoch 5, and follows the
+#      logs of both ranks: the gang's retry resumes from the checkpoint the
+#      first attempt left;
 #   3. submits //app:pipeline, three jobs in one request;
-#   4. downloads the training run's outputs into ./rbs-quickstart-outputs
-#      (or $QUICKSTART_OUTPUTS) and prints where they are.
+#   4. downloads the training run's checkpoints and metrics.json into
+#      ./rbs-quickstart-outputs (or $QUICKSTART_OUTPUTS) and prints where
+#      they are.
 #
 #   ./examples/quickstart.sh
 set -euo pipefail
@@ -48,13 +51,13 @@ cd "$work/app"
 export XDG_CACHE_HOME="$work/cache"
 
 echo
-echo "== 1. rbs build //app:train: the job target's manifest"
-"$rbs" build //app:train
-cat rbs-out/bin/app/train.job.json
+echo "== 1. rbs build //app:train_2node: the job target's manifest"
+"$rbs" build //app:train_2node
+cat rbs-out/bin/app/train_2node.job.json
 
 echo
-echo "== 2. rbs job submit //app:train, failing once at epoch 5; its retry resumes from the checkpoint"
-id=$("$rbs" job submit --parsable //app:train -- --fail-at-epoch 5)
+echo "== 2. rbs job submit //app:train_2node on two workers, rank 0 failing once at epoch 5; the retry resumes from the checkpoint"
+id=$("$rbs" job submit --parsable //app:train_2node -- --fail-at-epoch 5 --fail-rank 0)
 "$rbs" job logs -f "$id"
 "$rbs" job wait "$id"
 "$rbs" job show "$id"
@@ -65,9 +68,10 @@ echo "== 3. rbs job submit //app:pipeline: three jobs in one request"
 "$rbs" job wait $(awk 'NR > 1 { print $1 }' "$work/pipeline.txt")
 
 echo
-echo "== 4. rbs job outputs: the training run's results"
+echo "== 4. rbs job outputs: the training run's checkpoints and metrics"
 rm -rf "$outputs"
 "$rbs" job outputs "$id" --dest "$outputs"
 cat "$outputs/out/metrics.json"
 echo
+ls "$outputs/ckpt"
 echo "The training run's outputs are in $outputs"

@@ -17,15 +17,20 @@ func TestQuickstart(t *testing.T) {
 		t.Fatalf("quickstart failed: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`"input_root"`, "epoch 5: failing on purpose", "retrying (1 of 2)", "resuming from epoch 4",
+		`"input_root"`, `"nodes": 2`, "[rank 0] rank 0: epoch 5: failing on purpose", "retrying (1 of 2)", "attempt 2 on workers ",
+		"[rank 0] rank 0: resuming from epoch 4", "[rank 1] rank 1: resuming from epoch 4", "[rank 1] rank 1: all_reduce check: 3 (world size 2)",
 		"Attempt:", "prepare", "afterok:", "afterany:", "The training run's outputs are in " + outputs,
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("quickstart output lacks %q:\n%s", want, out)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(outputs, "out", "metrics.json")); err != nil || !strings.Contains(string(b), `"resumed_from": 4`) {
+	b, err := os.ReadFile(filepath.Join(outputs, "out", "metrics.json"))
+	if err != nil || !strings.Contains(string(b), `"resumed_from": 4`) || !strings.Contains(string(b), `"world_size": 2`) || !strings.Contains(string(b), `"weights_agree": true`) {
 		t.Fatalf("metrics.json: %v %s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(outputs, "ckpt", "state.json")); err != nil {
+		t.Fatalf("the checkpoint did not come back: %v", err)
 	}
 }
 

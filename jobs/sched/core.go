@@ -770,7 +770,9 @@ func (c *Core) markDropped(j *job, n *jobspb.Node) {
 	if *o.unmarked > 0 {
 		line := logLine(j, fmt.Sprintf("\n[rbs: %d bytes of output dropped here: over --max-job-output]\n", *o.unmarked))
 		if n != nil {
-			line.Rank = n.Rank
+			line.Rank = n.Rank // dropped from that rank's output
+		} else {
+			line.Rank = 0
 		}
 		c.logs = append(c.logs, line)
 		*o.unmarked = 0

@@ -9,8 +9,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// logLine is a line rbs adds to a job's output, about the job: its rank is
+// -1, so that readers of a multi-node job's output show it as it is.
 func logLine(j *job, s string) store.LogChunk {
-	return store.LogChunk{ID: j.key.ID, Index: j.key.Index, Data: []byte(s)}
+	return store.LogChunk{ID: j.key.ID, Index: j.key.Index, Rank: -1, Data: []byte(s)}
 }
 
 // info returns a job as users see it at now: a copy of its record with the

@@ -12,6 +12,7 @@ import (
 // either one rank's output as written, or every rank's lines interleaved
 // in the order they were stored, each prefixed "[rank N] ". A line is given
 // once it is whole, and at the end what is left of each rank's last line.
+// Lines rbs adds about the job (rank -1) are given as they are.
 type ranks struct {
 	interleave bool
 	rank       int32 // the one rank, when not interleaving
@@ -20,6 +21,9 @@ type ranks struct {
 }
 
 func (r *ranks) add(c store.LogChunk) []byte {
+	if c.Rank < 0 {
+		return c.Data // rbs's own lines about the job
+	}
 	if !r.interleave {
 		if c.Rank != r.rank {
 			return nil
