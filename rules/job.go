@@ -107,6 +107,7 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 		return nil, bad("outputs", err)
 	}
 	m.Array = str("array")
+	m.Container = str("container")
 	if after, ok := info.fields["after"].(*starlark.List); ok {
 		for i := 0; i < after.Len(); i++ {
 			pair, ok := after.Index(i).(starlark.Tuple)

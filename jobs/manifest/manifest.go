@@ -70,6 +70,9 @@ type Manifest struct {
 	Platform string `json:"platform,omitempty"`
 	// Interactive jobs read the stdin of the client attached to them.
 	Interactive bool `json:"interactive,omitempty"`
+	// Container is an OCI image to run the command in, with the worker's
+	// podman or docker.
+	Container string `json:"container,omitempty"`
 }
 
 // Dep is what a job runs after, and how: afterok, afterany or afternotok.
@@ -169,6 +172,9 @@ func (m *Manifest) Validate() error {
 			return bad("input_root", "%v", err)
 		}
 	}
+	if m.Container != "" && (strings.ContainsAny(m.Container, " \t\n\x00") || strings.HasPrefix(m.Container, "-")) {
+		return bad("container", "image %q: want an image name such as localhost/train:1 or docker.io/library/python:3.11", m.Container)
+	}
 	if m.Platform != "" {
 		if _, err := platform.Parse(m.Platform); err != nil {
 			return bad("platform", "%v", err)
@@ -243,7 +249,7 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 		Name: m.Name, Queue: m.Queue, Priority: m.Priority, Command: m.Command, Script: m.Script, Env: env,
 		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs, NoRequeue: m.NoRequeue,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
-		Interactive: m.Interactive, Nodes: m.Nodes,
+		Interactive: m.Interactive, Nodes: m.Nodes, Container: m.Container,
 	}
 	if m.Platform != "" {
 		p, _ := platform.Parse(m.Platform)
@@ -278,7 +284,7 @@ type Overrides struct {
 	Name, Queue                             string
 	Priority, CPUs, GPUs, MaxRetries, Nodes int32
 	MemoryBytes, TimeLimitMs                int64
-	CheckpointDir, Array                    string
+	CheckpointDir, Array, Container         string
 	Outputs                                 []string
 	After                                   []Dep
 	Env                                     map[string]string
@@ -302,6 +308,7 @@ func (o Overrides) Apply(m *Manifest) {
 	set(&m.Queue, o.Queue)
 	set(&m.CheckpointDir, o.CheckpointDir)
 	set(&m.Array, o.Array)
+	set(&m.Container, o.Container)
 	set32(&m.Priority, o.Priority)
 	set32(&m.CPUs, o.CPUs)
 	set32(&m.GPUs, o.GPUs)

@@ -96,17 +96,19 @@ func (j *job) node(task string) *jobspb.Node {
 func (j *job) state() State { return State(j.rec.State) }
 
 type worker struct {
-	name      string
-	address   string // where the other ranks of a gang reach it
-	cpus      int32
-	memory    int64
-	dev       devices
-	jobSlots  int
-	platform  string // OS-ARCH; "" when the worker offers none
-	connected bool
-	downSince time.Time
-	send      func(*workerpb.ServerMessage)
-	running   map[Key]*job // each with one node here
+	name     string
+	address  string // where the other ranks of a gang reach it
+	cpus     int32
+	memory   int64
+	dev      devices
+	jobSlots int
+	platform string // OS-ARCH; "" when the worker offers none
+	// containerRuntime is the worker's podman or docker; "" for none.
+	containerRuntime string
+	connected        bool
+	downSince        time.Time
+	send             func(*workerpb.ServerMessage)
+	running          map[Key]*job // each with one node here
 }
 
 func (w *worker) used() (cpus int32, mem int64) {
@@ -630,6 +632,8 @@ type WorkerInfo struct {
 	JobSlots int
 	// Address is where the other ranks of a gang reach the worker.
 	Address string
+	// ContainerRuntime is the worker's podman or docker; "" for none.
+	ContainerRuntime string
 	// Platform is the worker's OS-ARCH, from its OSFamily and ISA.
 	Platform string
 	// Running lists the job attempts (task ids) the worker still runs.
@@ -646,6 +650,7 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 		c.workers[info.Name] = w
 	}
 	w.cpus, w.memory, w.jobSlots, w.platform, w.address = info.CPUs, info.Memory, info.JobSlots, info.Platform, info.Address
+	w.containerRuntime = info.ContainerRuntime
 	gpus := append([]*workerpb.Gpu(nil), info.GPUs...)
 	sort.Slice(gpus, func(a, b int) bool { return gpus[a].Index < gpus[b].Index })
 	w.dev = devices{gpus: gpus, held: map[string]Key{}}

@@ -90,7 +90,7 @@ type check func(c *Core, j *job, w *worker, at when) string
 
 // checks is the placement chain, in order: the first rejection is the
 // worker's reason.
-var checks = []check{checkSlots, checkPlatform, checkCPUs, checkMemory, checkGPUs}
+var checks = []check{checkSlots, checkPlatform, checkContainer, checkCPUs, checkMemory, checkGPUs}
 
 func checkSlots(_ *Core, _ *job, w *worker, at when) string {
 	switch {
@@ -112,6 +112,13 @@ func checkPlatform(_ *Core, j *job, w *worker, _ when) string {
 		return fmt.Sprintf("no platform known, the job needs %s", j.spec.Platform)
 	}
 	return fmt.Sprintf("platform %s, the job needs %s", w.platform, j.spec.Platform)
+}
+
+func checkContainer(_ *Core, j *job, w *worker, _ when) string {
+	if j.spec.Container != "" && w.containerRuntime == "" {
+		return "no container runtime (podman or docker), the job runs in " + j.spec.Container
+	}
+	return ""
 }
 
 func checkCPUs(_ *Core, j *job, w *worker, at when) string {

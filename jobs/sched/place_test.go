@@ -273,3 +273,23 @@ func TestGangIsNotStarved(t *testing.T) {
 		t.Fatalf("the gang is %s on %v once both workers are free", r.State, r.Nodes)
 	}
 }
+
+// A job in a container goes only to a worker with a container runtime, and
+// says so while none has one.
+func TestContainerPlacement(t *testing.T) {
+	h := newHarness(t)
+	h.worker("plain", 4, 4)
+	id := h.submit(&jobspb.JobSpec{Container: "localhost/train:1"})
+	h.step()
+	if r := h.rec(id, -1).PendingReason; r != ReasonNoWorkerFits {
+		t.Fatalf("a container job with no runtime anywhere waits for %q", r)
+	}
+	if p := strings.Join(h.c.explain(h.c.jobs[Key{id, -1}]), "; "); p != "1 worker: no container runtime (podman or docker), the job runs in localhost/train:1" {
+		t.Fatalf("placement %q", p)
+	}
+	h.c.WorkerUp(WorkerInfo{Name: "podman", CPUs: 4, Memory: 8 << 30, JobSlots: 4, ContainerRuntime: "podman", Send: func(*workerpb.ServerMessage) {}})
+	sent := h.assigns()
+	if a := sent["podman"]; a == nil || a.ContainerImage != "localhost/train:1" || len(sent) != 1 {
+		t.Fatalf("sent %v, want the job on podman with its image", sent)
+	}
+}

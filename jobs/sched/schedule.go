@@ -302,6 +302,7 @@ func (c *Core) assign(j *job, n *jobspb.Node) {
 		CheckpointRoot: rankZeroText(n, j.rec.CheckpointRoot),
 		Interactive:    s.Interactive && n.Rank == 0,
 		PickMasterPort: gang && n.Rank == 0,
+		ContainerImage: s.Container,
 	}}})
 }
 

@@ -350,6 +350,7 @@ func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*worke
 	}
 	info.GPUs = reg.GetResources().GetGpus()
 	info.Address = reg.Address
+	info.ContainerRuntime = reg.GetResources().GetContainerRuntime()
 	props := map[string]string{}
 	for _, p := range reg.Properties {
 		props[p.Name] = p.Value

@@ -65,7 +65,10 @@ type JobSpec struct {
 	Platform string `protobuf:"bytes,19,opt,name=platform,proto3" json:"platform,omitempty"`
 	// nodes is how many distinct workers run the job together, a gang
 	// started all at once; 0 or 1 for one. The resources are per node.
-	Nodes         int32 `protobuf:"varint,20,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes int32 `protobuf:"varint,20,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// container is an OCI image to run the command in; only workers with a
+	// container runtime run such a job.
+	Container     string `protobuf:"bytes,21,opt,name=container,proto3" json:"container,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,6 +241,13 @@ func (x *JobSpec) GetNodes() int32 {
 		return x.Nodes
 	}
 	return 0
+}
+
+func (x *JobSpec) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
 }
 
 type Dependency struct {
@@ -2025,7 +2035,7 @@ var File_jobs_proto protoreflect.FileDescriptor
 const file_jobs_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"jobs.proto\x12\vrbs.jobs.v1\"\xa8\x05\n" +
+	"jobs.proto\x12\vrbs.jobs.v1\"\xc6\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2050,7 +2060,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0echeckpoint_dir\x18\x11 \x01(\tR\rcheckpointDir\x12 \n" +
 	"\vinteractive\x18\x12 \x01(\bR\vinteractive\x12\x1a\n" +
 	"\bplatform\x18\x13 \x01(\tR\bplatform\x12\x14\n" +
-	"\x05nodes\x18\x14 \x01(\x05R\x05nodes\x1a6\n" +
+	"\x05nodes\x18\x14 \x01(\x05R\x05nodes\x12\x1c\n" +
+	"\tcontainer\x18\x15 \x01(\tR\tcontainer\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +

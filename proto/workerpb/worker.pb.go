@@ -1041,6 +1041,11 @@ type AssignJob struct {
 	// environment and reports it in JobStarted, and the server then starts
 	// the other ranks with it.
 	PickMasterPort bool `protobuf:"varint,17,opt,name=pick_master_port,json=pickMasterPort,proto3" json:"pick_master_port,omitempty"`
+	// container_image, when set, is the OCI image the payload runs in, with
+	// the worker's container runtime (Resources.container_runtime): the job's
+	// directory is mounted as the working directory, and the environment and
+	// the GPUs pinned are passed through.
+	ContainerImage string `protobuf:"bytes,18,opt,name=container_image,json=containerImage,proto3" json:"container_image,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1192,6 +1197,13 @@ func (x *AssignJob) GetPickMasterPort() bool {
 		return x.PickMasterPort
 	}
 	return false
+}
+
+func (x *AssignJob) GetContainerImage() string {
+	if x != nil {
+		return x.ContainerImage
+	}
+	return ""
 }
 
 // JobStdin carries stdin of an interactive job attempt. offset is where
@@ -2195,7 +2207,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xf2\x04\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x9b\x05\n" +
 	"\tAssignJob\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -2216,7 +2228,8 @@ const file_worker_proto_rawDesc = "" +
 	"\x0fcheckpoint_root\x18\x0e \x01(\tR\x0echeckpointRoot\x12 \n" +
 	"\vinteractive\x18\x0f \x01(\bR\vinteractive\x12\x1b\n" +
 	"\tgpu_uuids\x18\x10 \x03(\tR\bgpuUuids\x12(\n" +
-	"\x10pick_master_port\x18\x11 \x01(\bR\x0epickMasterPort\x1a6\n" +
+	"\x10pick_master_port\x18\x11 \x01(\bR\x0epickMasterPort\x12'\n" +
+	"\x0fcontainer_image\x18\x12 \x01(\tR\x0econtainerImage\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
