@@ -89,20 +89,13 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 	if m.MaxRetries, err = num("max_retries"); err != nil {
 		return nil, err
 	}
-	minNodes, err := num("min_nodes")
-	if err != nil {
+	if m.MinNodes, err = num("min_nodes"); err != nil {
 		return nil, err
 	}
-	maxNodes, err := num("max_nodes")
-	if err != nil {
+	if m.MaxNodes, err = num("max_nodes"); err != nil {
 		return nil, err
 	}
-	switch {
-	case minNodes < 0 || maxNodes < 0:
-		return nil, bad("min_nodes", fmt.Errorf("min_nodes %d and max_nodes %d must not be negative", minNodes, maxNodes))
-	case maxNodes > 0 && minNodes > maxNodes:
-		return nil, bad("min_nodes", fmt.Errorf("min_nodes %d is above max_nodes %d", minNodes, maxNodes))
-	}
+	m.Elastic = info.fields["elastic"] == starlark.True
 	if m.Outputs, err = stringList(info.fields["outputs"]); err != nil {
 		return nil, bad("outputs", err)
 	}

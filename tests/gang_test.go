@@ -86,6 +86,16 @@ func TestGang(t *testing.T) {
 		t.Fatalf("job show does not say rank 1 ended the gang:\n%s", shown)
 	}
 
+	// Elastic: 1 to 3 nodes on two workers starts on both, and says so.
+	elastic := submit(t, srv, "--nodes", "1-3", "--", "sh", "-c", `echo "rank $RANK of $WORLD_SIZE"`)
+	rbs(t, srv, "job", "wait", elastic)
+	if e := show(t, srv, elastic); len(e.Workers) != 2 {
+		t.Fatalf("the 1-3 node job ran on %v", e.Workers)
+	}
+	if logs := rbs(t, srv, "job", "logs", elastic); !strings.Contains(logs, "[rank 0] rank 0 of 2\n") || !strings.Contains(logs, "[rank 1] rank 1 of 2\n") {
+		t.Fatalf("the elastic job printed:\n%s", logs)
+	}
+
 	// More nodes than workers: it waits, and says why worker by worker.
 	big := submit(t, srv, "--nodes", "3", "--", "true")
 	waitFor(t, srv, big, "pending for want of workers", func(j jobView) bool { return j.PendingReason == "NoWorkerFits" })

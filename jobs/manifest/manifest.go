@@ -55,7 +55,12 @@ type Manifest struct {
 	Priority    int32  `json:"priority,omitempty"`
 	TimeLimitMs int64  `json:"time_limit_ms,omitempty"`
 	Nodes       int32  `json:"nodes"`
-	MaxRetries  int32  `json:"max_retries"`
+	// Elastic jobs start once MinNodes workers fit (1 when 0), on as many
+	// as fit up to MaxNodes (Nodes when 0).
+	Elastic    bool  `json:"elastic,omitempty"`
+	MinNodes   int32 `json:"min_nodes,omitempty"`
+	MaxNodes   int32 `json:"max_nodes,omitempty"`
+	MaxRetries int32 `json:"max_retries"`
 	// NoRequeue ends the job as NODE_FAIL when its worker is lost,
 	// instead of requeueing it.
 	NoRequeue     bool     `json:"no_requeue,omitempty"`
@@ -166,6 +171,14 @@ func (m *Manifest) Validate() error {
 		return bad("interactive", "an array cannot be interactive: its stdin goes to one process")
 	case m.Nodes > MaxNodes:
 		return bad("nodes", "%d: want at most %d", m.Nodes, MaxNodes)
+	case m.MinNodes < 0 || m.MaxNodes < 0:
+		return bad("min_nodes", "min_nodes %d and max_nodes %d must not be negative", m.MinNodes, m.MaxNodes)
+	case m.MaxNodes > 0 && m.MinNodes > m.MaxNodes:
+		return bad("min_nodes", "min_nodes %d is above max_nodes %d", m.MinNodes, m.MaxNodes)
+	case m.MaxNodes > MaxNodes:
+		return bad("max_nodes", "%d: want at most %d", m.MaxNodes, MaxNodes)
+	case !m.Elastic && (m.MinNodes > 0 || m.MaxNodes > 0):
+		return bad("min_nodes", "min_nodes and max_nodes are for elastic jobs: set elastic too, or give nodes alone")
 	}
 	if m.InputRoot != "" {
 		if _, err := digest.Parse(m.InputRoot); err != nil {
@@ -251,6 +264,13 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
 		Interactive: m.Interactive, Nodes: m.Nodes, Container: m.Container,
 	}
+	if m.Elastic {
+		lo, hi := max(m.MinNodes, 1), m.MaxNodes
+		if hi == 0 {
+			hi = max(m.Nodes, lo)
+		}
+		s.Elastic, s.MinNodes, s.Nodes = true, lo, hi
+	}
 	if m.Platform != "" {
 		p, _ := platform.Parse(m.Platform)
 		s.Platform = p.String()
@@ -283,12 +303,14 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 type Overrides struct {
 	Name, Queue                             string
 	Priority, CPUs, GPUs, MaxRetries, Nodes int32
-	MemoryBytes, TimeLimitMs                int64
-	CheckpointDir, Array, Container         string
-	Outputs                                 []string
-	After                                   []Dep
-	Env                                     map[string]string
-	NoRequeue, Interactive                  bool
+	// MinNodes, with Nodes, makes the job elastic: from MinNodes to Nodes.
+	MinNodes                        int32
+	MemoryBytes, TimeLimitMs        int64
+	CheckpointDir, Array, Container string
+	Outputs                         []string
+	After                           []Dep
+	Env                             map[string]string
+	NoRequeue, Interactive          bool
 }
 
 // Apply sets o over m. The result is checked by Validate like any
@@ -314,6 +336,9 @@ func (o Overrides) Apply(m *Manifest) {
 	set32(&m.GPUs, o.GPUs)
 	set32(&m.MaxRetries, o.MaxRetries)
 	set32(&m.Nodes, o.Nodes)
+	if o.MinNodes > 0 {
+		m.Elastic, m.MinNodes, m.MaxNodes = true, o.MinNodes, o.Nodes
+	}
 	if o.MemoryBytes != 0 {
 		m.MemoryBytes = o.MemoryBytes
 	}

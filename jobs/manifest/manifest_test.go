@@ -87,6 +87,8 @@ func TestJob(t *testing.T) {
 		{"dep both", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Job: "1", Entry: 1}} }, 2, "give a job or an earlier entry, not both"},
 		{"dep on itself", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Entry: 1}} }, 1, "entry 1: a job may run after a job or an earlier entry"},
 		{"dep on a later entry", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Entry: 3, Label: "//a:b"}} }, 2, "//a:b: a job may run after a job or an earlier entry"},
+		{"min above max", func(m *Manifest) { m.Elastic, m.MinNodes, m.MaxNodes = true, 4, 2 }, 1, "min_nodes: min_nodes 4 is above max_nodes 2"},
+		{"min without elastic", func(m *Manifest) { m.MinNodes = 2 }, 1, "min_nodes: min_nodes and max_nodes are for elastic jobs"},
 		{"dep on a label only", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Label: "//a:b"}} }, 2, "//a:b: a job may run after a job or an earlier entry"},
 	} {
 		m := base()
@@ -106,6 +108,10 @@ func TestJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := j.Spec
+	if e, err := (&Manifest{Version: Version, Name: "e", Command: []string{"x"}, CPUs: 1, Nodes: 1, Elastic: true, MinNodes: 2, MaxNodes: 8}).Job(1); err != nil ||
+		!e.Spec.Elastic || e.Spec.MinNodes != 2 || e.Spec.Nodes != 8 {
+		t.Fatalf("an elastic 2-8 node job: %v, %v", e, err)
+	}
 	if s.Platform != "linux-arm64" || s.Array.GetText() != "0-4:2%2" || s.Array.GetLimit() != 2 || fmt.Sprint(j.Indices) != "[0 2 4]" {
 		t.Fatalf("typed: platform %q, array %v, indices %v", s.Platform, s.Array, j.Indices)
 	}

@@ -170,8 +170,17 @@ func (c *Core) reject(j *job, w *worker, at when) string {
 	return ""
 }
 
-// nodesOf is how many workers j runs on.
+// nodesOf is how many workers j runs on, at most.
 func nodesOf(s *jobspb.JobSpec) int { return max(int(s.Nodes), 1) }
+
+// minNodesOf is how many workers j needs to start: an elastic job's
+// min_nodes, else all its nodes.
+func minNodesOf(s *jobspb.JobSpec) int {
+	if s.Elastic {
+		return max(int(s.MinNodes), 1)
+	}
+	return nodesOf(s)
+}
 
 // placeable returns a pending reason when the registered workers could
 // never run j, however many jobs end: fewer than its nodes pass the chain
@@ -191,7 +200,7 @@ func (c *Core) placeable(j *job, workers []*worker) string {
 			fit++
 		}
 	}
-	n := nodesOf(j.spec)
+	n := minNodesOf(j.spec)
 	switch {
 	case withSlots == 0:
 		return ReasonNoWorkers
@@ -223,7 +232,8 @@ func score(j *job, w *worker) float64 {
 
 // fit picks the workers j starts on now, one per node, all distinct and
 // each passing the chain, the tightest first, keeping res's promise; nil
-// when fewer than its nodes do.
+// when fewer than its nodes do. An elastic job takes as many as pass, from
+// its min_nodes up to its nodes.
 func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time) []*worker {
 	type scored struct {
 		w *worker
@@ -235,10 +245,10 @@ func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time) []*
 			ok = append(ok, scored{w, score(j, w)})
 		}
 	}
-	n := nodesOf(j.spec)
-	if len(ok) < n {
+	if len(ok) < minNodesOf(j.spec) {
 		return nil
 	}
+	n := min(len(ok), nodesOf(j.spec))
 	sort.SliceStable(ok, func(a, b int) bool { return ok[a].s < ok[b].s })
 	out := make([]*worker, n)
 	for i := range out {
@@ -278,8 +288,11 @@ func (c *Core) explain(j *job) []string {
 		}
 		out[i] = fmt.Sprintf("%d %s: %s", count[r], noun, r)
 	}
-	if n := nodesOf(j.spec); n > 1 {
-		out = append(out, fmt.Sprintf("the job needs %d workers at once", n))
+	switch lo, hi := minNodesOf(j.spec), nodesOf(j.spec); {
+	case lo < hi:
+		out = append(out, fmt.Sprintf("the job needs %d to %d workers at once", lo, hi))
+	case hi > 1:
+		out = append(out, fmt.Sprintf("the job needs %d workers at once", hi))
 	}
 	return out
 }
@@ -344,7 +357,7 @@ func (c *Core) reserve(j *job) *reservation {
 		}
 		slots = append(slots, slot{w, at, free.minus(n)})
 	}
-	nodes := nodesOf(j.spec)
+	nodes := minNodesOf(j.spec)
 	if len(slots) < nodes {
 		return nil
 	}

@@ -293,3 +293,32 @@ func TestContainerPlacement(t *testing.T) {
 		t.Fatalf("sent %v, want the job on podman with its image", sent)
 	}
 }
+
+// An elastic job starts once its min_nodes fit, on as many as fit up to
+// its nodes, and its world size says how many it got.
+func TestElasticGang(t *testing.T) {
+	h := newHarness(t)
+	h.worker("a", 1, 1)
+	h.worker("b", 1, 1)
+	h.worker("c", 1, 1)
+	h.submit(&jobspb.JobSpec{}) // keeps one worker busy
+	h.step()
+	tooFew := h.submit(&jobspb.JobSpec{Elastic: true, MinNodes: 3, Nodes: 4})
+	id := h.submit(&jobspb.JobSpec{Elastic: true, MinNodes: 1, Nodes: 4, Priority: 10})
+	sent := h.assigns()
+	j := h.c.jobs[Key{id, -1}]
+	if len(j.rec.Nodes) != 2 || len(sent) != 1 {
+		t.Fatalf("the 1-4 node job got %d nodes (sent %v), want the 2 free workers", len(j.rec.Nodes), sent)
+	}
+	for _, a := range sent {
+		if a.Env["WORLD_SIZE"] != "2" {
+			t.Fatalf("WORLD_SIZE=%s, want 2", a.Env["WORLD_SIZE"])
+		}
+	}
+	if r := h.rec(tooFew, -1); r.State != string(Pending) {
+		t.Fatalf("the 3-4 node job is %s with one worker busy", r.State)
+	}
+	if p := h.c.explain(h.c.jobs[Key{tooFew, -1}]); p[len(p)-1] != "the job needs 3 to 4 workers at once" {
+		t.Fatalf("placement %v", p)
+	}
+}

@@ -91,7 +91,7 @@ func (c *Core) Schedule() {
 	// the next until a job starts or the reservation is made.
 	fits := map[fitQuery][]*worker{}
 	fit := func(j *job, res *reservation) []*worker {
-		q := fitQuery{need(j.spec), j.spec.Platform, nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
+		q := fitQuery{need(j.spec), j.spec.Platform, minNodesOf(j.spec), nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
 		ws, ok := fits[q]
 		if !ok {
 			ws = c.fit(j, workers, res, now)
@@ -204,6 +204,7 @@ func (q *waiting) Pop() any {
 type fitQuery struct {
 	need     capacity
 	platform string
+	minNodes int
 	nodes    int
 	limitMs  int64
 	reserved bool

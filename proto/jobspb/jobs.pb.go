@@ -68,7 +68,11 @@ type JobSpec struct {
 	Nodes int32 `protobuf:"varint,20,opt,name=nodes,proto3" json:"nodes,omitempty"`
 	// container is an OCI image to run the command in; only workers with a
 	// container runtime run such a job.
-	Container     string `protobuf:"bytes,21,opt,name=container,proto3" json:"container,omitempty"`
+	Container string `protobuf:"bytes,21,opt,name=container,proto3" json:"container,omitempty"`
+	// elastic jobs start once min_nodes workers fit, on as many as fit up to
+	// nodes.
+	Elastic       bool  `protobuf:"varint,22,opt,name=elastic,proto3" json:"elastic,omitempty"`
+	MinNodes      int32 `protobuf:"varint,23,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -248,6 +252,20 @@ func (x *JobSpec) GetContainer() string {
 		return x.Container
 	}
 	return ""
+}
+
+func (x *JobSpec) GetElastic() bool {
+	if x != nil {
+		return x.Elastic
+	}
+	return false
+}
+
+func (x *JobSpec) GetMinNodes() int32 {
+	if x != nil {
+		return x.MinNodes
+	}
+	return 0
 }
 
 type Dependency struct {
@@ -2035,7 +2053,7 @@ var File_jobs_proto protoreflect.FileDescriptor
 const file_jobs_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"jobs.proto\x12\vrbs.jobs.v1\"\xc6\x05\n" +
+	"jobs.proto\x12\vrbs.jobs.v1\"\xfd\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2061,7 +2079,9 @@ const file_jobs_proto_rawDesc = "" +
 	"\vinteractive\x18\x12 \x01(\bR\vinteractive\x12\x1a\n" +
 	"\bplatform\x18\x13 \x01(\tR\bplatform\x12\x14\n" +
 	"\x05nodes\x18\x14 \x01(\x05R\x05nodes\x12\x1c\n" +
-	"\tcontainer\x18\x15 \x01(\tR\tcontainer\x1a6\n" +
+	"\tcontainer\x18\x15 \x01(\tR\tcontainer\x12\x18\n" +
+	"\aelastic\x18\x16 \x01(\bR\aelastic\x12\x1b\n" +
+	"\tmin_nodes\x18\x17 \x01(\x05R\bminNodes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
