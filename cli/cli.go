@@ -4,8 +4,6 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"runtime/debug"
 
@@ -52,14 +50,6 @@ func Version() string {
 		return bi.Main.Version
 	}
 	return "devel"
-}
-
-// errNotImplemented is returned by commands whose capability rbs does not
-// have yet, so that they fail instead of pretending.
-var errNotImplemented = errors.New("not implemented yet")
-
-func notImplemented(cmd string) error {
-	return fmt.Errorf("%s: %w", cmd, errNotImplemented)
 }
 
 // RemoteFlags are how client commands reach a server. The token comes

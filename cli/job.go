@@ -606,8 +606,63 @@ func (c *JobQueuesCmd) Run() error {
 	return nil
 }
 
-// JobReserveCmd is `rbs job reserve`.
-type JobReserveCmd struct{}
+// JobReserveCmd is `rbs job reserve`: it creates a maintenance window,
+// removes one, or lists them.
+type JobReserveCmd struct {
+	RemoteFlags
+	Name    string   `arg:"" optional:"" help:"The window to create; without it, the windows are listed."`
+	In      string   `help:"Start in this long: 90s, 30m, 2h, 1d (default: now)."`
+	For     string   `help:"How long it lasts: 30m, 2h, 1d2h, Slurm's [D-]HH:MM:SS (needed to create one)."`
+	Reason  string   `help:"Why, shown with the window and in the placement of the jobs it holds back."`
+	Workers []string `help:"The workers reserved, comma-separated (default: every worker)."`
+	Cancel  string   `help:"Remove the window NAME." placeholder:"NAME"`
+	JSON    bool     `name:"json" help:"List the windows as a JSON array."`
+}
 
 // Run implements the command.
-func (c *JobReserveCmd) Run() error { return notImplemented("job reserve") }
+func (c *JobReserveCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	switch {
+	case c.Cancel != "":
+		if c.Name != "" {
+			return fmt.Errorf("give a window to create or --cancel NAME, not both")
+		}
+		if _, err := jobs.CancelReservation(ctx, &jobspb.CancelReservationRequest{Name: c.Cancel}); err != nil {
+			return err
+		}
+		fmt.Printf("Removed reservation %s\n", c.Cancel)
+		return nil
+	case c.Name == "":
+		resp, err := jobs.Reservations(ctx, &jobspb.ReservationsRequest{})
+		if err != nil {
+			return err
+		}
+		return printReservations(os.Stdout, resp.Reservations, c.JSON, time.Now())
+	}
+	if c.For == "" {
+		return fmt.Errorf("reservation %s: give its length with --for, such as --for 1h", c.Name)
+	}
+	length, err := spec.ParseDuration(c.For)
+	if err != nil {
+		return fmt.Errorf("--for: %w", err)
+	}
+	var in time.Duration
+	if c.In != "" {
+		if in, err = spec.ParseDuration(c.In); err != nil {
+			return fmt.Errorf("--in: %w", err)
+		}
+	}
+	start := time.Now().Add(in)
+	r := &jobspb.Reservation{Name: c.Name, StartUnixMs: start.UnixMilli(), EndUnixMs: start.Add(length).UnixMilli(), Reason: c.Reason, Workers: c.Workers}
+	if _, err := jobs.Reserve(ctx, &jobspb.ReserveRequest{Reservation: r}); err != nil {
+		return err
+	}
+	fmt.Printf("Reserved %s from %s to %s\n", c.Name, start.UTC().Format(time.RFC3339), start.Add(length).UTC().Format(time.RFC3339))
+	return nil
+}

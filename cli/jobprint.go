@@ -370,3 +370,42 @@ func printQueues(w io.Writer, queues []*jobspb.QueueInfo) {
 	}
 	tw.Flush()
 }
+
+// reservationJSON is a maintenance window as --json prints it.
+type reservationJSON struct {
+	Name    string   `json:"name"`
+	Start   *string  `json:"start"`
+	End     *string  `json:"end"`
+	Reason  string   `json:"reason,omitempty"`
+	Workers []string `json:"workers"`
+	Active  bool     `json:"active"`
+}
+
+// printReservations lists maintenance windows as a table, or as JSON.
+func printReservations(w io.Writer, rs []*jobspb.Reservation, asJSON bool, now time.Time) error {
+	if asJSON {
+		out := []reservationJSON{}
+		for _, r := range rs {
+			workers := r.Workers
+			if workers == nil {
+				workers = []string{}
+			}
+			out = append(out, reservationJSON{r.Name, rfc3339(r.StartUnixMs), rfc3339(r.EndUnixMs), r.Reason, workers, r.StartUnixMs <= now.UnixMilli()})
+		}
+		return printJSON(w, out)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTART\tEND\tSTATE\tWORKERS\tREASON")
+	for _, r := range rs {
+		state := "upcoming"
+		if r.StartUnixMs <= now.UnixMilli() {
+			state = "active"
+		}
+		workers := strings.Join(r.Workers, ",")
+		if workers == "" {
+			workers = "all"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, *rfc3339(r.StartUnixMs), *rfc3339(r.EndUnixMs), state, workers, r.Reason)
+	}
+	return tw.Flush()
+}

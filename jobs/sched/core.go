@@ -179,6 +179,11 @@ type Core struct {
 	byTask  map[string]*job  // running attempts by task id
 	workers map[string]*worker
 	stdins  map[Key]*stdin // of interactive jobs that have not ended
+	// windows are the maintenance windows by name; windowsDirty the ones
+	// changed since the last Flush (nil: removed).
+	windows      map[string]*jobspb.Reservation
+	windowsDirty map[string]*jobspb.Reservation
+	lastTick     time.Time
 
 	// reschedule is set by every change that can let a job start (a
 	// submission, a job's change of state, a worker joining); Schedule
@@ -236,7 +241,14 @@ func New(cfg Config, st *store.State) (*Core, error) {
 		workers: map[string]*worker{},
 		stdins:  map[Key]*stdin{},
 		dirty:   map[Key]*job{},
+
+		windows:      map[string]*jobspb.Reservation{},
+		windowsDirty: map[string]*jobspb.Reservation{},
 	}
+	for _, r := range st.Reservations {
+		c.windows[r.Name] = r
+	}
+	c.lastTick = cfg.Now()
 	for _, q := range cfg.Queues {
 		if _, dup := c.queues[q.Name]; dup {
 			return nil, fmt.Errorf("queue %q is defined twice", q.Name)
@@ -322,6 +334,14 @@ func (c *Core) Flush() (*store.Batch, []Outbound) {
 	if c.idDirty {
 		b.NextID = c.nextID
 	}
+	for name, r := range c.windowsDirty {
+		if r == nil {
+			b.Unreserve = append(b.Unreserve, name)
+		} else {
+			b.Reservations = append(b.Reservations, r)
+		}
+	}
+	clear(c.windowsDirty)
 	out := c.out
 	c.dirty, c.logs, c.out, c.idDirty = map[Key]*job{}, nil, nil, false
 	return b, out
@@ -894,6 +914,7 @@ func (c *Core) endIfReported(j *job) {
 func (c *Core) Tick() {
 	now := c.cfg.Now()
 	c.forgetOld(now)
+	c.tickWindows(now)
 	c.closeUnattached(now)
 	for _, w := range c.workers {
 		if !w.connected && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {

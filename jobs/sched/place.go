@@ -77,12 +77,15 @@ func (d *devices) release(k Key) {
 	}
 }
 
-// when a check looks at a worker: ever (empty) or now (with what is free).
+// when a check looks at a worker: ever (empty), now (with what is free),
+// or now but for maintenance windows (to tell that they are what holds a
+// job back).
 type when int
 
 const (
 	ever when = iota
-	now
+	current
+	currentUnreserved
 )
 
 // check rejects a worker for one node of a job, saying why, or returns "".
@@ -90,15 +93,15 @@ type check func(c *Core, j *job, w *worker, at when) string
 
 // checks is the placement chain, in order: the first rejection is the
 // worker's reason.
-var checks = []check{checkSlots, checkPlatform, checkContainer, checkCPUs, checkMemory, checkGPUs}
+var checks = []check{checkSlots, checkPlatform, checkContainer, checkCPUs, checkMemory, checkGPUs, checkWindow}
 
 func checkSlots(_ *Core, _ *job, w *worker, at when) string {
 	switch {
 	case w.jobSlots == 0:
 		return "no job slots"
-	case at == now && !w.connected:
+	case at != ever && !w.connected:
 		return "disconnected"
-	case at == now && len(w.running) >= w.jobSlots:
+	case at != ever && len(w.running) >= w.jobSlots:
 		return fmt.Sprintf("all %d job slots busy", w.jobSlots)
 	}
 	return ""
@@ -126,7 +129,7 @@ func checkCPUs(_ *Core, j *job, w *worker, at when) string {
 	if w.cpus < asked {
 		return fmt.Sprintf("only %d CPUs (asked %d)", w.cpus, asked)
 	}
-	if used, _ := w.used(); at == now && w.cpus-used < asked {
+	if used, _ := w.used(); at != ever && w.cpus-used < asked {
 		return fmt.Sprintf("not enough free CPUs (asked %d, free %d)", asked, w.cpus-used)
 	}
 	return ""
@@ -137,7 +140,7 @@ func checkMemory(_ *Core, j *job, w *worker, at when) string {
 	if w.memory < asked {
 		return fmt.Sprintf("only %s of memory (asked %s)", gib(w.memory), gib(asked))
 	}
-	if _, used := w.used(); at == now && w.memory-used < asked {
+	if _, used := w.used(); at != ever && w.memory-used < asked {
 		return fmt.Sprintf("not enough free memory (asked %s, free %s)", gib(asked), gib(w.memory-used))
 	}
 	return ""
@@ -151,7 +154,7 @@ func checkGPUs(_ *Core, j *job, w *worker, at when) string {
 	if len(w.dev.gpus) < asked {
 		return fmt.Sprintf("only %d GPUs (asked %d)", len(w.dev.gpus), asked)
 	}
-	if at == now && w.dev.free() < asked {
+	if at != ever && w.dev.free() < asked {
 		return fmt.Sprintf("not enough free GPUs (asked %d, free %d)", asked, w.dev.free())
 	}
 	return ""
@@ -234,14 +237,14 @@ func score(j *job, w *worker) float64 {
 // each passing the chain, the tightest first, keeping res's promise; nil
 // when fewer than its nodes do. An elastic job takes as many as pass, from
 // its min_nodes up to its nodes.
-func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time) []*worker {
+func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time, at when) []*worker {
 	type scored struct {
 		w *worker
 		s float64
 	}
 	var ok []scored
 	for _, w := range workers {
-		if c.reject(j, w, now) == "" && res.allows(j, w, t) {
+		if c.reject(j, w, at) == "" && res.allows(j, w, t) {
 			ok = append(ok, scored{w, score(j, w)})
 		}
 	}
@@ -264,7 +267,7 @@ func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time) []*
 func (c *Core) explain(j *job) []string {
 	count := map[string]int{}
 	for _, w := range c.sortedWorkers() {
-		why := c.reject(j, w, now)
+		why := c.reject(j, w, current)
 		if why == "" {
 			why = "could run it now"
 		}

@@ -94,7 +94,7 @@ func (c *Core) Schedule() {
 		q := fitQuery{need(j.spec), j.spec.Platform, minNodesOf(j.spec), nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
 		ws, ok := fits[q]
 		if !ok {
-			ws = c.fit(j, workers, res, now)
+			ws = c.fit(j, workers, res, now, current)
 			fits[q] = ws
 		}
 		return ws
@@ -131,13 +131,18 @@ func (c *Core) Schedule() {
 				}
 				continue
 			}
-			if res == nil {
+			switch {
+			case len(c.windows) > 0 && c.fit(j, workers, nil, now, currentUnreserved) != nil:
+				// Only maintenance windows hold it back: it reserves
+				// nothing, lest it delay others for a window's length.
+				reason = ReasonReservation
+			case res == nil:
 				res = c.reserve(j)
 				clear(fits)
 				reason = ReasonResources
-			} else if fit(j, nil) != nil {
+			case fit(j, nil) != nil:
 				reason = ReasonPriority
-			} else {
+			default:
 				reason = ReasonResources
 			}
 		}

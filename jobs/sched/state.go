@@ -57,6 +57,9 @@ const (
 	ReasonDependency               = "Dependency"
 	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
 	ReasonArrayTaskLimit           = "JobArrayTaskLimit"
+	// ReasonReservation: a maintenance window holds the workers it could
+	// run on, now or before its time limit is up.
+	ReasonReservation = "Reservation"
 	// ReasonNoWorkerFits: no registered worker could ever run the job.
 	ReasonNoWorkerFits = "NoWorkerFits"
 	// ReasonNoWorkers: no worker with job slots is registered.

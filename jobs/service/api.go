@@ -271,3 +271,34 @@ func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bo
 		}
 	}
 }
+
+// Reserve implements the Jobs API.
+func (s *Service) Reserve(ctx context.Context, req *jobspb.ReserveRequest) (*jobspb.ReserveResponse, error) {
+	if req.Reservation == nil {
+		return nil, status.Error(codes.InvalidArgument, "missing reservation")
+	}
+	err := s.doWrite(ctx, func(c *sched.Core) error { return c.Reserve(req.Reservation) })
+	if err != nil {
+		return nil, err
+	}
+	return &jobspb.ReserveResponse{Reservation: req.Reservation}, nil
+}
+
+// CancelReservation implements the Jobs API.
+func (s *Service) CancelReservation(ctx context.Context, req *jobspb.CancelReservationRequest) (*jobspb.CancelReservationResponse, error) {
+	err := s.doWrite(ctx, func(c *sched.Core) error { return c.Unreserve(req.Name) })
+	if err != nil {
+		return nil, err
+	}
+	return &jobspb.CancelReservationResponse{}, nil
+}
+
+// Reservations implements the Jobs API.
+func (s *Service) Reservations(ctx context.Context, _ *jobspb.ReservationsRequest) (*jobspb.ReservationsResponse, error) {
+	resp := &jobspb.ReservationsResponse{}
+	err := s.do(ctx, func(c *sched.Core) error {
+		resp.Reservations = c.Windows()
+		return nil
+	})
+	return resp, err
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
@@ -38,6 +39,10 @@ CREATE INDEX IF NOT EXISTS logs_by_job ON logs (id, idx, seq);
 CREATE TABLE IF NOT EXISTS specs (
 	id INTEGER PRIMARY KEY,
 	spec BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reservations (
+	name TEXT PRIMARY KEY,
+	record BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (
 	key TEXT PRIMARY KEY,
@@ -110,11 +115,16 @@ type Batch struct {
 	NextID int64 // when non-zero, the next job id to hand out
 	// Forget lists jobs to delete, with all their tasks, spec and output.
 	Forget []int64
+	// Reservations are maintenance windows to write; Unreserve names the
+	// ones to delete. A name is in at most one of them.
+	Reservations []*jobspb.Reservation
+	Unreserve    []string
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Specs) == 0 && len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0 && len(b.Forget) == 0
+	return len(b.Specs) == 0 && len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0 && len(b.Forget) == 0 &&
+		len(b.Reservations) == 0 && len(b.Unreserve) == 0
 }
 
 // Merge adds the changes of a later round to b, so that both commit as one.
@@ -129,6 +139,16 @@ func (b *Batch) Merge(later *Batch) {
 	b.Jobs = append(b.Jobs, later.Jobs...)
 	b.Logs = append(b.Logs, later.Logs...)
 	b.Forget = append(b.Forget, later.Forget...)
+	// A later change of a reservation replaces an earlier one: a name is
+	// in at most one of the two lists.
+	for _, name := range later.Unreserve {
+		b.Reservations = slices.DeleteFunc(b.Reservations, func(r *jobspb.Reservation) bool { return r.Name == name })
+	}
+	for _, r := range later.Reservations {
+		b.Unreserve = slices.DeleteFunc(b.Unreserve, func(name string) bool { return name == r.Name })
+	}
+	b.Reservations = append(b.Reservations, later.Reservations...)
+	b.Unreserve = append(b.Unreserve, later.Unreserve...)
 	if later.NextID != 0 {
 		b.NextID = later.NextID
 	}
@@ -195,6 +215,22 @@ func (s *Store) Commit(b *Batch) error {
 			}
 		}
 	}
+	// A name is in at most one of the two lists (see Merge).
+	for _, name := range b.Unreserve {
+		if _, err := tx.Exec(`DELETE FROM reservations WHERE name = ?`, name); err != nil {
+			return fmt.Errorf("removing reservation %s: %w", name, err)
+		}
+	}
+	for _, r := range b.Reservations {
+		rec, err := proto.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`INSERT INTO reservations (name, record) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET record = excluded.record`, r.Name, rec); err != nil {
+			return fmt.Errorf("saving reservation %s: %w", r.Name, err)
+		}
+	}
 	if b.NextID != 0 {
 		if _, err := tx.Exec(`INSERT INTO meta (key, value) VALUES ('next_id', ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, b.NextID); err != nil {
@@ -218,9 +254,10 @@ func putSpec(tx *sql.Tx, id int64, sp *jobspb.JobSpec) error {
 // State is what Load reads back: every job record (without its spec), the
 // specs by job id, and the next job id to hand out.
 type State struct {
-	Jobs   []*jobspb.JobRecord
-	Specs  map[int64]*jobspb.JobSpec
-	NextID int64
+	Jobs         []*jobspb.JobRecord
+	Specs        map[int64]*jobspb.JobSpec
+	NextID       int64
+	Reservations []*jobspb.Reservation
 }
 
 // Load reads the whole state. Every record's job has a spec in Specs.
@@ -231,6 +268,9 @@ func (s *Store) Load() (*State, error) {
 		return nil, err
 	}
 	if err := s.loadSpecs(st); err != nil {
+		return nil, err
+	}
+	if err := s.loadReservations(st); err != nil {
 		return nil, err
 	}
 	rows, err := s.db.Query(`SELECT record FROM jobs ORDER BY id, idx`)
@@ -322,4 +362,24 @@ func (s *Store) Logs(id int64, index int32, after int64, max int) ([]LogChunk, i
 		}
 	}
 	return out, last, rows.Err()
+}
+
+func (s *Store) loadReservations(st *State) error {
+	rows, err := s.db.Query(`SELECT record FROM reservations ORDER BY name`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return err
+		}
+		r := &jobspb.Reservation{}
+		if err := proto.Unmarshal(b, r); err != nil {
+			return fmt.Errorf("a reservation is unreadable: %w", err)
+		}
+		st.Reservations = append(st.Reservations, r)
+	}
+	return rows.Err()
 }

@@ -24,6 +24,332 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Reservation is a maintenance window on some workers, or all.
+type Reservation struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	StartUnixMs int64                  `protobuf:"varint,2,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
+	EndUnixMs   int64                  `protobuf:"varint,3,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
+	Reason      string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// workers are the workers reserved; none for every worker.
+	Workers       []string `protobuf:"bytes,5,rep,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reservation) Reset() {
+	*x = Reservation{}
+	mi := &file_jobs_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reservation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reservation) ProtoMessage() {}
+
+func (x *Reservation) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
+func (*Reservation) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Reservation) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Reservation) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+func (x *Reservation) GetEndUnixMs() int64 {
+	if x != nil {
+		return x.EndUnixMs
+	}
+	return 0
+}
+
+func (x *Reservation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Reservation) GetWorkers() []string {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+type ReserveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reservation   *Reservation           `protobuf:"bytes,1,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveRequest) Reset() {
+	*x = ReserveRequest{}
+	mi := &file_jobs_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveRequest) ProtoMessage() {}
+
+func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
+func (*ReserveRequest) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReserveRequest) GetReservation() *Reservation {
+	if x != nil {
+		return x.Reservation
+	}
+	return nil
+}
+
+type ReserveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reservation   *Reservation           `protobuf:"bytes,1,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveResponse) Reset() {
+	*x = ReserveResponse{}
+	mi := &file_jobs_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveResponse) ProtoMessage() {}
+
+func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
+func (*ReserveResponse) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReserveResponse) GetReservation() *Reservation {
+	if x != nil {
+		return x.Reservation
+	}
+	return nil
+}
+
+type CancelReservationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelReservationRequest) Reset() {
+	*x = CancelReservationRequest{}
+	mi := &file_jobs_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelReservationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelReservationRequest) ProtoMessage() {}
+
+func (x *CancelReservationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelReservationRequest.ProtoReflect.Descriptor instead.
+func (*CancelReservationRequest) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CancelReservationRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type CancelReservationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelReservationResponse) Reset() {
+	*x = CancelReservationResponse{}
+	mi := &file_jobs_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelReservationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelReservationResponse) ProtoMessage() {}
+
+func (x *CancelReservationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelReservationResponse.ProtoReflect.Descriptor instead.
+func (*CancelReservationResponse) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{4}
+}
+
+type ReservationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReservationsRequest) Reset() {
+	*x = ReservationsRequest{}
+	mi := &file_jobs_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReservationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReservationsRequest) ProtoMessage() {}
+
+func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReservationsRequest.ProtoReflect.Descriptor instead.
+func (*ReservationsRequest) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{5}
+}
+
+type ReservationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reservations  []*Reservation         `protobuf:"bytes,1,rep,name=reservations,proto3" json:"reservations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReservationsResponse) Reset() {
+	*x = ReservationsResponse{}
+	mi := &file_jobs_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReservationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReservationsResponse) ProtoMessage() {}
+
+func (x *ReservationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReservationsResponse.ProtoReflect.Descriptor instead.
+func (*ReservationsResponse) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReservationsResponse) GetReservations() []*Reservation {
+	if x != nil {
+		return x.Reservations
+	}
+	return nil
+}
+
 // JobSpec is what a job asks for. `rbs job submit -- cmd` and a built job
 // target's manifest both become a JobSpec.
 type JobSpec struct {
@@ -79,7 +405,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_jobs_proto_msgTypes[0]
+	mi := &file_jobs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -91,7 +417,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[0]
+	mi := &file_jobs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -104,7 +430,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{0}
+	return file_jobs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JobSpec) GetName() string {
@@ -284,7 +610,7 @@ type Dependency struct {
 
 func (x *Dependency) Reset() {
 	*x = Dependency{}
-	mi := &file_jobs_proto_msgTypes[1]
+	mi := &file_jobs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +622,7 @@ func (x *Dependency) String() string {
 func (*Dependency) ProtoMessage() {}
 
 func (x *Dependency) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[1]
+	mi := &file_jobs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +635,7 @@ func (x *Dependency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dependency.ProtoReflect.Descriptor instead.
 func (*Dependency) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{1}
+	return file_jobs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Dependency) GetKind() string {
@@ -353,7 +679,7 @@ type ArraySpec struct {
 
 func (x *ArraySpec) Reset() {
 	*x = ArraySpec{}
-	mi := &file_jobs_proto_msgTypes[2]
+	mi := &file_jobs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +691,7 @@ func (x *ArraySpec) String() string {
 func (*ArraySpec) ProtoMessage() {}
 
 func (x *ArraySpec) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[2]
+	mi := &file_jobs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +704,7 @@ func (x *ArraySpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArraySpec.ProtoReflect.Descriptor instead.
 func (*ArraySpec) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{2}
+	return file_jobs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ArraySpec) GetLimit() int32 {
@@ -447,7 +773,7 @@ type JobRecord struct {
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_jobs_proto_msgTypes[3]
+	mi := &file_jobs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +785,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[3]
+	mi := &file_jobs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +798,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{3}
+	return file_jobs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *JobRecord) GetId() int64 {
@@ -685,7 +1011,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_jobs_proto_msgTypes[4]
+	mi := &file_jobs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +1023,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[4]
+	mi := &file_jobs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +1036,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{4}
+	return file_jobs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Node) GetRank() int32 {
@@ -815,7 +1141,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_jobs_proto_msgTypes[5]
+	mi := &file_jobs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +1153,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[5]
+	mi := &file_jobs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +1166,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{5}
+	return file_jobs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Attempt) GetAttempt() int32 {
@@ -913,7 +1239,7 @@ type JobOutput struct {
 
 func (x *JobOutput) Reset() {
 	*x = JobOutput{}
-	mi := &file_jobs_proto_msgTypes[6]
+	mi := &file_jobs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1251,7 @@ func (x *JobOutput) String() string {
 func (*JobOutput) ProtoMessage() {}
 
 func (x *JobOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[6]
+	mi := &file_jobs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1264,7 @@ func (x *JobOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOutput.ProtoReflect.Descriptor instead.
 func (*JobOutput) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{6}
+	return file_jobs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JobOutput) GetPath() string {
@@ -975,7 +1301,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_jobs_proto_msgTypes[7]
+	mi := &file_jobs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1313,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[7]
+	mi := &file_jobs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1326,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{7}
+	return file_jobs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubmitRequest) GetManifests() [][]byte {
@@ -1022,7 +1348,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_jobs_proto_msgTypes[8]
+	mi := &file_jobs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1360,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[8]
+	mi := &file_jobs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1373,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{8}
+	return file_jobs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmitResponse) GetJobId() int64 {
@@ -1076,7 +1402,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_jobs_proto_msgTypes[9]
+	mi := &file_jobs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1414,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[9]
+	mi := &file_jobs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1427,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{9}
+	return file_jobs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListRequest) GetStates() []string {
@@ -1134,7 +1460,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_jobs_proto_msgTypes[10]
+	mi := &file_jobs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1472,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[10]
+	mi := &file_jobs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1485,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{10}
+	return file_jobs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListResponse) GetJobs() []*JobInfo {
@@ -1178,7 +1504,7 @@ type ShowRequest struct {
 
 func (x *ShowRequest) Reset() {
 	*x = ShowRequest{}
-	mi := &file_jobs_proto_msgTypes[11]
+	mi := &file_jobs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1516,7 @@ func (x *ShowRequest) String() string {
 func (*ShowRequest) ProtoMessage() {}
 
 func (x *ShowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[11]
+	mi := &file_jobs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1529,7 @@ func (x *ShowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShowRequest.ProtoReflect.Descriptor instead.
 func (*ShowRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{11}
+	return file_jobs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ShowRequest) GetId() string {
@@ -1222,7 +1548,7 @@ type ShowResponse struct {
 
 func (x *ShowResponse) Reset() {
 	*x = ShowResponse{}
-	mi := &file_jobs_proto_msgTypes[12]
+	mi := &file_jobs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1560,7 @@ func (x *ShowResponse) String() string {
 func (*ShowResponse) ProtoMessage() {}
 
 func (x *ShowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[12]
+	mi := &file_jobs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1573,7 @@ func (x *ShowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShowResponse.ProtoReflect.Descriptor instead.
 func (*ShowResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{12}
+	return file_jobs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShowResponse) GetJobs() []*JobInfo {
@@ -1275,7 +1601,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_jobs_proto_msgTypes[13]
+	mi := &file_jobs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1613,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[13]
+	mi := &file_jobs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1626,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{13}
+	return file_jobs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogsRequest) GetId() string {
@@ -1347,7 +1673,7 @@ type LogsResponse struct {
 
 func (x *LogsResponse) Reset() {
 	*x = LogsResponse{}
-	mi := &file_jobs_proto_msgTypes[14]
+	mi := &file_jobs_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1685,7 @@ func (x *LogsResponse) String() string {
 func (*LogsResponse) ProtoMessage() {}
 
 func (x *LogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[14]
+	mi := &file_jobs_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1698,7 @@ func (x *LogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
 func (*LogsResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{14}
+	return file_jobs_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LogsResponse) GetData() []byte {
@@ -1391,7 +1717,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_jobs_proto_msgTypes[15]
+	mi := &file_jobs_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1729,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[15]
+	mi := &file_jobs_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1742,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{15}
+	return file_jobs_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WaitRequest) GetIds() []string {
@@ -1435,7 +1761,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_jobs_proto_msgTypes[16]
+	mi := &file_jobs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1773,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[16]
+	mi := &file_jobs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1786,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{16}
+	return file_jobs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WaitResponse) GetJobs() []*JobInfo {
@@ -1479,7 +1805,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_jobs_proto_msgTypes[17]
+	mi := &file_jobs_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1817,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[17]
+	mi := &file_jobs_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1830,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{17}
+	return file_jobs_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelRequest) GetIds() []string {
@@ -1523,7 +1849,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_jobs_proto_msgTypes[18]
+	mi := &file_jobs_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1861,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[18]
+	mi := &file_jobs_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1874,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{18}
+	return file_jobs_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelResponse) GetJobs() []*JobInfo {
@@ -1566,7 +1892,7 @@ type QueuesRequest struct {
 
 func (x *QueuesRequest) Reset() {
 	*x = QueuesRequest{}
-	mi := &file_jobs_proto_msgTypes[19]
+	mi := &file_jobs_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1904,7 @@ func (x *QueuesRequest) String() string {
 func (*QueuesRequest) ProtoMessage() {}
 
 func (x *QueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[19]
+	mi := &file_jobs_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1917,7 @@ func (x *QueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesRequest.ProtoReflect.Descriptor instead.
 func (*QueuesRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{19}
+	return file_jobs_proto_rawDescGZIP(), []int{26}
 }
 
 type QueuesResponse struct {
@@ -1603,7 +1929,7 @@ type QueuesResponse struct {
 
 func (x *QueuesResponse) Reset() {
 	*x = QueuesResponse{}
-	mi := &file_jobs_proto_msgTypes[20]
+	mi := &file_jobs_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1941,7 @@ func (x *QueuesResponse) String() string {
 func (*QueuesResponse) ProtoMessage() {}
 
 func (x *QueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[20]
+	mi := &file_jobs_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1954,7 @@ func (x *QueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesResponse.ProtoReflect.Descriptor instead.
 func (*QueuesResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{20}
+	return file_jobs_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QueuesResponse) GetQueues() []*QueueInfo {
@@ -1652,7 +1978,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_jobs_proto_msgTypes[21]
+	mi := &file_jobs_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1990,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[21]
+	mi := &file_jobs_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +2003,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{21}
+	return file_jobs_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -1740,7 +2066,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_jobs_proto_msgTypes[22]
+	mi := &file_jobs_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +2078,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[22]
+	mi := &file_jobs_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +2091,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{22}
+	return file_jobs_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobInfo) GetRecord() *JobRecord {
@@ -1815,7 +2141,7 @@ type Priority struct {
 
 func (x *Priority) Reset() {
 	*x = Priority{}
-	mi := &file_jobs_proto_msgTypes[23]
+	mi := &file_jobs_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +2153,7 @@ func (x *Priority) String() string {
 func (*Priority) ProtoMessage() {}
 
 func (x *Priority) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[23]
+	mi := &file_jobs_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +2166,7 @@ func (x *Priority) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Priority.ProtoReflect.Descriptor instead.
 func (*Priority) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{23}
+	return file_jobs_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Priority) GetBase() int64 {
@@ -1882,7 +2208,7 @@ type DependencyState struct {
 
 func (x *DependencyState) Reset() {
 	*x = DependencyState{}
-	mi := &file_jobs_proto_msgTypes[24]
+	mi := &file_jobs_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2220,7 @@ func (x *DependencyState) String() string {
 func (*DependencyState) ProtoMessage() {}
 
 func (x *DependencyState) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[24]
+	mi := &file_jobs_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2233,7 @@ func (x *DependencyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependencyState.ProtoReflect.Descriptor instead.
 func (*DependencyState) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{24}
+	return file_jobs_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DependencyState) GetKind() string {
@@ -1945,7 +2271,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_jobs_proto_msgTypes[25]
+	mi := &file_jobs_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2283,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[25]
+	mi := &file_jobs_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2296,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{25}
+	return file_jobs_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AttachRequest) GetId() string {
@@ -2006,7 +2332,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_jobs_proto_msgTypes[26]
+	mi := &file_jobs_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2344,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[26]
+	mi := &file_jobs_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2357,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{26}
+	return file_jobs_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AttachResponse) GetData() []byte {
@@ -2053,7 +2379,23 @@ var File_jobs_proto protoreflect.FileDescriptor
 const file_jobs_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"jobs.proto\x12\vrbs.jobs.v1\"\xfd\x05\n" +
+	"jobs.proto\x12\vrbs.jobs.v1\"\x97\x01\n" +
+	"\vReservation\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
+	"\rstart_unix_ms\x18\x02 \x01(\x03R\vstartUnixMs\x12\x1e\n" +
+	"\vend_unix_ms\x18\x03 \x01(\x03R\tendUnixMs\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\aworkers\x18\x05 \x03(\tR\aworkers\"L\n" +
+	"\x0eReserveRequest\x12:\n" +
+	"\vreservation\x18\x01 \x01(\v2\x18.rbs.jobs.v1.ReservationR\vreservation\"M\n" +
+	"\x0fReserveResponse\x12:\n" +
+	"\vreservation\x18\x01 \x01(\v2\x18.rbs.jobs.v1.ReservationR\vreservation\".\n" +
+	"\x18CancelReservationRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x1b\n" +
+	"\x19CancelReservationResponse\"\x15\n" +
+	"\x13ReservationsRequest\"T\n" +
+	"\x14ReservationsResponse\x12<\n" +
+	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xfd\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2218,7 +2560,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x03eof\x18\x03 \x01(\bR\x03eof\"L\n" +
 	"\x0eAttachResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12&\n" +
-	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job2\x94\x04\n" +
+	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job2\x93\x06\n" +
 	"\x04Jobs\x12A\n" +
 	"\x06Submit\x12\x1a.rbs.jobs.v1.SubmitRequest\x1a\x1b.rbs.jobs.v1.SubmitResponse\x12=\n" +
 	"\x04List\x12\x18.rbs.jobs.v1.ListRequest\x1a\x19.rbs.jobs.v1.ListResponse0\x01\x12=\n" +
@@ -2227,7 +2569,10 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04Wait\x12\x18.rbs.jobs.v1.WaitRequest\x1a\x19.rbs.jobs.v1.WaitResponse0\x01\x12C\n" +
 	"\x06Cancel\x12\x1a.rbs.jobs.v1.CancelRequest\x1a\x1b.rbs.jobs.v1.CancelResponse0\x01\x12A\n" +
 	"\x06Queues\x12\x1a.rbs.jobs.v1.QueuesRequest\x1a\x1b.rbs.jobs.v1.QueuesResponse\x12E\n" +
-	"\x06Attach\x12\x1a.rbs.jobs.v1.AttachRequest\x1a\x1b.rbs.jobs.v1.AttachResponse(\x010\x01B'Z%github.com/rbs-build/rbs/proto/jobspbb\x06proto3"
+	"\x06Attach\x12\x1a.rbs.jobs.v1.AttachRequest\x1a\x1b.rbs.jobs.v1.AttachResponse(\x010\x01\x12D\n" +
+	"\aReserve\x12\x1b.rbs.jobs.v1.ReserveRequest\x1a\x1c.rbs.jobs.v1.ReserveResponse\x12b\n" +
+	"\x11CancelReservation\x12%.rbs.jobs.v1.CancelReservationRequest\x1a&.rbs.jobs.v1.CancelReservationResponse\x12S\n" +
+	"\fReservations\x12 .rbs.jobs.v1.ReservationsRequest\x1a!.rbs.jobs.v1.ReservationsResponseB'Z%github.com/rbs-build/rbs/proto/jobspbb\x06proto3"
 
 var (
 	file_jobs_proto_rawDescOnce sync.Once
@@ -2241,75 +2586,91 @@ func file_jobs_proto_rawDescGZIP() []byte {
 	return file_jobs_proto_rawDescData
 }
 
-var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_jobs_proto_goTypes = []any{
-	(*JobSpec)(nil),         // 0: rbs.jobs.v1.JobSpec
-	(*Dependency)(nil),      // 1: rbs.jobs.v1.Dependency
-	(*ArraySpec)(nil),       // 2: rbs.jobs.v1.ArraySpec
-	(*JobRecord)(nil),       // 3: rbs.jobs.v1.JobRecord
-	(*Node)(nil),            // 4: rbs.jobs.v1.Node
-	(*Attempt)(nil),         // 5: rbs.jobs.v1.Attempt
-	(*JobOutput)(nil),       // 6: rbs.jobs.v1.JobOutput
-	(*SubmitRequest)(nil),   // 7: rbs.jobs.v1.SubmitRequest
-	(*SubmitResponse)(nil),  // 8: rbs.jobs.v1.SubmitResponse
-	(*ListRequest)(nil),     // 9: rbs.jobs.v1.ListRequest
-	(*ListResponse)(nil),    // 10: rbs.jobs.v1.ListResponse
-	(*ShowRequest)(nil),     // 11: rbs.jobs.v1.ShowRequest
-	(*ShowResponse)(nil),    // 12: rbs.jobs.v1.ShowResponse
-	(*LogsRequest)(nil),     // 13: rbs.jobs.v1.LogsRequest
-	(*LogsResponse)(nil),    // 14: rbs.jobs.v1.LogsResponse
-	(*WaitRequest)(nil),     // 15: rbs.jobs.v1.WaitRequest
-	(*WaitResponse)(nil),    // 16: rbs.jobs.v1.WaitResponse
-	(*CancelRequest)(nil),   // 17: rbs.jobs.v1.CancelRequest
-	(*CancelResponse)(nil),  // 18: rbs.jobs.v1.CancelResponse
-	(*QueuesRequest)(nil),   // 19: rbs.jobs.v1.QueuesRequest
-	(*QueuesResponse)(nil),  // 20: rbs.jobs.v1.QueuesResponse
-	(*QueueInfo)(nil),       // 21: rbs.jobs.v1.QueueInfo
-	(*JobInfo)(nil),         // 22: rbs.jobs.v1.JobInfo
-	(*Priority)(nil),        // 23: rbs.jobs.v1.Priority
-	(*DependencyState)(nil), // 24: rbs.jobs.v1.DependencyState
-	(*AttachRequest)(nil),   // 25: rbs.jobs.v1.AttachRequest
-	(*AttachResponse)(nil),  // 26: rbs.jobs.v1.AttachResponse
-	nil,                     // 27: rbs.jobs.v1.JobSpec.EnvEntry
+	(*Reservation)(nil),               // 0: rbs.jobs.v1.Reservation
+	(*ReserveRequest)(nil),            // 1: rbs.jobs.v1.ReserveRequest
+	(*ReserveResponse)(nil),           // 2: rbs.jobs.v1.ReserveResponse
+	(*CancelReservationRequest)(nil),  // 3: rbs.jobs.v1.CancelReservationRequest
+	(*CancelReservationResponse)(nil), // 4: rbs.jobs.v1.CancelReservationResponse
+	(*ReservationsRequest)(nil),       // 5: rbs.jobs.v1.ReservationsRequest
+	(*ReservationsResponse)(nil),      // 6: rbs.jobs.v1.ReservationsResponse
+	(*JobSpec)(nil),                   // 7: rbs.jobs.v1.JobSpec
+	(*Dependency)(nil),                // 8: rbs.jobs.v1.Dependency
+	(*ArraySpec)(nil),                 // 9: rbs.jobs.v1.ArraySpec
+	(*JobRecord)(nil),                 // 10: rbs.jobs.v1.JobRecord
+	(*Node)(nil),                      // 11: rbs.jobs.v1.Node
+	(*Attempt)(nil),                   // 12: rbs.jobs.v1.Attempt
+	(*JobOutput)(nil),                 // 13: rbs.jobs.v1.JobOutput
+	(*SubmitRequest)(nil),             // 14: rbs.jobs.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 15: rbs.jobs.v1.SubmitResponse
+	(*ListRequest)(nil),               // 16: rbs.jobs.v1.ListRequest
+	(*ListResponse)(nil),              // 17: rbs.jobs.v1.ListResponse
+	(*ShowRequest)(nil),               // 18: rbs.jobs.v1.ShowRequest
+	(*ShowResponse)(nil),              // 19: rbs.jobs.v1.ShowResponse
+	(*LogsRequest)(nil),               // 20: rbs.jobs.v1.LogsRequest
+	(*LogsResponse)(nil),              // 21: rbs.jobs.v1.LogsResponse
+	(*WaitRequest)(nil),               // 22: rbs.jobs.v1.WaitRequest
+	(*WaitResponse)(nil),              // 23: rbs.jobs.v1.WaitResponse
+	(*CancelRequest)(nil),             // 24: rbs.jobs.v1.CancelRequest
+	(*CancelResponse)(nil),            // 25: rbs.jobs.v1.CancelResponse
+	(*QueuesRequest)(nil),             // 26: rbs.jobs.v1.QueuesRequest
+	(*QueuesResponse)(nil),            // 27: rbs.jobs.v1.QueuesResponse
+	(*QueueInfo)(nil),                 // 28: rbs.jobs.v1.QueueInfo
+	(*JobInfo)(nil),                   // 29: rbs.jobs.v1.JobInfo
+	(*Priority)(nil),                  // 30: rbs.jobs.v1.Priority
+	(*DependencyState)(nil),           // 31: rbs.jobs.v1.DependencyState
+	(*AttachRequest)(nil),             // 32: rbs.jobs.v1.AttachRequest
+	(*AttachResponse)(nil),            // 33: rbs.jobs.v1.AttachResponse
+	nil,                               // 34: rbs.jobs.v1.JobSpec.EnvEntry
 }
 var file_jobs_proto_depIdxs = []int32{
-	27, // 0: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
-	1,  // 1: rbs.jobs.v1.JobSpec.deps:type_name -> rbs.jobs.v1.Dependency
-	2,  // 2: rbs.jobs.v1.JobSpec.array:type_name -> rbs.jobs.v1.ArraySpec
-	0,  // 3: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
-	6,  // 4: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
-	5,  // 5: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
-	4,  // 6: rbs.jobs.v1.JobRecord.nodes:type_name -> rbs.jobs.v1.Node
-	22, // 7: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	22, // 8: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	22, // 9: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	22, // 10: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	21, // 11: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
-	3,  // 12: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
-	23, // 13: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
-	24, // 14: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
-	22, // 15: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
-	7,  // 16: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
-	9,  // 17: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
-	11, // 18: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
-	13, // 19: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
-	15, // 20: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
-	17, // 21: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
-	19, // 22: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
-	25, // 23: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
-	8,  // 24: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
-	10, // 25: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
-	12, // 26: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
-	14, // 27: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
-	16, // 28: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
-	18, // 29: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
-	20, // 30: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
-	26, // 31: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
-	24, // [24:32] is the sub-list for method output_type
-	16, // [16:24] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 0: rbs.jobs.v1.ReserveRequest.reservation:type_name -> rbs.jobs.v1.Reservation
+	0,  // 1: rbs.jobs.v1.ReserveResponse.reservation:type_name -> rbs.jobs.v1.Reservation
+	0,  // 2: rbs.jobs.v1.ReservationsResponse.reservations:type_name -> rbs.jobs.v1.Reservation
+	34, // 3: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
+	8,  // 4: rbs.jobs.v1.JobSpec.deps:type_name -> rbs.jobs.v1.Dependency
+	9,  // 5: rbs.jobs.v1.JobSpec.array:type_name -> rbs.jobs.v1.ArraySpec
+	7,  // 6: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
+	13, // 7: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
+	12, // 8: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
+	11, // 9: rbs.jobs.v1.JobRecord.nodes:type_name -> rbs.jobs.v1.Node
+	29, // 10: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	29, // 11: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	29, // 12: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	29, // 13: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	28, // 14: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
+	10, // 15: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
+	30, // 16: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
+	31, // 17: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
+	29, // 18: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
+	14, // 19: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
+	16, // 20: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
+	18, // 21: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
+	20, // 22: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
+	22, // 23: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
+	24, // 24: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
+	26, // 25: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
+	32, // 26: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
+	1,  // 27: rbs.jobs.v1.Jobs.Reserve:input_type -> rbs.jobs.v1.ReserveRequest
+	3,  // 28: rbs.jobs.v1.Jobs.CancelReservation:input_type -> rbs.jobs.v1.CancelReservationRequest
+	5,  // 29: rbs.jobs.v1.Jobs.Reservations:input_type -> rbs.jobs.v1.ReservationsRequest
+	15, // 30: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
+	17, // 31: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
+	19, // 32: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
+	21, // 33: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
+	23, // 34: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
+	25, // 35: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
+	27, // 36: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
+	33, // 37: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
+	2,  // 38: rbs.jobs.v1.Jobs.Reserve:output_type -> rbs.jobs.v1.ReserveResponse
+	4,  // 39: rbs.jobs.v1.Jobs.CancelReservation:output_type -> rbs.jobs.v1.CancelReservationResponse
+	6,  // 40: rbs.jobs.v1.Jobs.Reservations:output_type -> rbs.jobs.v1.ReservationsResponse
+	30, // [30:41] is the sub-list for method output_type
+	19, // [19:30] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_jobs_proto_init() }
@@ -2323,7 +2684,7 @@ func file_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobs_proto_rawDesc), len(file_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

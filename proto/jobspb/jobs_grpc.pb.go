@@ -22,14 +22,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Jobs_Submit_FullMethodName = "/rbs.jobs.v1.Jobs/Submit"
-	Jobs_List_FullMethodName   = "/rbs.jobs.v1.Jobs/List"
-	Jobs_Show_FullMethodName   = "/rbs.jobs.v1.Jobs/Show"
-	Jobs_Logs_FullMethodName   = "/rbs.jobs.v1.Jobs/Logs"
-	Jobs_Wait_FullMethodName   = "/rbs.jobs.v1.Jobs/Wait"
-	Jobs_Cancel_FullMethodName = "/rbs.jobs.v1.Jobs/Cancel"
-	Jobs_Queues_FullMethodName = "/rbs.jobs.v1.Jobs/Queues"
-	Jobs_Attach_FullMethodName = "/rbs.jobs.v1.Jobs/Attach"
+	Jobs_Submit_FullMethodName            = "/rbs.jobs.v1.Jobs/Submit"
+	Jobs_List_FullMethodName              = "/rbs.jobs.v1.Jobs/List"
+	Jobs_Show_FullMethodName              = "/rbs.jobs.v1.Jobs/Show"
+	Jobs_Logs_FullMethodName              = "/rbs.jobs.v1.Jobs/Logs"
+	Jobs_Wait_FullMethodName              = "/rbs.jobs.v1.Jobs/Wait"
+	Jobs_Cancel_FullMethodName            = "/rbs.jobs.v1.Jobs/Cancel"
+	Jobs_Queues_FullMethodName            = "/rbs.jobs.v1.Jobs/Queues"
+	Jobs_Attach_FullMethodName            = "/rbs.jobs.v1.Jobs/Attach"
+	Jobs_Reserve_FullMethodName           = "/rbs.jobs.v1.Jobs/Reserve"
+	Jobs_CancelReservation_FullMethodName = "/rbs.jobs.v1.Jobs/CancelReservation"
+	Jobs_Reservations_FullMethodName      = "/rbs.jobs.v1.Jobs/Reservations"
 )
 
 // JobsClient is the client API for Jobs service.
@@ -55,6 +58,12 @@ type JobsClient interface {
 	// job's stdin, the server streams back its output, as Logs with follow
 	// does, and last the job as it ended.
 	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error)
+	// Reserve creates a maintenance window: from its start, no new job
+	// starts on its workers (running ones drain), and no job whose time
+	// limit would run into it starts there before it.
+	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
+	CancelReservation(ctx context.Context, in *CancelReservationRequest, opts ...grpc.CallOption) (*CancelReservationResponse, error)
+	Reservations(ctx context.Context, in *ReservationsRequest, opts ...grpc.CallOption) (*ReservationsResponse, error)
 }
 
 type jobsClient struct {
@@ -193,6 +202,36 @@ func (c *jobsClient) Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_AttachClient = grpc.BidiStreamingClient[AttachRequest, AttachResponse]
 
+func (c *jobsClient) Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReserveResponse)
+	err := c.cc.Invoke(ctx, Jobs_Reserve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobsClient) CancelReservation(ctx context.Context, in *CancelReservationRequest, opts ...grpc.CallOption) (*CancelReservationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelReservationResponse)
+	err := c.cc.Invoke(ctx, Jobs_CancelReservation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobsClient) Reservations(ctx context.Context, in *ReservationsRequest, opts ...grpc.CallOption) (*ReservationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReservationsResponse)
+	err := c.cc.Invoke(ctx, Jobs_Reservations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobsServer is the server API for Jobs service.
 // All implementations must embed UnimplementedJobsServer
 // for forward compatibility.
@@ -216,6 +255,12 @@ type JobsServer interface {
 	// job's stdin, the server streams back its output, as Logs with follow
 	// does, and last the job as it ended.
 	Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error
+	// Reserve creates a maintenance window: from its start, no new job
+	// starts on its workers (running ones drain), and no job whose time
+	// limit would run into it starts there before it.
+	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
+	CancelReservation(context.Context, *CancelReservationRequest) (*CancelReservationResponse, error)
+	Reservations(context.Context, *ReservationsRequest) (*ReservationsResponse, error)
 	mustEmbedUnimplementedJobsServer()
 }
 
@@ -249,6 +294,15 @@ func (UnimplementedJobsServer) Queues(context.Context, *QueuesRequest) (*QueuesR
 }
 func (UnimplementedJobsServer) Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error {
 	return status.Error(codes.Unimplemented, "method Attach not implemented")
+}
+func (UnimplementedJobsServer) Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reserve not implemented")
+}
+func (UnimplementedJobsServer) CancelReservation(context.Context, *CancelReservationRequest) (*CancelReservationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelReservation not implemented")
+}
+func (UnimplementedJobsServer) Reservations(context.Context, *ReservationsRequest) (*ReservationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reservations not implemented")
 }
 func (UnimplementedJobsServer) mustEmbedUnimplementedJobsServer() {}
 func (UnimplementedJobsServer) testEmbeddedByValue()              {}
@@ -369,6 +423,60 @@ func _Jobs_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_AttachServer = grpc.BidiStreamingServer[AttachRequest, AttachResponse]
 
+func _Jobs_Reserve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReserveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).Reserve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_Reserve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).Reserve(ctx, req.(*ReserveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Jobs_CancelReservation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelReservationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).CancelReservation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_CancelReservation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).CancelReservation(ctx, req.(*CancelReservationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Jobs_Reservations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReservationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).Reservations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_Reservations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).Reservations(ctx, req.(*ReservationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Jobs_ServiceDesc is the grpc.ServiceDesc for Jobs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -383,6 +491,18 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Queues",
 			Handler:    _Jobs_Queues_Handler,
+		},
+		{
+			MethodName: "Reserve",
+			Handler:    _Jobs_Reserve_Handler,
+		},
+		{
+			MethodName: "CancelReservation",
+			Handler:    _Jobs_CancelReservation_Handler,
+		},
+		{
+			MethodName: "Reservations",
+			Handler:    _Jobs_Reservations_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
