@@ -43,6 +43,7 @@ type RemoteServeCmd struct {
 	Config          string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
 	WorkerTimeout   time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
 	JobRetention    string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)."`
+	PreemptGrace    time.Duration `name:"preempt-grace" help:"How long a preempted job has between SIGTERM and SIGKILL to write its checkpoint." default:"30s"`
 	MaxJobOutput    units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
 	Workers         int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs."`
 }
@@ -103,6 +104,7 @@ func (c *RemoteServeCmd) Run() error {
 		WorkerTimeout:  c.WorkerTimeout,
 		JobRetention:   retention,
 		MaxJobOutput:   int64(c.MaxJobOutput),
+		PreemptGrace:   c.PreemptGrace,
 		Workers:        workers,
 		Log:            log,
 		Ready: func(addr net.Addr) {

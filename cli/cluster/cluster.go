@@ -60,6 +60,9 @@ type Config struct {
 	// MaxJobOutput caps the output stored of each job attempt, in bytes:
 	// its head and its tail are kept; 0 for no cap.
 	MaxJobOutput int64
+	// PreemptGrace is how long a preempted job has between SIGTERM and
+	// SIGKILL; 0 for the default.
+	PreemptGrace time.Duration
 	// Workers run in this process beside the server once it listens, each
 	// dialing it with the worker token; their Server is filled in. With
 	// workers and no Listen, only loopback is served, token or not.
@@ -162,7 +165,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	if c.store, err = store.Open(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention, MaxJobOutput: cfg.MaxJobOutput}
+	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention, MaxJobOutput: cfg.MaxJobOutput, PreemptGrace: cfg.PreemptGrace}
 	if cfg.Config != "" {
 		qc, err := config.Load(cfg.Config)
 		if err != nil {

@@ -78,6 +78,9 @@ type Manifest struct {
 	// Container is an OCI image to run the command in, with the worker's
 	// podman or docker.
 	Container string `json:"container,omitempty"`
+	// Preemptible jobs may be stopped, and requeued, to make room for a job
+	// of higher priority.
+	Preemptible bool `json:"preemptible,omitempty"`
 }
 
 // Dep is what a job runs after, and how: afterok, afterany or afternotok.
@@ -262,7 +265,7 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 		Name: m.Name, Queue: m.Queue, Priority: m.Priority, Command: m.Command, Script: m.Script, Env: env,
 		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs, NoRequeue: m.NoRequeue,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
-		Interactive: m.Interactive, Nodes: m.Nodes, Container: m.Container,
+		Interactive: m.Interactive, Nodes: m.Nodes, Container: m.Container, Preemptible: m.Preemptible,
 	}
 	if m.Elastic {
 		lo, hi := max(m.MinNodes, 1), m.MaxNodes
@@ -304,13 +307,13 @@ type Overrides struct {
 	Name, Queue                             string
 	Priority, CPUs, GPUs, MaxRetries, Nodes int32
 	// MinNodes, with Nodes, makes the job elastic: from MinNodes to Nodes.
-	MinNodes                        int32
-	MemoryBytes, TimeLimitMs        int64
-	CheckpointDir, Array, Container string
-	Outputs                         []string
-	After                           []Dep
-	Env                             map[string]string
-	NoRequeue, Interactive          bool
+	MinNodes                            int32
+	MemoryBytes, TimeLimitMs            int64
+	CheckpointDir, Array, Container     string
+	Outputs                             []string
+	After                               []Dep
+	Env                                 map[string]string
+	NoRequeue, Interactive, Preemptible bool
 }
 
 // Apply sets o over m. The result is checked by Validate like any
@@ -347,6 +350,7 @@ func (o Overrides) Apply(m *Manifest) {
 	}
 	m.NoRequeue = m.NoRequeue || o.NoRequeue
 	m.Interactive = m.Interactive || o.Interactive
+	m.Preemptible = m.Preemptible || o.Preemptible
 	m.Outputs = append(m.Outputs, o.Outputs...)
 	m.After = append(m.After, o.After...)
 	if len(o.Env) > 0 && m.Env == nil {

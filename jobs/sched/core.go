@@ -57,6 +57,9 @@ type Config struct {
 	// Retention is how long after it ends a job (an array: its last task)
 	// is kept, output included; 0 keeps jobs for ever.
 	Retention time.Duration
+	// PreemptGrace is how long a preempted job has between SIGTERM and
+	// SIGKILL (by default 30 s).
+	PreemptGrace time.Duration
 	// MaxJobOutput caps the output stored of each attempt of a job, in
 	// bytes; 0 for no cap. Workers are told it with each assignment and
 	// send the first half as it is written and the last half at the end.
@@ -181,6 +184,10 @@ type Core struct {
 	stdins  map[Key]*stdin // of interactive jobs that have not ended
 	// windows are the maintenance windows by name; windowsDirty the ones
 	// changed since the last Flush (nil: removed).
+	// preempting holds, for each job that preempted others, its victims
+	// while they stop.
+	preempting map[Key][]*job
+
 	windows      map[string]*jobspb.Reservation
 	windowsDirty map[string]*jobspb.Reservation
 	lastTick     time.Time
@@ -228,6 +235,9 @@ func New(cfg Config, st *store.State) (*Core, error) {
 	if cfg.LimitGrace == 0 {
 		cfg.LimitGrace = time.Minute
 	}
+	if cfg.PreemptGrace == 0 {
+		cfg.PreemptGrace = 30 * time.Second
+	}
 	c := &Core{
 		cfg:     cfg,
 		queues:  map[string]Queue{},
@@ -242,6 +252,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 		stdins:  map[Key]*stdin{},
 		dirty:   map[Key]*job{},
 
+		preempting:   map[Key][]*job{},
 		windows:      map[string]*jobspb.Reservation{},
 		windowsDirty: map[string]*jobspb.Reservation{},
 	}
@@ -532,6 +543,7 @@ func (c *Core) move(j *job, to State) {
 // job's attempt goes into its history, with the record's exit code and
 // message.
 func (c *Core) end(j *job, s State, nowMs int64) {
+	delete(c.preempting, j.key)
 	c.markAllDropped(j)
 	if j.state() == Running {
 		c.endAttempt(j, s, j.rec.Message, nowMs)
@@ -588,6 +600,7 @@ func (c *Core) again(j *job, s State, ended, msg, line string) {
 	j.rec.GpuIndices = nil
 	j.rec.Nodes = nil
 	j.rec.MasterPort = 0
+	j.rec.PreemptedBy = ""
 	j.rec.StartUnixMs = 0
 	c.logs = append(c.logs, logLine(j, line))
 }
@@ -900,12 +913,30 @@ func (c *Core) endIfReported(j *job) {
 			break
 		}
 	}
-	if j.rec.CancelRequested {
+	switch {
+	case j.rec.CancelRequested:
 		s = Cancelled
+	case j.rec.PreemptedBy != "" && s != Completed:
+		c.preempted(j)
+		return
 	}
 	if !c.retry(j, s) {
 		c.end(j, s, c.cfg.Now().UnixMilli())
 	}
+}
+
+// preempted ends j's attempt, stopped to make room, as PREEMPTED: the job
+// goes back to PENDING, to resume from its checkpoint, or, when it must not
+// be requeued, ends PREEMPTED.
+func (c *Core) preempted(j *job) {
+	by := j.rec.PreemptedBy
+	msg := "preempted by job " + by
+	if j.spec.NoRequeue {
+		j.rec.Message = msg
+		c.end(j, Preempted, c.cfg.Now().UnixMilli())
+		return
+	}
+	c.again(j, Preempted, msg, "requeued: "+msg, fmt.Sprintf("\n[rbs] attempt %d preempted; requeued\n", j.rec.Attempts))
 }
 
 // Tick does the time-driven work: requeueing the jobs of workers gone longer

@@ -109,7 +109,11 @@ func (c *Core) Schedule() {
 	for queue.Len() > 0 {
 		if room == 0 {
 			// Nothing more can start: the rest wait for resources, or
-			// for their own reasons, in any order.
+			// for their own reasons, in any order; the first of them,
+			// when it heads the queue, may preempt.
+			if res == nil && c.blocked(queue[0].job, runningInArray, workers) == "" {
+				c.preempt(queue[0].job, workers, now)
+			}
 			for _, r := range queue {
 				reason := c.blocked(r.job, runningInArray, workers)
 				if reason == "" {
@@ -132,6 +136,12 @@ func (c *Core) Schedule() {
 				continue
 			}
 			switch {
+			case res == nil && c.preempt(j, workers, now):
+				// It waits for the jobs it preempted to stop; what they
+				// free is its first, as it heads the queue.
+				res = c.reserve(j)
+				clear(fits)
+				reason = ReasonResources
 			case len(c.windows) > 0 && c.fit(j, workers, nil, now, currentUnreserved) != nil:
 				// Only maintenance windows hold it back: it reserves
 				// nothing, lest it delay others for a window's length.
@@ -220,6 +230,7 @@ type fitQuery struct {
 // sent it once rank 0 has picked the master port (Started).
 func (c *Core) start(j *job, ws []*worker, now time.Time) {
 	c.move(j, Running)
+	delete(c.preempting, j.key)
 	j.rec.PendingReason = ""
 	j.rec.StartUnixMs = now.UnixMilli()
 	j.rec.Attempts++
@@ -308,6 +319,7 @@ func (c *Core) assign(j *job, n *jobspb.Node) {
 		CheckpointRoot: rankZeroText(n, j.rec.CheckpointRoot),
 		Interactive:    s.Interactive && n.Rank == 0,
 		PickMasterPort: gang && n.Rank == 0,
+		StopGraceMs:    c.stopGrace(s),
 		ContainerImage: s.Container,
 	}}})
 }
@@ -326,4 +338,13 @@ func rankZeroText(n *jobspb.Node, v string) string {
 		return ""
 	}
 	return v
+}
+
+// stopGrace is how long a job's attempt has between SIGTERM and SIGKILL:
+// the preemption grace for a preemptible job, else the worker's default.
+func (c *Core) stopGrace(s *jobspb.JobSpec) int64 {
+	if s.Preemptible {
+		return c.cfg.PreemptGrace.Milliseconds()
+	}
+	return 0
 }

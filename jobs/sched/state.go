@@ -13,16 +13,20 @@ const (
 	Timeout     State = "TIMEOUT"
 	NodeFail    State = "NODE_FAIL"
 	OutOfMemory State = "OUT_OF_MEMORY"
+	// Preempted is how an attempt stopped to make room ends; the job goes
+	// back to PENDING unless it must not be requeued.
+	Preempted State = "PREEMPTED"
 )
 
 // States lists every state, in display order.
-var States = []State{Pending, Running, Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory}
+var States = []State{Pending, Running, Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory, Preempted}
 
 // transitions is the table of legal state changes.
 var transitions = map[State][]State{
 	Pending: {Running, Cancelled},
-	// A running job ends, or goes back to PENDING when its worker is lost.
-	Running: {Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory, Pending},
+	// A running job ends, or goes back to PENDING when its worker is lost
+	// or it is preempted.
+	Running: {Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory, Preempted, Pending},
 }
 
 // CanMove reports whether a job may go from one state to another.

@@ -8,7 +8,7 @@ func TestTransitions(t *testing.T) {
 	for _, to := range []State{Running, Cancelled} {
 		legal[[2]State{Pending, to}] = true
 	}
-	for _, to := range []State{Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory, Pending} {
+	for _, to := range []State{Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory, Preempted, Pending} {
 		legal[[2]State{Running, to}] = true
 	}
 	for _, from := range States {

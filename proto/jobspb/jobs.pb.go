@@ -397,8 +397,12 @@ type JobSpec struct {
 	Container string `protobuf:"bytes,21,opt,name=container,proto3" json:"container,omitempty"`
 	// elastic jobs start once min_nodes workers fit, on as many as fit up to
 	// nodes.
-	Elastic       bool  `protobuf:"varint,22,opt,name=elastic,proto3" json:"elastic,omitempty"`
-	MinNodes      int32 `protobuf:"varint,23,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
+	Elastic  bool  `protobuf:"varint,22,opt,name=elastic,proto3" json:"elastic,omitempty"`
+	MinNodes int32 `protobuf:"varint,23,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
+	// preemptible jobs may be stopped to make room for a job of higher
+	// priority that cannot otherwise start: they go back to PENDING, with
+	// the attempt PREEMPTED, and resume from their checkpoint.
+	Preemptible   bool `protobuf:"varint,24,opt,name=preemptible,proto3" json:"preemptible,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -594,6 +598,13 @@ func (x *JobSpec) GetMinNodes() int32 {
 	return 0
 }
 
+func (x *JobSpec) GetPreemptible() bool {
+	if x != nil {
+		return x.Preemptible
+	}
+	return false
+}
+
 type Dependency struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is afterok, afterany or afternotok.
@@ -766,7 +777,10 @@ type JobRecord struct {
 	// gpu_indices repeat rank 0's.
 	Nodes []*Node `protobuf:"bytes,25,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// master_port is the port rank 0 of a running gang picked, once known.
-	MasterPort    int32 `protobuf:"varint,26,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
+	MasterPort int32 `protobuf:"varint,26,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
+	// preempted_by, while the running attempt is being stopped to make room,
+	// is the id of the job it makes room for.
+	PreemptedBy   string `protobuf:"bytes,27,opt,name=preempted_by,json=preemptedBy,proto3" json:"preempted_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -981,6 +995,13 @@ func (x *JobRecord) GetMasterPort() int32 {
 		return x.MasterPort
 	}
 	return 0
+}
+
+func (x *JobRecord) GetPreemptedBy() string {
+	if x != nil {
+		return x.PreemptedBy
+	}
+	return ""
 }
 
 // Node is one node of a job's running attempt.
@@ -2395,7 +2416,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x19CancelReservationResponse\"\x15\n" +
 	"\x13ReservationsRequest\"T\n" +
 	"\x14ReservationsResponse\x12<\n" +
-	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xfd\x05\n" +
+	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\x9f\x06\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2423,7 +2444,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\x05nodes\x18\x14 \x01(\x05R\x05nodes\x12\x1c\n" +
 	"\tcontainer\x18\x15 \x01(\tR\tcontainer\x12\x18\n" +
 	"\aelastic\x18\x16 \x01(\bR\aelastic\x12\x1b\n" +
-	"\tmin_nodes\x18\x17 \x01(\x05R\bminNodes\x1a6\n" +
+	"\tmin_nodes\x18\x17 \x01(\x05R\bminNodes\x12 \n" +
+	"\vpreemptible\x18\x18 \x01(\bR\vpreemptible\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
@@ -2435,7 +2457,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0epipeline_entry\x18\x04 \x01(\x05R\rpipelineEntry\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xa7\a\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xca\a\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -2467,7 +2489,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\ahistory\x18\x18 \x03(\v2\x14.rbs.jobs.v1.AttemptR\ahistory\x12'\n" +
 	"\x05nodes\x18\x19 \x03(\v2\x11.rbs.jobs.v1.NodeR\x05nodes\x12\x1f\n" +
 	"\vmaster_port\x18\x1a \x01(\x05R\n" +
-	"masterPort\"\xfb\x02\n" +
+	"masterPort\x12!\n" +
+	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\"\xfb\x02\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x17\n" +

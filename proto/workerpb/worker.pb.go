@@ -1046,8 +1046,11 @@ type AssignJob struct {
 	// directory is mounted as the working directory, and the environment and
 	// the GPUs pinned are passed through.
 	ContainerImage string `protobuf:"bytes,18,opt,name=container_image,json=containerImage,proto3" json:"container_image,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// stop_grace_ms is how long the attempt has between SIGTERM and SIGKILL
+	// when it is cancelled or stopped; 0 for the worker's default.
+	StopGraceMs   int64 `protobuf:"varint,19,opt,name=stop_grace_ms,json=stopGraceMs,proto3" json:"stop_grace_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssignJob) Reset() {
@@ -1204,6 +1207,13 @@ func (x *AssignJob) GetContainerImage() string {
 		return x.ContainerImage
 	}
 	return ""
+}
+
+func (x *AssignJob) GetStopGraceMs() int64 {
+	if x != nil {
+		return x.StopGraceMs
+	}
+	return 0
 }
 
 // JobStdin carries stdin of an interactive job attempt. offset is where
@@ -2207,7 +2217,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x9b\x05\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xbf\x05\n" +
 	"\tAssignJob\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -2229,7 +2239,8 @@ const file_worker_proto_rawDesc = "" +
 	"\vinteractive\x18\x0f \x01(\bR\vinteractive\x12\x1b\n" +
 	"\tgpu_uuids\x18\x10 \x03(\tR\bgpuUuids\x12(\n" +
 	"\x10pick_master_port\x18\x11 \x01(\bR\x0epickMasterPort\x12'\n" +
-	"\x0fcontainer_image\x18\x12 \x01(\tR\x0econtainerImage\x1a6\n" +
+	"\x0fcontainer_image\x18\x12 \x01(\tR\x0econtainerImage\x12\"\n" +
+	"\rstop_grace_ms\x18\x13 \x01(\x03R\vstopGraceMs\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +

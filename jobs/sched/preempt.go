@@ -1,0 +1,98 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rbs-build/rbs/proto/jobspb"
+)
+
+// Preemption: when the job at the head of the queue cannot start, running
+// jobs that said they may be preempted (--preemptible) and have a lower
+// priority are stopped to make room for it: on the workers, one per node,
+// that need the fewest of them, the youngest first. A job that is not
+// preemptible is never touched. The victims get SIGTERM, the grace period,
+// then SIGKILL; their checkpoint is recorded as at any end, and they go
+// back to PENDING with the attempt PREEMPTED.
+
+// preempt makes room for j, if stopping preemptible jobs of lower priority
+// can; it reports whether j waits for victims to stop.
+func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
+	if victims := c.preempting[j.key]; victims != nil {
+		for _, v := range victims {
+			if v.state() == Running && v.rec.PreemptedBy == j.key.String() {
+				return true // they are still stopping
+			}
+		}
+		delete(c.preempting, j.key)
+	}
+	prio := c.priorityOf(j, now).Total
+	n := need(j.spec)
+	type plan struct {
+		w       *worker
+		victims []*job
+		started int64 // the victims' latest start: the younger, the better
+	}
+	var plans []plan
+	for _, w := range workers {
+		if !w.connected || c.reject(j, w, ever) != "" || checkWindow(c, j, w, current) != "" || checkPlatform(c, j, w, ever) != "" {
+			continue
+		}
+		var cands []*job
+		for _, r := range w.running {
+			if r.spec.Preemptible && r.rec.PreemptedBy == "" && c.priorityOf(r, now).Total < prio {
+				cands = append(cands, r)
+			}
+		}
+		sort.Slice(cands, func(a, b int) bool {
+			if cands[a].rec.StartUnixMs != cands[b].rec.StartUnixMs {
+				return cands[a].rec.StartUnixMs > cands[b].rec.StartUnixMs
+			}
+			return cands[a].key.ID > cands[b].key.ID
+		})
+		free := w.free()
+		p := plan{w: w}
+		for !free.fits(n) && len(cands) > 0 {
+			v := cands[0]
+			cands = cands[1:]
+			p.victims = append(p.victims, v)
+			p.started = max(p.started, v.rec.StartUnixMs)
+			free = free.plus(need(v.spec))
+		}
+		if free.fits(n) {
+			plans = append(plans, p)
+		}
+	}
+	nodes := minNodesOf(j.spec)
+	if len(plans) < nodes {
+		return false
+	}
+	sort.SliceStable(plans, func(a, b int) bool {
+		if len(plans[a].victims) != len(plans[b].victims) {
+			return len(plans[a].victims) < len(plans[b].victims)
+		}
+		return plans[a].started > plans[b].started
+	})
+	var victims []*job
+	seen := map[Key]bool{}
+	for _, p := range plans[:nodes] {
+		for _, v := range p.victims {
+			if !seen[v.key] {
+				seen[v.key] = true
+				victims = append(victims, v)
+			}
+		}
+	}
+	if len(victims) == 0 {
+		return false // room enough: something else holds it back
+	}
+	for _, v := range victims {
+		v.rec.PreemptedBy = j.key.String()
+		c.touch(v)
+		c.stopNodes(v, func(m *jobspb.Node) bool { return m.State == "" && m.Assigned })
+		c.logs = append(c.logs, logLine(v, fmt.Sprintf("\n[rbs] attempt %d preempted by job %s, of higher priority\n", v.rec.Attempts, j.key)))
+	}
+	c.preempting[j.key] = victims
+	return true
+}

@@ -1,0 +1,117 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/proto/workerpb"
+)
+
+// cancels runs a round and returns the tasks told to stop.
+func (h *harness) cancels() []string {
+	h.t.Helper()
+	h.c.Tick()
+	h.c.Schedule()
+	var out []string
+	for _, o := range h.commit() {
+		if c := o.Msg.GetCancel(); c != nil {
+			out = append(out, c.TaskId)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// stopped reports that the worker ended the attempt of job id, as a stop
+// does.
+func (h *harness) stopped(id int64) {
+	j := h.c.jobs[Key{id, -1}]
+	h.c.Ended(j.rec.Worker, &workerpb.JobEnded{TaskId: j.task, State: "CANCELLED", ExitCode: 143, CheckpointRoot: "ckpt-of-" + fmt.Sprint(id)})
+}
+
+// The youngest preemptible jobs of lower priority make room, as few as
+// will do; the others, and jobs that are not preemptible, run on.
+func TestPreemptionVictims(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 4, 4)
+	var low []int64
+	for i := range 3 {
+		low = append(low, h.submit(&jobspb.JobSpec{Preemptible: true}))
+		h.step()
+		h.advance(time.Minute * time.Duration(i+1))
+	}
+	keep := h.submit(&jobspb.JobSpec{}) // not preemptible
+	h.step()
+	urgent := h.submit(&jobspb.JobSpec{Cpus: 2, Priority: 100})
+	stops := h.cancels()
+	want := []string{taskID(h.c.jobs[Key{low[1], -1}]), taskID(h.c.jobs[Key{low[2], -1}])}
+	sort.Strings(want)
+	if fmt.Sprint(stops) != fmt.Sprint(want) {
+		t.Fatalf("stopped %v, want the two youngest preemptible jobs %v", stops, want)
+	}
+	if again := h.cancels(); len(again) != 0 {
+		t.Fatalf("stopped %v more while the first victims stop", again)
+	}
+	if r := h.rec(urgent, -1); r.State != string(Pending) || r.PendingReason != ReasonResources {
+		t.Fatalf("the preempting job: %s %s", r.State, r.PendingReason)
+	}
+	h.stopped(low[1])
+	h.stopped(low[2])
+	started := h.step()
+	if len(started) != 1 || started[0] != fmt.Sprint(urgent, "@w") {
+		t.Fatalf("started %v, want the urgent job", started)
+	}
+	for _, id := range low[1:] {
+		r := h.rec(id, -1)
+		if r.State != string(Pending) || len(r.History) != 1 || r.History[0].State != string(Preempted) || r.CheckpointRoot != fmt.Sprint("ckpt-of-", id) {
+			t.Fatalf("victim %d: %s, history %v, checkpoint %q", id, r.State, r.History, r.CheckpointRoot)
+		}
+	}
+	if r := h.rec(low[0], -1); r.State != string(Running) || r.Attempts != 1 {
+		t.Fatalf("the oldest preemptible job was disturbed: %+v", r)
+	}
+	if r := h.rec(keep, -1); r.State != string(Running) {
+		t.Fatalf("the job that is not preemptible was disturbed: %+v", r)
+	}
+	// Requeued, a victim starts again once there is room, attempt 2, with
+	// its checkpoint.
+	h.finish(urgent, -1, Completed)
+	sent := h.assigns()
+	a := sent["w"]
+	if a == nil || a.CheckpointRoot == "" || a.Env["RBS_ATTEMPT"] != "2" {
+		t.Fatalf("the victim's next attempt: %+v", a)
+	}
+}
+
+// Of two workers, the one that needs fewer victims gives them up; no job
+// of equal or higher priority, or none preemptible, is ever touched.
+func TestPreemptionFewestVictims(t *testing.T) {
+	h := newHarness(t)
+	h.worker("one", 2, 2)
+	h.worker("two", 2, 2)
+	big := h.submit(&jobspb.JobSpec{Cpus: 2, Preemptible: true})
+	h.step()
+	small := []int64{h.submit(&jobspb.JobSpec{Preemptible: true}), h.submit(&jobspb.JobSpec{Preemptible: true})}
+	h.step()
+	if h.rec(big, -1).Worker == h.rec(small[0], -1).Worker {
+		t.Fatal("the jobs did not spread as expected")
+	}
+	h.submit(&jobspb.JobSpec{Cpus: 2, Priority: 50})
+	stops := h.cancels()
+	if len(stops) != 1 || stops[0] != taskID(h.c.jobs[Key{big, -1}]) {
+		t.Fatalf("stopped %v, want only the one job holding a whole worker", stops)
+	}
+
+	h2 := newHarness(t)
+	h2.worker("w", 1, 1)
+	h2.submit(&jobspb.JobSpec{Preemptible: true, Priority: 50})
+	h2.step()
+	h2.submit(&jobspb.JobSpec{Priority: 50}) // the same priority
+	h2.submit(&jobspb.JobSpec{Priority: 10})
+	if stops := h2.cancels(); len(stops) != 0 {
+		t.Fatalf("stopped %v for jobs of no higher priority", stops)
+	}
+}
