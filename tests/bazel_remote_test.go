@@ -108,7 +108,8 @@ func TestBazelSurvivesWorkerLoss(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.dir, "slow", "BUILD"), []byte(build), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t)
+	// A worker killed is lost once unheard of for --worker-timeout.
+	srv := startServer(t, "--worker-timeout", "3s")
 	workers := map[string]*worker{
 		"w1": startWorker(t, srv, "w1", "--action-slots", "1"),
 		"w2": startWorker(t, srv, "w2", "--action-slots", "1"),

@@ -180,7 +180,9 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	c.stopJobs = stopJobs
 	c.jobsDone = make(chan error, 1)
 	go func() { c.jobsDone <- c.jobs.Run(jobsCtx) }()
-	execQueue := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout})
+	// The action queue owns worker liveness: one deadline, after which a
+	// worker gone or silent loses its actions and its jobs at once.
+	execQueue := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout, Lost: c.jobs.WorkerLost})
 	c.tls = tlsCfg != nil
 	c.srv = server.New(server.Config{
 		CAS:         blobstore.ContentAddressed(casDisk),

@@ -48,8 +48,10 @@ type Config struct {
 	AgeWeight   int64
 	AgeInterval time.Duration
 	AgeCap      int64
-	// LostAfter is how long a disconnected worker's jobs wait for it to
-	// come back before they are requeued (or end as NODE_FAIL).
+	// LostAfter is how long, after the server starts, the jobs of a worker
+	// the store names wait for it to register before they are requeued (or
+	// end as NODE_FAIL). A worker that has registered is lost when the
+	// owner of worker liveness says so (WorkerLost).
 	LostAfter time.Duration
 	// LimitGrace is how long past its time limit the server waits for a
 	// worker's report before ending a job as TIMEOUT itself.
@@ -109,9 +111,13 @@ type worker struct {
 	// containerRuntime is the worker's podman or docker; "" for none.
 	containerRuntime string
 	connected        bool
-	downSince        time.Time
-	send             func(*workerpb.ServerMessage)
-	running          map[Key]*job // each with one node here
+	// registered says the worker has registered since the Core started;
+	// the jobs of one known only from the store, which never did, are
+	// requeued after LostAfter.
+	registered bool
+	downSince  time.Time
+	send       func(*workerpb.ServerMessage)
+	running    map[Key]*job // each with one node here
 }
 
 func (w *worker) used() (cpus int32, mem int64) {
@@ -687,7 +693,7 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 	gpus := append([]*workerpb.Gpu(nil), info.GPUs...)
 	sort.Slice(gpus, func(a, b int) bool { return gpus[a].Index < gpus[b].Index })
 	w.dev = devices{gpus: gpus, held: map[string]Key{}}
-	w.connected, w.downSince, w.send = true, time.Time{}, info.Send
+	w.connected, w.registered, w.downSince, w.send = true, true, time.Time{}, info.Send
 	c.reschedule = true
 	still := map[string]bool{}
 	for _, t := range info.Running {
@@ -719,8 +725,26 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 	c.resendStdin(w)
 }
 
-// WorkerDown records that a worker's stream ended. Its jobs wait LostAfter
-// for it to return.
+// WorkerLost records that a worker is lost, as the owner of worker
+// liveness found it (gone or silent past the deadline): its jobs are
+// requeued, or end as NODE_FAIL.
+func (c *Core) WorkerLost(name, why string) {
+	w := c.workers[name]
+	if w == nil {
+		return
+	}
+	w.connected = false
+	if w.downSince.IsZero() {
+		w.downSince = c.cfg.Now()
+	}
+	for _, j := range w.running {
+		c.requeue(j, why)
+	}
+	c.reschedule = true
+}
+
+// WorkerDown records that a worker's stream ended: it gets no new job, and
+// its jobs wait for it to come back, until it is lost (WorkerLost).
 func (c *Core) WorkerDown(name string) {
 	if w := c.workers[name]; w != nil && w.connected {
 		w.connected = false
@@ -948,9 +972,9 @@ func (c *Core) Tick() {
 	c.tickWindows(now)
 	c.closeUnattached(now)
 	for _, w := range c.workers {
-		if !w.connected && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
+		if !w.registered && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
 			for _, j := range w.running {
-				c.requeue(j, fmt.Sprintf("worker %s lost", w.name))
+				c.requeue(j, fmt.Sprintf("worker %s did not come back after the server restarted", w.name))
 			}
 		}
 	}

@@ -284,12 +284,12 @@ func TestWorkerLoss(t *testing.T) {
 	failed := h.submit(&jobspb.JobSpec{NoRequeue: true})
 	h.step()
 	h.c.WorkerDown("w1")
-	h.advance(10 * time.Second)
+	h.advance(time.Hour)
 	h.step()
 	if h.rec(requeued, -1).State != string(Running) {
-		t.Fatal("requeued before LostAfter")
+		t.Fatal("requeued while its worker was gone but not yet lost")
 	}
-	h.advance(6 * time.Second)
+	h.c.WorkerLost("w1", "worker w1 gone for 15s")
 	h.worker("w2", 2, 2)
 	started := h.step()
 	if r := h.rec(failed, -1); r.State != string(NodeFail) {
@@ -476,7 +476,7 @@ func TestOutputCap(t *testing.T) {
 			}
 			if tc.lost {
 				h.c.WorkerDown("w")
-				h.advance(time.Hour)
+				h.c.WorkerLost("w", "worker w lost")
 				h.step()
 			} else {
 				h.finish(id, -1, Completed)
@@ -627,8 +627,7 @@ func TestCheckpointRootGoesToTheNextAttempt(t *testing.T) {
 		}
 	}
 	h.c.WorkerDown("w")
-	h.advance(time.Minute)
-	h.c.Tick()
+	h.c.WorkerLost("w", "worker w lost")
 	h.worker("w", 1, 1)
 	h.c.Schedule()
 	if as := assigned(h.commit()); len(as) != 1 || as[0].CheckpointRoot != "bbbb/2" {
@@ -710,4 +709,25 @@ func text(cs []store.LogChunk, last int64, err error) (string, int64, error) {
 		b = append(b, c.Data...)
 	}
 	return string(b), last, err
+}
+
+// After a restart, the jobs of a worker that never registers again are
+// requeued once LostAfter has passed; a worker that registered is lost
+// only when WorkerLost says so.
+func TestLostAfterARestart(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 1, 1)
+	id := h.submit(&jobspb.JobSpec{})
+	h.step()
+	h.restart()
+	h.advance(10 * time.Second)
+	h.c.Tick()
+	if r := h.rec(id, -1); r.State != string(Running) {
+		t.Fatalf("requeued before LostAfter: %s", r.State)
+	}
+	h.advance(6 * time.Second)
+	h.c.Tick()
+	if r := h.rec(id, -1); r.State != string(Pending) || !strings.Contains(r.Message, "did not come back after the server restarted") {
+		t.Fatalf("after LostAfter: %s %q", r.State, r.Message)
+	}
 }

@@ -392,6 +392,15 @@ func (s *Service) WorkerDown(name string, gen uint64) {
 	})
 }
 
+// WorkerLost is told by the owner of worker liveness that a worker is
+// lost: its jobs are requeued, or end as NODE_FAIL.
+func (s *Service) WorkerLost(name, why string) {
+	s.post(func(c *sched.Core) error {
+		c.WorkerLost(name, why)
+		return nil
+	})
+}
+
 // FromWorker takes a worker's job messages, in the order they arrived.
 func (s *Service) FromWorker(name string, m *workerpb.WorkerMessage) {
 	switch k := m.Kind.(type) {

@@ -43,12 +43,18 @@ const (
 
 // Config holds the Scheduler's injected dependencies and limits.
 type Config struct {
-	Now              func() time.Time
-	NewID            func() string
+	Now   func() time.Time
+	NewID func() string
+	// HeartbeatTimeout is the one deadline of worker liveness: a worker
+	// not heard from for this long, whether its stream is gone or silent,
+	// is lost, for its actions and its jobs alike.
 	HeartbeatTimeout time.Duration
-	TimeoutGrace     time.Duration
-	MaxAttempts      int
-	Retention        time.Duration
+	// Lost, when set, is told each worker found lost, outside the
+	// Scheduler's lock: the jobs of the worker go elsewhere then too.
+	Lost         func(worker, why string)
+	TimeoutGrace time.Duration
+	MaxAttempts  int
+	Retention    time.Duration
 }
 
 // Stage is where a task is in its life.
@@ -274,7 +280,7 @@ func (s *Scheduler) dispatchLocked() {
 func (s *Scheduler) pickLocked(t *task) *Worker {
 	var best *Worker
 	for _, w := range s.workers {
-		if len(w.running) >= w.actionSlots || !w.offers(t.action.Platform) {
+		if !w.connected || len(w.running) >= w.actionSlots || !w.offers(t.action.Platform) {
 			continue
 		}
 		if best == nil || w.actionSlots-len(w.running) > best.actionSlots-len(best.running) ||
@@ -391,12 +397,26 @@ func (s *Scheduler) Complete(workerID, taskID string, resp *repb.ExecuteResponse
 // forgotten. The server calls it periodically; tests call it after moving
 // their clock.
 func (s *Scheduler) Tick() {
+	var lost []string
+	var whys []string
+	defer func() {
+		for i, name := range lost {
+			if s.cfg.Lost != nil {
+				s.cfg.Lost(name, whys[i])
+			}
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
 	for _, w := range s.workers {
-		if now.Sub(w.lastSeen) > s.cfg.HeartbeatTimeout {
-			s.dropWorkerLocked(w, fmt.Sprintf("worker %s missed heartbeats for %s", w.name, now.Sub(w.lastSeen).Round(time.Second)))
+		if since := now.Sub(w.lastSeen); since > s.cfg.HeartbeatTimeout {
+			why := fmt.Sprintf("worker %s silent for %s", w.name, since.Round(time.Second))
+			if !w.connected {
+				why = fmt.Sprintf("worker %s gone for %s", w.name, since.Round(time.Second))
+			}
+			s.dropWorkerLocked(w, why)
+			lost, whys = append(lost, w.name), append(whys, why)
 		}
 	}
 	for _, t := range s.tasks {

@@ -162,10 +162,17 @@ func TestSlotsAndPriority(t *testing.T) {
 func TestLostWorkerTasksAreRedispatched(t *testing.T) {
 	tests := []struct {
 		name string
-		lose func(h *harness, w *Worker)
+		lose func(h *harness, w, other *Worker)
 	}{
-		{"missed heartbeats", func(h *harness, w *Worker) { h.advance(6 * time.Second) }},
-		{"stream ended", func(h *harness, w *Worker) { h.s.Disconnect(w, "stream ended") }},
+		{"missed heartbeats", func(h *harness, w, _ *Worker) { h.advance(6 * time.Second) }},
+		{"stream ended", func(h *harness, w, other *Worker) {
+			h.s.Disconnect(w, "stream ended")
+			// Gone, it keeps its task until the one liveness deadline.
+			if tasks, _ := assigned(other); len(tasks) != 0 {
+				h.t.Fatalf("re-dispatched at once to %s: %v", other.ID(), tasks)
+			}
+			h.advance(6 * time.Second)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,7 +185,7 @@ func TestLostWorkerTasksAreRedispatched(t *testing.T) {
 			h.advance(5 * time.Second)
 			w2 := h.worker("w2", 1)
 			h.s.Heartbeat(w2)
-			tt.lose(h, w1)
+			tt.lose(h, w1, w2)
 			tasks, _ := assigned(w2)
 			if len(tasks) != 1 || h.stage(op) != Executing {
 				t.Fatalf("task not re-dispatched to w2: %v", tasks)
@@ -202,6 +209,7 @@ func TestTaskFailsAfterMaxAttempts(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		w := h.worker(fmt.Sprint("w", i), 1)
 		h.s.Disconnect(w, "crashed")
+		h.advance(11 * time.Second)
 	}
 	snap, _ := h.s.Watch(op.Name)
 	if snap.Stage != Completed || codes.Code(snap.Response.Status.Code) != codes.Unavailable {
@@ -314,5 +322,42 @@ func TestStatusAndRetention(t *testing.T) {
 	h.advance(DefaultRetention + time.Second)
 	if _, err := h.s.Watch(op.Name); status.Code(err) != codes.NotFound {
 		t.Fatalf("finished operation kept past retention: %v", err)
+	}
+}
+
+// One deadline for liveness: a worker gone or silent is lost once it has
+// not been heard from for HeartbeatTimeout, and Lost is told, once; a new
+// process under the name of one gone takes its place, and what the old
+// one ran is queued again.
+func TestLiveness(t *testing.T) {
+	h := newHarness(t)
+	var lost []string
+	h.s.cfg.Lost = func(w, why string) { lost = append(lost, w+": "+why) }
+	gone := h.worker("gone", 1)
+	silent := h.worker("silent", 1)
+	h.s.Disconnect(gone, "stream ended")
+	h.advance(5 * time.Second)
+	h.s.Heartbeat(silent)
+	h.advance(6 * time.Second) // gone: 11 s unheard; silent: 6 s
+	if len(lost) != 1 || !strings.HasPrefix(lost[0], "gone: worker gone gone for 11s") {
+		t.Fatalf("lost %v, want gone alone", lost)
+	}
+	h.advance(5 * time.Second)
+	if len(lost) != 2 || !strings.HasPrefix(lost[1], "silent: worker silent silent for 11s") {
+		t.Fatalf("lost %v, want silent too", lost)
+	}
+
+	w := h.worker("w", 1)
+	op := h.submit(action("a"))
+	if tasks, _ := assigned(w); len(tasks) != 1 {
+		t.Fatalf("assigned %v", tasks)
+	}
+	h.s.Disconnect(w, "stream ended")
+	restarted, err := h.s.RegisterWorker(WorkerInfo{Name: "w", Session: "new process", ActionSlots: 1})
+	if err != nil {
+		t.Fatalf("a new process under the name of one gone: %v", err)
+	}
+	if tasks, _ := assigned(restarted); len(tasks) != 1 || h.stage(op) != Executing {
+		t.Fatalf("the restarted worker got %v", tasks)
 	}
 }

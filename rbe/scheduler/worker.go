@@ -35,6 +35,9 @@ type Worker struct {
 	props       map[string]map[string]bool
 	running     map[string]*task
 	lastSeen    time.Time
+	// connected is false once the worker's stream has ended: it gets no
+	// new work, and keeps what it runs until it reconnects or is lost.
+	connected bool
 
 	outMu  sync.Mutex
 	out    []*workerpb.ServerMessage
@@ -108,6 +111,7 @@ func (s *Scheduler) RegisterWorker(info WorkerInfo) (*Worker, error) {
 		props:       map[string]map[string]bool{},
 		running:     map[string]*task{},
 		lastSeen:    s.cfg.Now(),
+		connected:   true,
 		notify:      make(chan struct{}, 1),
 		gone:        make(chan struct{}),
 	}
@@ -117,10 +121,15 @@ func (s *Scheduler) RegisterWorker(info WorkerInfo) (*Worker, error) {
 		}
 		w.props[p.Name][p.Value] = true
 	}
-	if old, ok := s.workers[w.id]; ok {
-		if old.info.Session != info.Session {
+	if old, ok := s.workers[w.id]; ok && old.info.Session != info.Session {
+		if old.connected {
 			return nil, status.Errorf(codes.AlreadyExists, "a worker named %q is already connected; give each worker a distinct --name", info.Name)
 		}
+		// A new process under the name of one gone: what the old one ran
+		// is lost with it.
+		s.dropWorkerLocked(old, "worker restarted")
+	}
+	if old, ok := s.workers[w.id]; ok {
 		// The same process reconnecting: it keeps what it still runs.
 		still := map[string]bool{}
 		for _, id := range info.Running {
@@ -148,14 +157,13 @@ func (s *Scheduler) Heartbeat(w *Worker) {
 	s.mu.Unlock()
 }
 
-// Disconnect drops a worker whose stream ended; its tasks are re-queued.
+// Disconnect records that a worker's stream ended: it gets no new work,
+// and what it runs waits for it to reconnect until it is lost (Tick).
 func (s *Scheduler) Disconnect(w *Worker, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.workers[w.id] == w {
-		s.dropWorkerLocked(w, why)
-		s.failUnsatisfiableLocked()
-		s.dispatchLocked()
+		w.connected = false
 	}
 }
 
