@@ -2,9 +2,11 @@ package tests
 
 import (
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A maintenance window made with rbs job reserve holds its workers back
@@ -54,5 +56,45 @@ func TestMaintenanceWindow(t *testing.T) {
 	rbs(t, srv, "job", "wait", long)
 	if out := rbs(t, srv, "job", "reserve", "--json"); strings.TrimSpace(out) != "[]" {
 		t.Fatalf("windows after --cancel: %s", out)
+	}
+
+	// A window holds build actions back too: with the one worker in it, a
+	// remote build's action waits in the queue until the window is gone.
+	rbs(t, srv, "job", "reserve", "now", "--for", "1h", "--reason", "disk swap")
+	ws := t.TempDir()
+	copyTree(t, "../examples", ws)
+	build := exec.Command(rbsBin, "build", "--remote", srv.Addr, "//app:words")
+	build.Dir = ws
+	var out strings.Builder
+	build.Stdout, build.Stderr = &out, &out
+	if err := build.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- build.Wait() }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var st struct {
+			Queue struct {
+				Queued int `json:"queued_actions"`
+			} `json:"queue"`
+		}
+		if err := json.Unmarshal([]byte(rbs(t, srv, "remote", "status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Queue.Queued == 1 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the build ended (%v) while its only worker was in maintenance:\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the build's action never queued")
+		}
+	}
+	rbs(t, srv, "job", "reserve", "--cancel", "now")
+	if err := <-done; err != nil {
+		t.Fatalf("the build after the window: %v\n%s", err, out.String())
 	}
 }

@@ -173,16 +173,19 @@ func Open(cfg Config) (_ *Cluster, err error) {
 		}
 		schedCfg.Queues, schedCfg.AgeWeight, schedCfg.AgeInterval, schedCfg.AgeCap = qc.Queues, qc.AgeWeight, qc.AgeInterval, qc.AgeCap
 	}
-	if c.jobs, err = service.New(service.Config{Store: c.store, Sched: schedCfg, Log: cfg.Log}); err != nil {
+	// The action queue owns worker liveness: one deadline, after which a
+	// worker gone or silent loses its actions and its jobs at once. The
+	// jobs scheduler's maintenance windows keep actions off their workers.
+	var execQueue *scheduler.Scheduler
+	jobsCfg := service.Config{Store: c.store, Sched: schedCfg, Log: cfg.Log, Maintenance: func(all bool, workers []string) { execQueue.SetMaintenance(all, workers) }}
+	if c.jobs, err = service.New(jobsCfg); err != nil {
 		return nil, err
 	}
+	execQueue = scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout, Lost: c.jobs.WorkerLost})
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
 	c.stopJobs = stopJobs
 	c.jobsDone = make(chan error, 1)
 	go func() { c.jobsDone <- c.jobs.Run(jobsCtx) }()
-	// The action queue owns worker liveness: one deadline, after which a
-	// worker gone or silent loses its actions and its jobs at once.
-	execQueue := scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout, Lost: c.jobs.WorkerLost})
 	c.tls = tlsCfg != nil
 	c.srv = server.New(server.Config{
 		CAS:         blobstore.ContentAddressed(casDisk),

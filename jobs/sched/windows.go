@@ -100,6 +100,29 @@ func (c *Core) workerNames() []string {
 	return names
 }
 
+// InMaintenance says which workers are in a maintenance window now: all of
+// them, or those named.
+func (c *Core) InMaintenance() (all bool, workers []string) {
+	now := c.cfg.Now().UnixMilli()
+	seen := map[string]bool{}
+	for _, r := range c.windows {
+		if r.StartUnixMs > now || r.EndUnixMs <= now {
+			continue
+		}
+		if len(r.Workers) == 0 {
+			return true, nil
+		}
+		for _, w := range r.Workers {
+			if !seen[w] {
+				seen[w] = true
+				workers = append(workers, w)
+			}
+		}
+	}
+	sort.Strings(workers)
+	return false, workers
+}
+
 // tickWindows forgets windows that are over and has the scheduler look
 // again when one starts or ends.
 func (c *Core) tickWindows(now time.Time) {

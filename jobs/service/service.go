@@ -48,6 +48,10 @@ type Service struct {
 	schedCfg sched.Config
 	log      *slog.Logger
 	tick     time.Duration
+	// maintenance is told the workers in maintenance windows; last is
+	// what it was told last.
+	maintenance     func(all bool, workers []string)
+	lastMaintenance string
 
 	reqs chan *request
 	done chan struct{} // closed when the loop has stopped
@@ -98,6 +102,10 @@ type Config struct {
 	Log    *slog.Logger
 	Tick   time.Duration // how often time-driven work runs; default 1s
 	Buffer int           // request queue length; default 10000
+	// Maintenance, when set, is told after a round which workers are in a
+	// maintenance window (all, or those named) whenever that changes, so
+	// that build actions stay off them too.
+	Maintenance func(all bool, workers []string)
 }
 
 // New loads the store and returns a Service; Run starts it.
@@ -120,17 +128,18 @@ func New(cfg Config) (*Service, error) {
 		cfg.Buffer = 10000
 	}
 	return &Service{
-		store:    cfg.Store,
-		schedCfg: cfg.Sched,
-		log:      cfg.Log,
-		tick:     cfg.Tick,
-		reqs:     make(chan *request, cfg.Buffer),
-		done:     make(chan struct{}),
-		core:     core,
-		send:     map[string]func(*workerpb.ServerMessage){},
-		drop:     map[string]func(){},
-		gen:      map[string]uint64{},
-		changed:  make(chan struct{}),
+		store:       cfg.Store,
+		schedCfg:    cfg.Sched,
+		log:         cfg.Log,
+		tick:        cfg.Tick,
+		maintenance: cfg.Maintenance,
+		reqs:        make(chan *request, cfg.Buffer),
+		done:        make(chan struct{}),
+		core:        core,
+		send:        map[string]func(*workerpb.ServerMessage){},
+		drop:        map[string]func(){},
+		gen:         map[string]uint64{},
+		changed:     make(chan struct{}),
 	}, nil
 }
 
@@ -218,6 +227,13 @@ func (s *Service) apply(round []*request) error {
 		if left, err := s.store.SpaceLeft(); err == nil && left >= minSpace {
 			s.log.Info("committing job state works again; taking clients' changes", "space_left", left)
 			s.failing = nil
+		}
+	}
+	if s.maintenance != nil {
+		all, workers := s.core.InMaintenance()
+		if key := fmt.Sprint(all, workers); key != s.lastMaintenance {
+			s.lastMaintenance = key
+			s.maintenance(all, workers)
 		}
 	}
 	counts, slots := s.core.Counts(), s.core.JobSlotsUsed()

@@ -105,6 +105,10 @@ type Scheduler struct {
 	ops      map[string]*Operation
 	workers  map[string]*Worker
 	stats    stats
+	// maint and maintAll are the workers in a maintenance window, which
+	// get no new action.
+	maint    map[string]bool
+	maintAll bool
 }
 
 type task struct {
@@ -280,7 +284,7 @@ func (s *Scheduler) dispatchLocked() {
 func (s *Scheduler) pickLocked(t *task) *Worker {
 	var best *Worker
 	for _, w := range s.workers {
-		if !w.connected || len(w.running) >= w.actionSlots || !w.offers(t.action.Platform) {
+		if !w.connected || s.inMaintenanceLocked(w) || len(w.running) >= w.actionSlots || !w.offers(t.action.Platform) {
 			continue
 		}
 		if best == nil || w.actionSlots-len(w.running) > best.actionSlots-len(best.running) ||
@@ -445,3 +449,17 @@ func (s *Scheduler) Owned(w *Worker, taskID string) (Action, bool) {
 	}
 	return t.action, true
 }
+
+// SetMaintenance sets the workers in a maintenance window, all of them or
+// those named: no new action starts on them; those running finish.
+func (s *Scheduler) SetMaintenance(all bool, workers []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maintAll, s.maint = all, map[string]bool{}
+	for _, w := range workers {
+		s.maint[w] = true
+	}
+	s.dispatchLocked()
+}
+
+func (s *Scheduler) inMaintenanceLocked(w *Worker) bool { return s.maintAll || s.maint[w.name] }

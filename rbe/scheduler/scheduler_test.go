@@ -361,3 +361,27 @@ func TestLiveness(t *testing.T) {
 		t.Fatalf("the restarted worker got %v", tasks)
 	}
 }
+
+// A worker in a maintenance window gets no new action; one out of it does.
+func TestMaintenance(t *testing.T) {
+	h := newHarness(t)
+	h.s.SetMaintenance(false, []string{"a"})
+	a := h.worker("a", 1)
+	op := h.submit(action("x"))
+	if tasks, _ := assigned(a); len(tasks) != 0 || h.stage(op) != Queued {
+		t.Fatalf("a worker in maintenance got %v", tasks)
+	}
+	b := h.worker("b", 1)
+	if tasks, _ := assigned(b); len(tasks) != 1 {
+		t.Fatalf("the worker out of maintenance got %v", tasks)
+	}
+	h.s.SetMaintenance(true, nil)
+	h.submit(action("y"))
+	if tasks, _ := assigned(a); len(tasks) != 0 {
+		t.Fatalf("with every worker in maintenance, a got %v", tasks)
+	}
+	h.s.SetMaintenance(false, nil)
+	if tasks, _ := assigned(a); len(tasks) != 1 {
+		t.Fatalf("after the window, a got %v", tasks)
+	}
+}
