@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,6 +40,7 @@ type jobJSON struct {
 	OutputDroppedBytes int64             `json:"output_dropped_bytes"`
 	Workers            []string          `json:"workers"`
 	Nodes              int32             `json:"nodes"`
+	Ranks              []rankJSON        `json:"ranks"`
 	Placement          []string          `json:"placement,omitempty"`
 	SubmitTime         *string           `json:"submit_time"`
 	StartTime          *string           `json:"start_time"`
@@ -67,6 +69,15 @@ type attemptJSON struct {
 	StartTime *string  `json:"start_time"`
 	EndTime   *string  `json:"end_time"`
 	Message   string   `json:"message,omitempty"`
+}
+
+// rankJSON is one node of a job's attempt: its worker and the GPUs it
+// holds there.
+type rankJSON struct {
+	Rank       int32    `json:"rank"`
+	Worker     string   `json:"worker"`
+	GPUIndices []int32  `json:"gpu_indices"`
+	GPUUUIDs   []string `json:"gpu_uuids"`
 }
 
 type outputJSON struct {
@@ -138,6 +149,14 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		out.Array = s.Array.GetText()
 	}
 	out.Workers = workersOf(r)
+	out.Ranks = []rankJSON{}
+	for _, n := range r.Nodes {
+		rj := rankJSON{Rank: n.Rank, Worker: n.Worker, GPUIndices: n.GpuIndices, GPUUUIDs: n.GpuUuids}
+		if rj.GPUIndices == nil {
+			rj.GPUIndices, rj.GPUUUIDs = []int32{}, []string{}
+		}
+		out.Ranks = append(out.Ranks, rj)
+	}
 	out.Nodes, out.Placement = max(s.Nodes, 1), j.Placement
 	for _, d := range j.Deps {
 		out.Dependencies = append(out.Dependencies, depJSON{d.Kind, d.Id, d.State})
@@ -254,10 +273,12 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 	switch {
 	case len(r.Nodes) > 1:
 		for _, n := range r.Nodes {
-			row("Worker:", "rank %d: %s%s", n.Rank, n.Worker, gpusText(n.GpuIndices))
+			row("Worker:", "rank %d: %s%s", n.Rank, n.Worker, gpusText(n.GpuIndices, n.GpuUuids))
 		}
+	case len(r.Nodes) == 1:
+		row("Worker:", "%s%s", r.Worker, gpusText(r.Nodes[0].GpuIndices, r.Nodes[0].GpuUuids))
 	case r.Worker != "":
-		row("Worker:", "%s%s", r.Worker, gpusText(r.GpuIndices))
+		row("Worker:", "%s%s", r.Worker, gpusText(r.GpuIndices, nil))
 	}
 	for _, p := range j.Placement {
 		row("Placement:", "%s", p)
@@ -324,12 +345,21 @@ func workersOf(r *jobspb.JobRecord) []string {
 	return out
 }
 
-// gpusText is " gpus=[0 1]", or "" for none.
-func gpusText(gpus []int32) string {
+// gpusText is " gpus=[0 1]", with the UUIDs known ("0=GPU-1f2e..."), or
+// "" for none.
+func gpusText(gpus []int32, uuids []string) string {
 	if len(gpus) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" gpus=%v", gpus)
+	var parts []string
+	for i, g := range gpus {
+		p := strconv.Itoa(int(g))
+		if i < len(uuids) && uuids[i] != "" {
+			p += "=" + uuids[i]
+		}
+		parts = append(parts, p)
+	}
+	return " gpus=[" + strings.Join(parts, " ") + "]"
 }
 
 func attemptText(a *jobspb.Attempt) string {
