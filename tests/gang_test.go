@@ -87,12 +87,14 @@ func TestGang(t *testing.T) {
 	}
 
 	// Elastic: 1 to 3 nodes on two workers starts on both, and says so.
-	elastic := submit(t, srv, "--nodes", "1-3", "--", "sh", "-c", `echo "rank $RANK of $WORLD_SIZE"`)
+	// (Rank 0 waits for rank 1 through the exchange: a rank 0 that ended
+	// at once would stop rank 1, maybe before it printed anything.)
+	elastic := submit(t, srv, "--nodes", "1-3", "--", python, "-c", exchange)
 	rbs(t, srv, "job", "wait", elastic)
 	if e := show(t, srv, elastic); len(e.Workers) != 2 {
 		t.Fatalf("the 1-3 node job ran on %v", e.Workers)
 	}
-	if logs := rbs(t, srv, "job", "logs", elastic); !strings.Contains(logs, "[rank 0] rank 0 of 2\n") || !strings.Contains(logs, "[rank 1] rank 1 of 2\n") {
+	if logs := rbs(t, srv, "job", "logs", elastic); !strings.Contains(logs, "[rank 1] rank 1 of 2, master") || !strings.Contains(logs, "[rank 0] sum of ranks + 1: 3\n") {
 		t.Fatalf("the elastic job printed:\n%s", logs)
 	}
 
