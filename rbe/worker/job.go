@@ -116,6 +116,15 @@ func pinnedGPUs(pinned []int32, offered []*workerpb.Gpu) gpuEnv {
 	return gpuEnv{cuda: strings.Join(indices, ","), nvidia: strings.Join(ids, ",")}
 }
 
+// stopGrace is how long an attempt has between SIGTERM and SIGKILL: what
+// the server asks (a preemptible job's --preempt-grace), else jobGrace.
+func stopGrace(a *workerpb.AssignJob) time.Duration {
+	if a.StopGraceMs > 0 {
+		return time.Duration(a.StopGraceMs) * time.Millisecond
+	}
+	return jobGrace
+}
+
 // freePort returns a TCP port free on every interface of this machine,
 // for a gang's rank 0 to serve the other ranks on.
 func freePort() (int, error) {
@@ -234,7 +243,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		Stdout:     pw,
 		Stderr:     pw,
 		Timeout:    time.Duration(a.TimeLimitMs) * time.Millisecond,
-		Grace:      jobGrace,
+		Grace:      stopGrace(a),
 		OnStart:    onStart,
 		Credential: w.cfg.RunAs.credential(),
 	}))
