@@ -132,14 +132,15 @@ func embeddedWorkers(n int, dataDir string, cpus int, memory int64, gpus []*work
 		ngpus := share(len(gpus), n, i)
 		out[i] = embeddedWorker{
 			cmd: RemoteWorkerCmd{
-				Name:         name,
-				WorkDir:      filepath.Join(dataDir, "workers", name),
-				CPUs:         max(1, share(cpus, n, i)),
-				MemoryGB:     float64(memory/int64(n)) / (1 << 30),
-				ActionSlots:  -1,
-				JobSlots:     -1,
-				GPUs:         "auto",
-				CacheMaxSize: defaultWorkerCache / units.Size(n),
+				Name:             name,
+				WorkDir:          filepath.Join(dataDir, "workers", name),
+				CPUs:             max(1, share(cpus, n, i)),
+				MemoryGB:         float64(memory/int64(n)) / (1 << 30),
+				ActionSlots:      -1,
+				JobSlots:         -1,
+				GPUs:             "auto",
+				CacheMaxSize:     defaultWorkerCache / units.Size(n),
+				ContainerRuntime: "auto",
 			},
 			gpus: gpus[nextGPU : nextGPU+ngpus],
 		}
@@ -165,20 +166,22 @@ const workerTokenEnv = "RBS_WORKER_TOKEN"
 
 // RemoteWorkerCmd is `rbs remote worker`.
 type RemoteWorkerCmd struct {
-	Server          string     `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT." env:"RBS_REMOTE"`
-	WorkerTokenFile string     `name:"worker-token-file" help:"File holding the server's worker token (default: $RBS_WORKER_TOKEN)." type:"existingfile"`
-	TLSCA           string     `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
-	WorkDir         string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path"`
-	Name            string     `help:"Worker name, unique in the cluster (default: the host name)."`
-	ActionSlots     int        `help:"Build actions run at once (default: one per CPU)." default:"-1"`
-	JobSlots        int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1"`
-	CPUs            int        `name:"cpus" help:"CPUs offered (default: all)."`
-	MemoryGB        float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
-	GPUs            string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
-	Platform        string     `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance."`
-	Property        []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
-	CacheMaxSize    units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"${worker_cache}"`
-	RunAs           string     `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
+	Server           string     `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT." env:"RBS_REMOTE"`
+	WorkerTokenFile  string     `name:"worker-token-file" help:"File holding the server's worker token (default: $RBS_WORKER_TOKEN)." type:"existingfile"`
+	TLSCA            string     `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
+	WorkDir          string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path"`
+	Name             string     `help:"Worker name, unique in the cluster (default: the host name)."`
+	ActionSlots      int        `help:"Build actions run at once (default: one per CPU)." default:"-1"`
+	JobSlots         int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1"`
+	CPUs             int        `name:"cpus" help:"CPUs offered (default: all)."`
+	MemoryGB         float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
+	GPUs             string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
+	Platform         string     `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance."`
+	Property         []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
+	CacheMaxSize     units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"${worker_cache}"`
+	RunAs            string     `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
+	ContainerRuntime string     `name:"container-runtime" help:"What runs the jobs that name an image (--container): auto finds podman, else docker, on PATH and offers none when neither works; podman, docker or the path of either must work; none offers none." default:"auto"`
+	ContainerFlag    []string   `name:"container-flag" sep:"none" placeholder:"FLAG" help:"Flag for every container run, after those the worker works out for this machine (podman: --runtime runc where crun is the default, --ulimit nofile and nproc at the worker's own limits, --pids-limit -1), which it may override; e.g. --container-flag=--security-opt=label=disable (repeatable)."`
 }
 
 // Run implements the command.
@@ -264,6 +267,7 @@ func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, e
 		}
 		cfg.Properties = append(cfg.Properties, prop)
 	}
+	cfg.ContainerRuntime, cfg.ContainerFlags = c.ContainerRuntime, c.ContainerFlag
 	cfg.WorkDir = c.WorkDir
 	if cfg.WorkDir == "" {
 		dir, err := os.UserCacheDir()

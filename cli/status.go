@@ -22,16 +22,17 @@ type statusJSON struct {
 }
 
 type workerJSON struct {
-	ID            string              `json:"id"`
-	Name          string              `json:"name"`
-	CPUs          int32               `json:"cpus"`
-	MemoryBytes   int64               `json:"memory_bytes"`
-	GPUs          []gpuJSON           `json:"gpus"`
-	Properties    map[string][]string `json:"properties"`
-	ActionSlots   slotsJSON           `json:"action_slots"`
-	JobSlots      slotsJSON           `json:"job_slots"`
-	LastHeartbeat string              `json:"last_heartbeat"`
-	Version       string              `json:"version"`
+	ID               string              `json:"id"`
+	Name             string              `json:"name"`
+	CPUs             int32               `json:"cpus"`
+	MemoryBytes      int64               `json:"memory_bytes"`
+	GPUs             []gpuJSON           `json:"gpus"`
+	ContainerRuntime string              `json:"container_runtime"`
+	Properties       map[string][]string `json:"properties"`
+	ActionSlots      slotsJSON           `json:"action_slots"`
+	JobSlots         slotsJSON           `json:"job_slots"`
+	LastHeartbeat    string              `json:"last_heartbeat"`
+	Version          string              `json:"version"`
 }
 
 type gpuJSON struct {
@@ -75,16 +76,17 @@ func toStatusJSON(st *workerpb.StatusResponse) statusJSON {
 	}
 	for _, w := range st.Workers {
 		wj := workerJSON{
-			ID:            w.Id,
-			Name:          w.Name,
-			CPUs:          w.Resources.GetCpus(),
-			MemoryBytes:   w.Resources.GetMemoryBytes(),
-			GPUs:          []gpuJSON{},
-			Properties:    map[string][]string{},
-			ActionSlots:   slotsJSON{Used: w.ActionSlots.GetUsed(), Total: w.ActionSlots.GetTotal()},
-			JobSlots:      slotsJSON{Used: w.JobSlots.GetUsed(), Total: w.JobSlots.GetTotal()},
-			LastHeartbeat: time.UnixMilli(w.LastHeartbeatUnixMs).UTC().Format(time.RFC3339),
-			Version:       w.Version,
+			ID:               w.Id,
+			Name:             w.Name,
+			CPUs:             w.Resources.GetCpus(),
+			MemoryBytes:      w.Resources.GetMemoryBytes(),
+			GPUs:             []gpuJSON{},
+			ContainerRuntime: w.Resources.GetContainerRuntime(),
+			Properties:       map[string][]string{},
+			ActionSlots:      slotsJSON{Used: w.ActionSlots.GetUsed(), Total: w.ActionSlots.GetTotal()},
+			JobSlots:         slotsJSON{Used: w.JobSlots.GetUsed(), Total: w.JobSlots.GetTotal()},
+			LastHeartbeat:    time.UnixMilli(w.LastHeartbeatUnixMs).UTC().Format(time.RFC3339),
+			Version:          w.Version,
 		}
 		for _, g := range w.Resources.GetGpus() {
 			wj.GPUs = append(wj.GPUs, gpuJSON{Index: g.Index, UUID: g.Uuid, Name: g.Name, MemoryBytes: g.MemoryBytes})
@@ -106,7 +108,7 @@ func printStatusJSON(w io.Writer, st *workerpb.StatusResponse) error {
 func printStatus(w io.Writer, st *workerpb.StatusResponse) {
 	s := toStatusJSON(st)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tACTIONS\tJOBS\tCPUS\tMEMORY\tGPUS\tLAST HEARTBEAT\tPROPERTIES")
+	fmt.Fprintln(tw, "WORKER\tACTIONS\tJOBS\tCPUS\tMEMORY\tGPUS\tCONTAINERS\tLAST HEARTBEAT\tPROPERTIES")
 	for _, wk := range s.Workers {
 		var props []string
 		for name, vals := range wk.Properties {
@@ -119,8 +121,12 @@ func printStatus(w io.Writer, st *workerpb.StatusResponse) {
 		if t, err := time.Parse(time.RFC3339, wk.LastHeartbeat); err == nil {
 			ago = time.Since(t).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%d\t%s\t%d\t%s\t%s\n", wk.Name, wk.ActionSlots.Used, wk.ActionSlots.Total,
-			wk.JobSlots.Used, wk.JobSlots.Total, wk.CPUs, fmt.Sprintf("%.1fGiB", float64(wk.MemoryBytes)/(1<<30)), len(wk.GPUs), ago, strings.Join(props, " "))
+		containers := wk.ContainerRuntime
+		if containers == "" {
+			containers = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%d\t%s\t%d\t%s\t%s\t%s\n", wk.Name, wk.ActionSlots.Used, wk.ActionSlots.Total,
+			wk.JobSlots.Used, wk.JobSlots.Total, wk.CPUs, fmt.Sprintf("%.1fGiB", float64(wk.MemoryBytes)/(1<<30)), len(wk.GPUs), containers, ago, strings.Join(props, " "))
 	}
 	tw.Flush()
 	if len(s.Workers) == 0 {

@@ -31,27 +31,38 @@ const (
 	// drainTimeout bounds the wait for output after a job's process ended,
 	// in case an escaped descendant holds the pipe open.
 	drainTimeout = 2 * time.Second
-	// groupPrefix starts the names of job memory groups, followed by the
-	// worker's pid, so that a later worker can sweep the groups of one that
-	// died.
+	// groupPrefix starts the names of job memory groups and containers,
+	// followed by the worker's pid, so that a later worker can sweep those
+	// of one that died.
 	groupPrefix = "rbs-job-"
 )
 
 // sweepGroups removes the memory groups, and kills the processes, of jobs
 // whose worker process is gone.
 func sweepGroups() (int, error) {
-	return memlimit.Sweep(func(name string) bool {
-		rest, ok := strings.CutPrefix(name, groupPrefix)
-		if !ok {
-			return false
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid <= 0 {
-			return false
-		}
-		return syscall.Kill(pid, 0) == syscall.ESRCH
-	})
+	return memlimit.Sweep(orphaned)
+}
+
+// payloadName names what a job attempt's payload runs in (its memory
+// group, its container): the worker's pid and session, then the
+// attempt's name.
+func (w *Worker) payloadName(name string) string {
+	return fmt.Sprintf("%s%d-%s-%s", groupPrefix, os.Getpid(), w.session, name)
+}
+
+// orphaned reports whether name is a payloadName of a worker process that
+// is gone.
+func orphaned(name string) bool {
+	rest, ok := strings.CutPrefix(name, groupPrefix)
+	if !ok {
+		return false
+	}
+	pidText, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return syscall.Kill(pid, 0) == syscall.ESRCH
 }
 
 // jobEnv is the environment a job starts with: a few variables of the
@@ -68,6 +79,12 @@ func jobEnv(dir string, u *User, env map[string]string, gpus gpuEnv) []string {
 	if u != nil {
 		vars["HOME"], vars["USER"], vars["LOGNAME"] = u.Home, u.Name, u.Name
 	}
+	return withJobVars(vars, env, gpus)
+}
+
+// withJobVars is vars, then env, then the GPUs pinned, as "KEY=VALUE"
+// strings, sorted.
+func withJobVars(vars, env map[string]string, gpus gpuEnv) []string {
 	for k, v := range env {
 		vars[k] = v
 	}
@@ -187,25 +204,38 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 			return fail("giving the job's checkpoint to its user: " + err.Error())
 		}
 	}
-	group, err := memlimit.New(fmt.Sprintf("%s%d-%s-%s", groupPrefix, os.Getpid(), w.session, name), a.MemoryBytes)
-	if err != nil {
-		return fail("setting up the memory limit: " + err.Error())
+	// A job in a container has the container's memory limit instead: its
+	// processes are not the worker's children.
+	var group *memlimit.Group
+	var onStart func(pid int) error
+	if a.ContainerImage == "" {
+		var err error
+		if group, err = memlimit.New(w.payloadName(name), a.MemoryBytes); err != nil {
+			return fail("setting up the memory limit: " + err.Error())
+		}
+		defer group.Close()
+		onStart = group.Add
+	} else if w.containers == nil {
+		return fail("the job runs in the image " + a.ContainerImage + ", and this worker has no container runtime")
 	}
-	defer group.Close()
 
 	// An interactive attempt reads a pipe fed by the server; others
 	// /dev/null. The worker's copy of the read end is closed once the job
 	// has its own, so that writing fails once the job no longer reads.
 	var stdin *os.File
-	onStart := group.Add
 	if a.Interactive {
+		var err error
 		if stdin, err = w.openStdin(a.TaskId); err != nil {
 			return fail("creating the job's stdin: " + err.Error())
 		}
 		defer stdin.Close()
+		place := onStart
 		onStart = func(pid int) error {
 			stdin.Close()
-			return group.Add(pid)
+			if place == nil {
+				return nil
+			}
+			return place(pid)
 		}
 	}
 	pr, pw, err := os.Pipe()
@@ -235,18 +265,24 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		env["MASTER_PORT"], env["RBS_MASTER_PORT"] = strconv.Itoa(port), strconv.Itoa(port)
 		w.outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: a.TaskId, MasterPort: int32(port)}}}
 	}
-	res, runErr := process.Run(ctx, w.runner.reaper.wrap(process.Spec{
-		Args:       args,
-		Env:        jobEnv(dir, w.cfg.RunAs, env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)),
-		Dir:        dir,
-		Stdin:      stdin,
-		Stdout:     pw,
-		Stderr:     pw,
-		Timeout:    time.Duration(a.TimeLimitMs) * time.Millisecond,
-		Grace:      stopGrace(a),
-		OnStart:    onStart,
-		Credential: w.cfg.RunAs.credential(),
-	}))
+	spec := process.Spec{
+		Stdin:   stdin,
+		Stdout:  pw,
+		Stderr:  pw,
+		Timeout: time.Duration(a.TimeLimitMs) * time.Millisecond,
+		Grace:   stopGrace(a),
+		OnStart: onStart,
+	}
+	var res process.Result
+	var runErr error
+	var notes []string
+	if a.ContainerImage != "" {
+		res, notes, runErr = w.runContainer(ctx, a, name, dir, args, env, spec)
+	} else {
+		spec.Args, spec.Env, spec.Dir = args, jobEnv(dir, w.cfg.RunAs, env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)), dir
+		spec.Credential = w.cfg.RunAs.credential()
+		res, runErr = process.Run(ctx, w.runner.reaper.wrap(spec))
+	}
 	pw.Close()
 	select {
 	case end.OutputBytes = <-streamed:
@@ -258,16 +294,22 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	if runErr != nil {
 		return fail("cannot run the job: " + runErr.Error())
 	}
-	peak, oom, err := group.Stats()
-	if err != nil || peak == 0 {
-		peak = res.MaxRSS
+	// The peak of a job in a container is unknown: the rusage of the
+	// podman or docker client is not the job's.
+	var peak int64
+	var oom bool
+	if group != nil {
+		var err error
+		if peak, oom, err = group.Stats(); err != nil || peak == 0 {
+			peak = res.MaxRSS
+		}
+		// What the payload left in its memory group dies before its files
+		// are read.
+		if err := group.Close(); err != nil {
+			w.log.Warn("ending a job's memory group", "task", a.TaskId, "err", err)
+		}
 	}
-	// What the payload left in its memory group dies before its files
-	// are read.
-	if err := group.Close(); err != nil {
-		w.log.Warn("ending a job's memory group", "task", a.TaskId, "err", err)
-	}
-	end.Message = strings.Join(w.jobFiles(ctx, a, dir, inputs, end), "; ")
+	end.Message = strings.Join(append(notes, w.jobFiles(ctx, a, dir, inputs, end)...), "; ")
 	end.PeakMemoryBytes, end.OomKilled, end.ExitCode = peak, oom, int32(res.ExitCode)
 	switch {
 	case res.Cancelled:

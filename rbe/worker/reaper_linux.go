@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -108,4 +110,25 @@ func (r *reaper) reapOrphans() {
 		var ws unix.WaitStatus
 		unix.Wait4(int(info.Pid), &ws, unix.WNOHANG, nil)
 	}
+}
+
+// output runs a program of the worker's own (not a payload) through the
+// reaper and returns its standard output, or an error holding its standard
+// error.
+func (r *reaper) output(ctx context.Context, prog string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, prog, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := r.start(cmd); err != nil {
+		return "", err
+	}
+	err := cmd.Wait()
+	r.forget(cmd.Process.Pid)
+	if err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return "", fmt.Errorf("%s: %w", msg, err)
+		}
+		return "", err
+	}
+	return stdout.String(), nil
 }

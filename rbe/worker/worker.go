@@ -44,9 +44,16 @@ type Config struct {
 	Properties   []*workerpb.Property
 	CacheMaxSize int64
 	// RunAs is the user actions and jobs run as (nil: the worker's own).
-	RunAs   *User
-	Version string
-	Log     *slog.Logger
+	RunAs *User
+	// ContainerRuntime runs the jobs that name an image: "auto" finds
+	// podman, else docker, on PATH; "podman", "docker" or the path of
+	// either names it, which must then work; "" or "none" offers none.
+	ContainerRuntime string
+	// ContainerFlags go to every `run` of the runtime, after the flags
+	// the worker works out for this machine.
+	ContainerFlags []string
+	Version        string
+	Log            *slog.Logger
 }
 
 // Worker is a running worker.
@@ -55,6 +62,8 @@ type Worker struct {
 	session string
 	log     *slog.Logger
 	runner  *actionRunner
+	// containers runs jobs in images; nil for none.
+	containers *containerRuntime
 
 	jobsRoot string
 
@@ -157,20 +166,25 @@ func Run(ctx context.Context, cfg Config) error {
 	rp := procReaper
 	reapErr := make(chan error, 1)
 	go func() { reapErr <- rp.serve(ctx) }()
+	containers, err := startContainers(ctx, cfg, rp)
+	if err != nil {
+		return err
+	}
 
 	sess := make([]byte, 8)
 	rand.Read(sess)
 	w := &Worker{
-		cfg:      cfg,
-		session:  hex.EncodeToString(sess),
-		log:      cfg.Log,
-		runner:   &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp, user: cfg.RunAs},
-		jobsRoot: jobsRoot,
-		running:  map[string]running{},
-		ended:    map[string]endedJob{},
-		outputs:  map[string]*jobOutput{},
-		stdins:   map[string]*jobStdin{},
-		outbox:   make(chan *workerpb.WorkerMessage, 1024),
+		cfg:        cfg,
+		session:    hex.EncodeToString(sess),
+		log:        cfg.Log,
+		runner:     &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp, user: cfg.RunAs},
+		containers: containers,
+		jobsRoot:   jobsRoot,
+		running:    map[string]running{},
+		ended:      map[string]endedJob{},
+		outputs:    map[string]*jobOutput{},
+		stdins:     map[string]*jobStdin{},
+		outbox:     make(chan *workerpb.WorkerMessage, 1024),
 	}
 	api := workerpb.NewWorkersClient(conn)
 	backoff := 100 * time.Millisecond
@@ -215,7 +229,7 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 	reg := &workerpb.Register{
 		Name:        w.cfg.Name,
 		Session:     w.session,
-		Resources:   &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs},
+		Resources:   &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs, ContainerRuntime: w.containers.offered()},
 		Properties:  w.properties(),
 		ActionSlots: int32(w.cfg.ActionSlots),
 		JobSlots:    int32(w.cfg.JobSlots),
