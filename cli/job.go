@@ -207,6 +207,13 @@ func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 		return nil, err
 	}
 	m.Env = export.Env(os.Environ())
+	if c.Container != "" {
+		// The image has its own programs and libraries: this machine's
+		// search paths would hide them. --env can still give them.
+		for _, k := range []string{"PATH", "LD_LIBRARY_PATH"} {
+			delete(m.Env, k)
+		}
+	}
 	o, err := c.overrides()
 	if err != nil {
 		return nil, err

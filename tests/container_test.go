@@ -117,6 +117,7 @@ pwd
 id -u
 cat data.txt
 echo "$GREETING"
+echo "$PATH"
 mkdir out && echo result > out/result.txt`
 	id := submit(t, srv, "--container", image, "--inputs", in, "--outputs", "out", "--env", "GREETING=hello there",
 		"--", "sh", "-c", script, "sh", hostOnly)
@@ -164,8 +165,13 @@ mkdir out && echo result > out/result.txt`
 		t.Fatalf("the job ran on %v, want box", j.Workers)
 	}
 	lines := strings.Split(rbs(t, srv, "job", "logs", id), "\n")
-	if len(lines) != 7 || lines[0] != "inside the image" || lines[1] != "no host path" || lines[4] != "from the submitter" || lines[5] != "hello there" {
+	if len(lines) != 8 || lines[0] != "inside the image" || lines[1] != "no host path" || lines[4] != "from the submitter" || lines[5] != "hello there" {
 		t.Fatalf("the job printed %q", lines)
+	}
+	// The image's search path, not the submitter's, which --export leaves
+	// out for a container job.
+	if lines[6] == os.Getenv("PATH") || lines[6] == "" {
+		t.Fatalf("the job's PATH is %q, the submitter's", lines[6])
 	}
 	// As the worker's user, who owns the job's directory, not the image's.
 	if lines[3] != strconv.Itoa(os.Getuid()) {
