@@ -84,6 +84,9 @@ func (c *RemoteServeCmd) Run() error {
 		}
 		for _, e := range embeddedWorkers(c.Workers, dataDir, runtime.NumCPU(), worker.MemoryBytes(), found) {
 			cfg, err := e.cmd.configOffering(e.gpus)
+			if len(found) == 0 {
+				cfg.GPUNote = reason
+			}
 			if err != nil {
 				return err
 			}
@@ -206,6 +209,7 @@ func (c *RemoteWorkerCmd) config() (worker.Config, error) {
 	cfg, err := c.configOffering(gpus)
 	if err == nil && len(found) == 0 && c.GPUs == "auto" {
 		cfg.Log.Info("no GPUs offered", "reason", reason)
+		cfg.GPUNote = reason
 	}
 	return cfg, err
 }

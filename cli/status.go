@@ -27,6 +27,7 @@ type workerJSON struct {
 	CPUs             int32               `json:"cpus"`
 	MemoryBytes      int64               `json:"memory_bytes"`
 	GPUs             []gpuJSON           `json:"gpus"`
+	GPUNote          string              `json:"gpu_note,omitempty"`
 	ContainerRuntime string              `json:"container_runtime"`
 	Properties       map[string][]string `json:"properties"`
 	ActionSlots      slotsJSON           `json:"action_slots"`
@@ -81,6 +82,7 @@ func toStatusJSON(st *workerpb.StatusResponse) statusJSON {
 			CPUs:             w.Resources.GetCpus(),
 			MemoryBytes:      w.Resources.GetMemoryBytes(),
 			GPUs:             []gpuJSON{},
+			GPUNote:          w.Resources.GetGpuNote(),
 			ContainerRuntime: w.Resources.GetContainerRuntime(),
 			Properties:       map[string][]string{},
 			ActionSlots:      slotsJSON{Used: w.ActionSlots.GetUsed(), Total: w.ActionSlots.GetTotal()},
@@ -131,6 +133,20 @@ func printStatus(w io.Writer, st *workerpb.StatusResponse) {
 	tw.Flush()
 	if len(s.Workers) == 0 {
 		fmt.Fprintln(w, "(no workers connected)")
+	}
+	// Why workers found no GPU, once per reason.
+	notes := map[string][]string{}
+	var order []string
+	for _, wk := range s.Workers {
+		if wk.GPUNote != "" && len(wk.GPUs) == 0 {
+			if notes[wk.GPUNote] == nil {
+				order = append(order, wk.GPUNote)
+			}
+			notes[wk.GPUNote] = append(notes[wk.GPUNote], wk.Name)
+		}
+	}
+	for _, n := range order {
+		fmt.Fprintf(w, "no GPUs on %s: %s\n", strings.Join(notes[n], ", "), n)
 	}
 	fmt.Fprintf(w, "\nqueue: %d actions queued, %d executing\n", s.Queue.QueuedActions, s.Queue.ExecutingActions)
 	fmt.Fprintf(w, "actions: %d executed, %d cache hits, overhead p50 %.1f ms, p99 %.1f ms\n",

@@ -46,8 +46,14 @@ else:
 func TestGang(t *testing.T) {
 	python := requireTool(t, "python3")
 	srv := startServer(t)
-	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	w1 := startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
 	startWorker(t, srv, "w2", "--cpus", "2", "--job-slots", "2")
+	// Where NVML finds no GPU, remote status says why.
+	if m := regexp.MustCompile(`msg="no GPUs offered" reason="([^"]*)"`).FindStringSubmatch(w1.log.String()); m != nil {
+		if st := rbs(t, srv, "remote", "status"); !strings.Contains(st, "no GPUs on w1, w2: "+m[1]) {
+			t.Fatalf("remote status does not say why there are no GPUs (%s):\n%s", m[1], st)
+		}
+	}
 
 	id := submit(t, srv, "--nodes", "2", "--", python, "-c", exchange)
 	rbs(t, srv, "job", "wait", id)

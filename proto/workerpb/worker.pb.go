@@ -491,8 +491,11 @@ type Resources struct {
 	Gpus        []*Gpu                 `protobuf:"bytes,3,rep,name=gpus,proto3" json:"gpus,omitempty"`
 	// container_runtime names the container runtime available ("" for none).
 	ContainerRuntime string `protobuf:"bytes,4,opt,name=container_runtime,json=containerRuntime,proto3" json:"container_runtime,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// gpu_note says why no GPU was discovered (NVML absent, say), when the
+	// worker offers none.
+	GpuNote       string `protobuf:"bytes,5,opt,name=gpu_note,json=gpuNote,proto3" json:"gpu_note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Resources) Reset() {
@@ -549,6 +552,13 @@ func (x *Resources) GetGpus() []*Gpu {
 func (x *Resources) GetContainerRuntime() string {
 	if x != nil {
 		return x.ContainerRuntime
+	}
+	return ""
+}
+
+func (x *Resources) GetGpuNote() string {
+	if x != nil {
+		return x.GpuNote
 	}
 	return ""
 }
@@ -2178,12 +2188,13 @@ const file_worker_proto_rawDesc = "" +
 	"\tjob_slots\x18\x06 \x01(\x05R\bjobSlots\x124\n" +
 	"\arunning\x18\a \x03(\v2\x1a.rbs.worker.v1.RunningTaskR\arunning\x12\x18\n" +
 	"\aversion\x18\b \x01(\tR\aversion\x12\x18\n" +
-	"\aaddress\x18\t \x01(\tR\aaddress\"\x97\x01\n" +
+	"\aaddress\x18\t \x01(\tR\aaddress\"\xb2\x01\n" +
 	"\tResources\x12\x12\n" +
 	"\x04cpus\x18\x01 \x01(\x05R\x04cpus\x12!\n" +
 	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12&\n" +
 	"\x04gpus\x18\x03 \x03(\v2\x12.rbs.worker.v1.GpuR\x04gpus\x12+\n" +
-	"\x11container_runtime\x18\x04 \x01(\tR\x10containerRuntime\"f\n" +
+	"\x11container_runtime\x18\x04 \x01(\tR\x10containerRuntime\x12\x19\n" +
+	"\bgpu_note\x18\x05 \x01(\tR\agpuNote\"f\n" +
 	"\x03Gpu\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +

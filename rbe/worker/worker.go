@@ -37,6 +37,8 @@ type Config struct {
 	CPUs        int
 	MemoryBytes int64
 	GPUs        []*workerpb.Gpu
+	// GPUNote says why no GPU was discovered, when GPUs is empty.
+	GPUNote string
 	// Platform is offered as OSFamily and ISA; the zero value stands for
 	// this machine's.
 	Platform platform.Platform
@@ -229,7 +231,7 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 	reg := &workerpb.Register{
 		Name:        w.cfg.Name,
 		Session:     w.session,
-		Resources:   &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs, ContainerRuntime: w.containers.offered()},
+		Resources:   &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs, GpuNote: w.cfg.GPUNote, ContainerRuntime: w.containers.offered()},
 		Properties:  w.properties(),
 		ActionSlots: int32(w.cfg.ActionSlots),
 		JobSlots:    int32(w.cfg.JobSlots),
