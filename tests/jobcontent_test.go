@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/digest"
@@ -285,15 +284,5 @@ func TestJobInputsFromTarget(t *testing.T) {
 // waitLogs polls a job's output until it holds want.
 func waitLogs(t *testing.T, srv *server, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		logs := rbs(t, srv, "job", "logs", id)
-		if strings.Contains(logs, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s never printed %q; it printed %q", id, want, logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitLogsMatch(t, srv, id, regexp.MustCompile(regexp.QuoteMeta(want)))
 }

@@ -73,14 +73,22 @@ func show(t *testing.T, srv *server, id string) jobView {
 // waitFor polls a job until cond holds.
 func waitFor(t *testing.T, srv *server, id string, what string, cond func(jobView) bool) jobView {
 	t.Helper()
+	var j jobView
+	eventually(t, "job "+id+" to become "+what, func() bool {
+		j = show(t, srv, id)
+		return cond(j)
+	}, func() string { return fmt.Sprintf("%+v", j) })
+	return j
+}
+
+// eventually polls cond, a state it waits for, until it holds, failing the
+// test after a minute with what describe says of the last state seen.
+func eventually(t *testing.T, what string, cond func() bool, describe func() string) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for {
-		j := show(t, srv, id)
-		if cond(j) {
-			return j
-		}
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("job %s never became %s: %+v", id, what, j)
+			t.Fatalf("waited a minute for %s: %s", what, describe())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // A maintenance window made with rbs job reserve holds its workers back
@@ -72,7 +71,7 @@ func TestMaintenanceWindow(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- build.Wait() }()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	eventually(t, "the build's action to queue", func() bool {
 		var st struct {
 			Queue struct {
 				Queued int `json:"queued_actions"`
@@ -81,18 +80,13 @@ func TestMaintenanceWindow(t *testing.T) {
 		if err := json.Unmarshal([]byte(rbs(t, srv, "remote", "status", "--json")), &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.Queue.Queued == 1 {
-			break
-		}
 		select {
 		case err := <-done:
 			t.Fatalf("the build ended (%v) while its only worker was in maintenance:\n%s", err, out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the build's action never queued")
-		}
-	}
+		return st.Queue.Queued == 1
+	}, out.String)
 	rbs(t, srv, "job", "reserve", "--cancel", "now")
 	if err := <-done; err != nil {
 		t.Fatalf("the build after the window: %v\n%s", err, out.String())
