@@ -190,6 +190,8 @@ type Core struct {
 	stdins  map[Key]*stdin // of interactive jobs that have not ended
 	// windows are the maintenance windows by name; windowsDirty the ones
 	// changed since the last Flush (nil: removed).
+	// placeCache holds, in a round, placeable's answers by placeKey.
+	placeCache map[placeKey]string
 	// preempting holds, for each job that preempted others, its victims
 	// while they stop.
 	preempting map[Key][]*job

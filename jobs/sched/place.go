@@ -200,7 +200,9 @@ func (c *Core) placeable(j *job, workers []*worker) string {
 		}
 		ofPlatform++
 		if c.reject(j, w, ever) == "" {
-			fit++
+			if fit++; fit >= minNodesOf(j.spec) {
+				return ""
+			}
 		}
 	}
 	n := minNodesOf(j.spec)

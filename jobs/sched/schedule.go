@@ -74,6 +74,7 @@ func (c *Core) Schedule() {
 		return
 	}
 	defer func() { c.reschedule = false }()
+	c.placeCache = map[placeKey]string{}
 	now := c.cfg.Now()
 	queue := make(waiting, 0, len(c.pending))
 	for _, j := range c.pending {
@@ -175,7 +176,24 @@ func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) 
 	if a := j.spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
 		return ReasonArrayTaskLimit
 	}
-	return c.placeable(j, workers)
+	// Whether any worker could ever run a job depends on a few fields of
+	// its spec alone: a round works it out once for each kind of job, not
+	// for each of the many tasks of an array.
+	k := placeKey{need(j.spec), j.spec.Platform, j.spec.Container, minNodesOf(j.spec)}
+	reason, ok := c.placeCache[k]
+	if !ok {
+		reason = c.placeable(j, workers)
+		c.placeCache[k] = reason
+	}
+	return reason
+}
+
+// placeKey is what placeable's answer depends on in a round.
+type placeKey struct {
+	need      capacity
+	platform  string
+	container string
+	nodes     int
 }
 
 // ranked is a waiting job and its priority in this round.
