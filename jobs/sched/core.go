@@ -592,6 +592,8 @@ func (c *Core) endAttempt(j *job, s State, msg string, nowMs int64) {
 func (c *Core) stopNodes(j *job, which func(*jobspb.Node) bool) {
 	for _, n := range j.rec.Nodes {
 		if w := c.workers[n.Worker]; w != nil && which(n) {
+			n.Stopped = true
+			c.touch(j)
 			c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: n.TaskId}}})
 		}
 	}
@@ -923,8 +925,9 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 }
 
 // endIfReported ends j's attempt once rank 0 and every other node sent it
-// have reported their end: as rank 0 ended, unless another rank failed
-// first (in rank order), and as CANCELLED when it was cancelled.
+// have reported their end: as rank 0 ended, unless rank 0 was stopped
+// because another rank failed, then as that rank (the first in rank order
+// that failed of itself) ended; as CANCELLED when it was cancelled.
 func (c *Core) endIfReported(j *job) {
 	for _, n := range j.rec.Nodes {
 		if n.State == "" && (n.Assigned || n.Rank == 0) {
@@ -933,7 +936,10 @@ func (c *Core) endIfReported(j *job) {
 	}
 	s := State(j.rec.Nodes[0].State)
 	for _, m := range j.rec.Nodes[1:] {
-		if m.State != "" && State(m.State) != Completed && s != Completed {
+		if !j.rec.Nodes[0].Stopped {
+			break
+		}
+		if m.State != "" && State(m.State) != Completed && !m.Stopped {
 			s, j.rec.ExitCode = State(m.State), m.ExitCode
 			j.rec.Message = fmt.Sprintf("rank %d on %s ended %s (exit %d)", m.Rank, m.Worker, m.State, m.ExitCode)
 			break

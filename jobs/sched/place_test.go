@@ -92,6 +92,13 @@ func TestGangEnd(t *testing.T) {
 			h.c.Ended(j.rec.Nodes[1].Worker, &workerpb.JobEnded{TaskId: j.rec.Nodes[1].TaskId, State: "COMPLETED"})
 			h.c.Ended(j.rec.Nodes[0].Worker, &workerpb.JobEnded{TaskId: j.rec.Nodes[0].TaskId, State: "FAILED", ExitCode: 2})
 		}, Failed, 2},
+		{"rank 0 fails, rank 1 is stopped", func(h *harness, j *job) {
+			h.c.Ended(j.rec.Nodes[0].Worker, &workerpb.JobEnded{TaskId: j.rec.Nodes[0].TaskId, State: "FAILED", ExitCode: 1})
+		}, Failed, 1},
+		{"rank 0 fails, and rank 1, stopped, fails too", func(h *harness, j *job) {
+			h.c.Ended(j.rec.Nodes[0].Worker, &workerpb.JobEnded{TaskId: j.rec.Nodes[0].TaskId, State: "FAILED", ExitCode: 1})
+			h.c.Ended(j.rec.Nodes[1].Worker, &workerpb.JobEnded{TaskId: j.rec.Nodes[1].TaskId, State: "FAILED", ExitCode: 9})
+		}, Failed, 1},
 		{"rank 1 fails, rank 0 is stopped", func(h *harness, j *job) {
 			h.c.Ended(j.rec.Nodes[1].Worker, &workerpb.JobEnded{TaskId: j.rec.Nodes[1].TaskId, State: "FAILED", ExitCode: 7})
 			h.c.Ended(j.rec.Nodes[0].Worker, &workerpb.JobEnded{TaskId: j.rec.Nodes[0].TaskId, State: "CANCELLED", ExitCode: 143})

@@ -1026,8 +1026,11 @@ type Node struct {
 	OutputBytes         int64 `protobuf:"varint,10,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
 	OutputDroppedBytes  int64 `protobuf:"varint,11,opt,name=output_dropped_bytes,json=outputDroppedBytes,proto3" json:"output_dropped_bytes,omitempty"`
 	OutputUnmarkedBytes int64 `protobuf:"varint,12,opt,name=output_unmarked_bytes,json=outputUnmarkedBytes,proto3" json:"output_unmarked_bytes,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// stopped says the server told the node to stop (the gang ending, a
+	// cancel, a preemption): how it then ended is not its own failure.
+	Stopped       bool `protobuf:"varint,13,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -1142,6 +1145,13 @@ func (x *Node) GetOutputUnmarkedBytes() int64 {
 		return x.OutputUnmarkedBytes
 	}
 	return 0
+}
+
+func (x *Node) GetStopped() bool {
+	if x != nil {
+		return x.Stopped
+	}
+	return false
 }
 
 // Attempt is how one attempt of a job ended.
@@ -2490,7 +2500,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x05nodes\x18\x19 \x03(\v2\x11.rbs.jobs.v1.NodeR\x05nodes\x12\x1f\n" +
 	"\vmaster_port\x18\x1a \x01(\x05R\n" +
 	"masterPort\x12!\n" +
-	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\"\xfb\x02\n" +
+	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\"\x95\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x17\n" +
@@ -2505,7 +2515,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\foutput_bytes\x18\n" +
 	" \x01(\x03R\voutputBytes\x120\n" +
 	"\x14output_dropped_bytes\x18\v \x01(\x03R\x12outputDroppedBytes\x122\n" +
-	"\x15output_unmarked_bytes\x18\f \x01(\x03R\x13outputUnmarkedBytes\"\xe6\x01\n" +
+	"\x15output_unmarked_bytes\x18\f \x01(\x03R\x13outputUnmarkedBytes\x12\x18\n" +
+	"\astopped\x18\r \x01(\bR\astopped\"\xe6\x01\n" +
 	"\aAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x18\n" +
