@@ -78,6 +78,7 @@ type JobSubmitCmd struct {
 	CPUs          int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's)."`
 	MemoryGB      float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
 	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker (on each, with --nodes)."`
+	Constraint    []string `sep:"none" help:"Run only on workers that offer this platform property NAME=VALUE (their --property; OSFamily and ISA too), e.g. gpu=a100 (repeatable)." placeholder:"NAME=VALUE"`
 	Preemptible   bool     `help:"Let a job of higher priority that cannot otherwise start preempt this one: it gets SIGTERM, the server's --preempt-grace, then SIGKILL, and goes back to PENDING to resume from its --checkpoint-dir."`
 	Container     string   `help:"Run the command in this OCI image (podman or docker on the worker, whichever it has): the job's directory is the working directory, and the environment and GPUs are passed through. Only workers with a container runtime take the job." placeholder:"IMAGE"`
 	Nodes         string   `name:"nodes" short:"N" help:"Run the job on N distinct workers at once, a gang (MIN-MAX: elastic, starting once MIN fit, on as many as fit up to MAX): the same command on each, with RBS_NODE_RANK, RBS_NNODES, RBS_NODELIST, RBS_MASTER_ADDR and RBS_MASTER_PORT (and PyTorch's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK) set; --cpus, --memory-gb and --gpus are per node. The job ends when rank 0 ends; any other rank failing ends them all (default: 1, or the job target's)." placeholder:"N"`
@@ -233,7 +234,7 @@ func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 var flags = map[string]string{
 	"cpus": "--cpus", "memory_bytes": "--memory-gb", "gpus": "--gpus", "time_limit_ms": "--time",
 	"max_retries": "--max-retries", "checkpoint_dir": "--checkpoint-dir", "outputs": "--outputs",
-	"array": "--array", "after": "--deps", "env": "--env", "platform": "--platform", "interactive": "-i", "nodes": "--nodes", "container": "--container",
+	"array": "--array", "after": "--deps", "env": "--env", "platform": "--platform", "interactive": "-i", "nodes": "--nodes", "container": "--container", "constraints": "--constraint",
 }
 
 // flagError names the flag of a manifest field at fault.
@@ -302,7 +303,7 @@ func (c *JobSubmitCmd) overrides() (manifest.Overrides, error) {
 	o := manifest.Overrides{
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs,
 		MaxRetries: c.MaxRetries, CheckpointDir: c.CheckpointDir, Outputs: c.Outputs, Array: c.Array,
-		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible,
+		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible, Constraints: c.Constraint,
 	}
 	if c.MemoryGB < 0 {
 		return o, fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)

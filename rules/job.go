@@ -101,6 +101,9 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 	}
 	m.Array = str("array")
 	m.Container = str("container")
+	if m.Constraints, err = stringList(info.fields["constraints"]); err != nil {
+		return nil, bad("constraints", err)
+	}
 	if after, ok := info.fields["after"].(*starlark.List); ok {
 		for i := 0; i < after.Len(); i++ {
 			pair, ok := after.Index(i).(starlark.Tuple)

@@ -113,3 +113,24 @@ func TestGang(t *testing.T) {
 	}
 	rbs(t, srv, "job", "cancel", big)
 }
+
+// --constraint NAME=VALUE keeps a job to the workers offering that
+// property, and a job no worker satisfies says which property is lacking.
+func TestJobConstraints(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "plain", "--cpus", "1", "--job-slots", "1")
+	startWorker(t, srv, "fast", "--cpus", "1", "--job-slots", "1", "--property", "disk=nvme")
+	id := submit(t, srv, "--constraint", "disk=nvme", "--", "true")
+	rbs(t, srv, "job", "wait", id)
+	if j := show(t, srv, id); len(j.Workers) != 1 || j.Workers[0] != "fast" {
+		t.Fatalf("the job wanting disk=nvme ran on %v", j.Workers)
+	}
+	none := submit(t, srv, "--constraint", "disk=tape", "--", "true")
+	waitFor(t, srv, none, "pending for want of the property", func(j jobView) bool { return j.PendingReason == "NoWorkerFits" })
+	if shown := rbs(t, srv, "job", "show", none); !strings.Contains(shown, "2 workers: lacks the property disk=tape") {
+		t.Fatalf("job show of the job no worker satisfies:\n%s", shown)
+	}
+	if _, stderr, err := rbsRun(srv, "job", "submit", "--constraint", "tape", "--", "true"); err == nil || !strings.Contains(stderr, `invalid --constraint: "tape": want NAME=VALUE`) {
+		t.Fatalf("a bad --constraint: %v %s", err, stderr)
+	}
+}

@@ -81,6 +81,9 @@ type Manifest struct {
 	// Preemptible jobs may be stopped, and requeued, to make room for a job
 	// of higher priority.
 	Preemptible bool `json:"preemptible,omitempty"`
+	// Constraints are platform properties, NAME=VALUE, a worker must offer
+	// to run the job.
+	Constraints []string `json:"constraints,omitempty"`
 }
 
 // Dep is what a job runs after, and how: afterok, afterany or afternotok.
@@ -188,6 +191,12 @@ func (m *Manifest) Validate() error {
 			return bad("input_root", "%v", err)
 		}
 	}
+	for _, p := range m.Constraints {
+		name, value, ok := strings.Cut(p, "=")
+		if !ok || name == "" || value == "" || strings.ContainsAny(name, " \t\n\x00") {
+			return bad("constraints", "%q: want NAME=VALUE, such as gpu=a100", p)
+		}
+	}
 	if m.Container != "" && (strings.ContainsAny(m.Container, " \t\n\x00") || strings.HasPrefix(m.Container, "-")) {
 		return bad("container", "image %q: want an image name such as localhost/train:1 or docker.io/library/python:3.11", m.Container)
 	}
@@ -266,6 +275,7 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs, NoRequeue: m.NoRequeue,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
 		Interactive: m.Interactive, Nodes: m.Nodes, Container: m.Container, Preemptible: m.Preemptible,
+		Constraints: m.Constraints,
 	}
 	if m.Elastic {
 		lo, hi := max(m.MinNodes, 1), m.MaxNodes
@@ -310,7 +320,7 @@ type Overrides struct {
 	MinNodes                            int32
 	MemoryBytes, TimeLimitMs            int64
 	CheckpointDir, Array, Container     string
-	Outputs                             []string
+	Outputs, Constraints                []string
 	After                               []Dep
 	Env                                 map[string]string
 	NoRequeue, Interactive, Preemptible bool
@@ -352,6 +362,7 @@ func (o Overrides) Apply(m *Manifest) {
 	m.Interactive = m.Interactive || o.Interactive
 	m.Preemptible = m.Preemptible || o.Preemptible
 	m.Outputs = append(m.Outputs, o.Outputs...)
+	m.Constraints = append(m.Constraints, o.Constraints...)
 	m.After = append(m.After, o.After...)
 	if len(o.Env) > 0 && m.Env == nil {
 		m.Env = map[string]string{}

@@ -87,6 +87,7 @@ func TestJob(t *testing.T) {
 		{"dep both", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Job: "1", Entry: 1}} }, 2, "give a job or an earlier entry, not both"},
 		{"dep on itself", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Entry: 1}} }, 1, "entry 1: a job may run after a job or an earlier entry"},
 		{"dep on a later entry", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Entry: 3, Label: "//a:b"}} }, 2, "//a:b: a job may run after a job or an earlier entry"},
+		{"constraint", func(m *Manifest) { m.Constraints = []string{"gpu"} }, 1, `constraints: "gpu": want NAME=VALUE`},
 		{"min above max", func(m *Manifest) { m.Elastic, m.MinNodes, m.MaxNodes = true, 4, 2 }, 1, "min_nodes: min_nodes 4 is above max_nodes 2"},
 		{"min without elastic", func(m *Manifest) { m.MinNodes = 2 }, 1, "min_nodes: min_nodes and max_nodes are for elastic jobs"},
 		{"dep on a label only", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Label: "//a:b"}} }, 2, "//a:b: a job may run after a job or an earlier entry"},

@@ -110,7 +110,9 @@ type worker struct {
 	platform string // OS-ARCH; "" when the worker offers none
 	// containerRuntime is the worker's podman or docker; "" for none.
 	containerRuntime string
-	connected        bool
+	// properties are the platform properties it offers, "NAME=VALUE".
+	properties map[string]bool
+	connected  bool
 	// registered says the worker has registered since the Core started;
 	// the jobs of one known only from the store, which never did, are
 	// requeued after LostAfter.
@@ -677,6 +679,8 @@ type WorkerInfo struct {
 	Address string
 	// ContainerRuntime is the worker's podman or docker; "" for none.
 	ContainerRuntime string
+	// Properties are the platform properties it offers, "NAME=VALUE".
+	Properties []string
 	// Platform is the worker's OS-ARCH, from its OSFamily and ISA.
 	Platform string
 	// Running lists the job attempts (task ids) the worker still runs.
@@ -694,6 +698,10 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 	}
 	w.cpus, w.memory, w.jobSlots, w.platform, w.address = info.CPUs, info.Memory, info.JobSlots, info.Platform, info.Address
 	w.containerRuntime = info.ContainerRuntime
+	w.properties = map[string]bool{}
+	for _, p := range info.Properties {
+		w.properties[p] = true
+	}
 	gpus := append([]*workerpb.Gpu(nil), info.GPUs...)
 	sort.Slice(gpus, func(a, b int) bool { return gpus[a].Index < gpus[b].Index })
 	w.dev = devices{gpus: gpus, held: map[string]Key{}}

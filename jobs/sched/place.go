@@ -93,7 +93,7 @@ type check func(c *Core, j *job, w *worker, at when) string
 
 // checks is the placement chain, in order: the first rejection is the
 // worker's reason.
-var checks = []check{checkSlots, checkPlatform, checkContainer, checkCPUs, checkMemory, checkGPUs, checkWindow}
+var checks = []check{checkSlots, checkPlatform, checkProperties, checkContainer, checkCPUs, checkMemory, checkGPUs, checkWindow}
 
 func checkSlots(_ *Core, _ *job, w *worker, at when) string {
 	switch {
@@ -115,6 +115,19 @@ func checkPlatform(_ *Core, j *job, w *worker, _ when) string {
 		return fmt.Sprintf("no platform known, the job needs %s", j.spec.Platform)
 	}
 	return fmt.Sprintf("platform %s, the job needs %s", w.platform, j.spec.Platform)
+}
+
+func checkProperties(_ *Core, j *job, w *worker, _ when) string {
+	var lacks []string
+	for _, p := range j.spec.Constraints {
+		if !w.properties[p] {
+			lacks = append(lacks, p)
+		}
+	}
+	if len(lacks) > 0 {
+		return "lacks the property " + strings.Join(lacks, ", ")
+	}
+	return ""
 }
 
 func checkContainer(_ *Core, j *job, w *worker, _ when) string {

@@ -329,3 +329,21 @@ func TestElasticGang(t *testing.T) {
 		t.Fatalf("placement %v", p)
 	}
 }
+
+// A job's constraints are properties a worker must offer.
+func TestConstraints(t *testing.T) {
+	h := newHarness(t)
+	h.c.WorkerUp(WorkerInfo{Name: "plain", CPUs: 4, Memory: 8 << 30, JobSlots: 4, Properties: []string{"OSFamily=linux"}, Send: func(*workerpb.ServerMessage) {}})
+	id := h.submit(&jobspb.JobSpec{Constraints: []string{"gpu=a100", "OSFamily=linux"}})
+	h.step()
+	if r := h.rec(id, -1).PendingReason; r != ReasonNoWorkerFits {
+		t.Fatalf("a job no worker's properties satisfy waits for %q", r)
+	}
+	if p := strings.Join(h.c.explain(h.c.jobs[Key{id, -1}]), "; "); p != "1 worker: lacks the property gpu=a100" {
+		t.Fatalf("placement %q", p)
+	}
+	h.c.WorkerUp(WorkerInfo{Name: "a100", CPUs: 4, Memory: 8 << 30, JobSlots: 4, Properties: []string{"OSFamily=linux", "gpu=a100"}, Send: func(*workerpb.ServerMessage) {}})
+	if sent := h.assigns(); sent["a100"] == nil || len(sent) != 1 {
+		t.Fatalf("sent %v, want the job on a100", sent)
+	}
+}

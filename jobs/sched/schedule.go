@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rbs-build/rbs/jobs/spec"
@@ -92,7 +93,7 @@ func (c *Core) Schedule() {
 	// the next until a job starts or the reservation is made.
 	fits := map[fitQuery][]*worker{}
 	fit := func(j *job, res *reservation) []*worker {
-		q := fitQuery{need(j.spec), j.spec.Platform, minNodesOf(j.spec), nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
+		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
 		ws, ok := fits[q]
 		if !ok {
 			ws = c.fit(j, workers, res, now, current)
@@ -179,7 +180,7 @@ func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) 
 	// Whether any worker could ever run a job depends on a few fields of
 	// its spec alone: a round works it out once for each kind of job, not
 	// for each of the many tasks of an array.
-	k := placeKey{need(j.spec), j.spec.Platform, j.spec.Container, minNodesOf(j.spec)}
+	k := placeKey{need(j.spec), j.spec.Platform, j.spec.Container, strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec)}
 	reason, ok := c.placeCache[k]
 	if !ok {
 		reason = c.placeable(j, workers)
@@ -190,10 +191,11 @@ func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) 
 
 // placeKey is what placeable's answer depends on in a round.
 type placeKey struct {
-	need      capacity
-	platform  string
-	container string
-	nodes     int
+	need        capacity
+	platform    string
+	container   string
+	constraints string
+	nodes       int
 }
 
 // ranked is a waiting job and its priority in this round.

@@ -367,6 +367,9 @@ func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*worke
 	info.GPUs = reg.GetResources().GetGpus()
 	info.Address = reg.Address
 	info.ContainerRuntime = reg.GetResources().GetContainerRuntime()
+	for _, p := range reg.Properties {
+		info.Properties = append(info.Properties, p.Name+"="+p.Value)
+	}
 	props := map[string]string{}
 	for _, p := range reg.Properties {
 		props[p.Name] = p.Value

@@ -402,7 +402,10 @@ type JobSpec struct {
 	// preemptible jobs may be stopped to make room for a job of higher
 	// priority that cannot otherwise start: they go back to PENDING, with
 	// the attempt PREEMPTED, and resume from their checkpoint.
-	Preemptible   bool `protobuf:"varint,24,opt,name=preemptible,proto3" json:"preemptible,omitempty"`
+	Preemptible bool `protobuf:"varint,24,opt,name=preemptible,proto3" json:"preemptible,omitempty"`
+	// constraints are platform properties, "NAME=VALUE", that a worker must
+	// offer (its --property values) to run the job.
+	Constraints   []string `protobuf:"bytes,25,rep,name=constraints,proto3" json:"constraints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -603,6 +606,13 @@ func (x *JobSpec) GetPreemptible() bool {
 		return x.Preemptible
 	}
 	return false
+}
+
+func (x *JobSpec) GetConstraints() []string {
+	if x != nil {
+		return x.Constraints
+	}
+	return nil
 }
 
 type Dependency struct {
@@ -2426,7 +2436,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x19CancelReservationResponse\"\x15\n" +
 	"\x13ReservationsRequest\"T\n" +
 	"\x14ReservationsResponse\x12<\n" +
-	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\x9f\x06\n" +
+	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xc1\x06\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2455,7 +2465,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\tcontainer\x18\x15 \x01(\tR\tcontainer\x12\x18\n" +
 	"\aelastic\x18\x16 \x01(\bR\aelastic\x12\x1b\n" +
 	"\tmin_nodes\x18\x17 \x01(\x05R\bminNodes\x12 \n" +
-	"\vpreemptible\x18\x18 \x01(\bR\vpreemptible\x1a6\n" +
+	"\vpreemptible\x18\x18 \x01(\bR\vpreemptible\x12 \n" +
+	"\vconstraints\x18\x19 \x03(\tR\vconstraints\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
