@@ -347,3 +347,33 @@ func TestConstraints(t *testing.T) {
 		t.Fatalf("sent %v, want the job on a100", sent)
 	}
 }
+
+// A server that restarted before it heard rank 0's master port hears it
+// again from the worker's next stream, and only then sends the other
+// ranks, once.
+func TestGangPortAfterRestart(t *testing.T) {
+	h := newHarness(t)
+	h.worker("a", 1, 1)
+	h.worker("b", 1, 1)
+	id := h.submit(&jobspb.JobSpec{Nodes: 2})
+	h.assigns()
+	h.restart()
+	j := h.c.jobs[Key{id, -1}]
+	rank0 := j.rec.Nodes[0]
+	other := "b"
+	if rank0.Worker == "b" {
+		other = "a"
+	}
+	h.c.WorkerUp(WorkerInfo{Name: rank0.Worker, CPUs: 1, Memory: 8 << 30, JobSlots: 1, Running: []string{rank0.TaskId}, Send: func(*workerpb.ServerMessage) {}})
+	h.c.WorkerUp(WorkerInfo{Name: other, CPUs: 1, Memory: 8 << 30, JobSlots: 1, Send: func(*workerpb.ServerMessage) {}})
+	if sent := h.assigns(); len(sent) != 0 || h.rec(id, -1).State != string(Running) {
+		t.Fatalf("before the port: sent %v, state %s", sent, h.rec(id, -1).State)
+	}
+	for range 2 {
+		h.c.Started(rank0.Worker, &workerpb.JobStarted{TaskId: rank0.TaskId, MasterPort: 4242})
+	}
+	sent := h.assigns()
+	if a := sent[other]; len(sent) != 1 || a == nil || a.Env["MASTER_PORT"] != "4242" {
+		t.Fatalf("after the port: sent %v", sent)
+	}
+}

@@ -263,6 +263,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		}
 		env = maps.Clone(a.Env)
 		env["MASTER_PORT"], env["RBS_MASTER_PORT"] = strconv.Itoa(port), strconv.Itoa(port)
+		w.pickedPort(a.TaskId, int32(port))
 		w.outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: a.TaskId, MasterPort: int32(port)}}}
 	}
 	spec := process.Spec{

@@ -89,6 +89,9 @@ type Worker struct {
 type running struct {
 	stop  context.CancelFunc
 	class workerpb.SlotClass
+	// masterPort is the port a gang's rank 0 picked: each new stream
+	// reports it again, lest the server never heard of it.
+	masterPort int32
 }
 
 type endedJob struct {
@@ -242,6 +245,11 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: r.class})
 	}
 	var ends []*workerpb.WorkerMessage
+	for id, r := range w.running {
+		if r.masterPort > 0 {
+			ends = append(ends, &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: id, MasterPort: r.masterPort}}})
+		}
+	}
 	for id, e := range w.ended {
 		if time.Since(e.at) > endedRetention {
 			delete(w.ended, id)
@@ -270,7 +278,8 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		interval = 2 * time.Second
 	}
 	// Output the server lacks (sent into a stream that broke) goes first,
-	// then the ends of attempts it may not have heard of.
+	// then the master ports of gangs' ranks 0 and the ends of attempts it
+	// may not have heard of.
 	w.held = append(append(w.resendOutput(registered.JobOutput), ends...), w.held...)
 
 	// One goroutine sends: heartbeats, and the outbox in order. It has
@@ -337,6 +346,16 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 			}
 			w.mu.Unlock()
 		}
+	}
+}
+
+// pickedPort records the master port a gang's rank 0 picked for task.
+func (w *Worker) pickedPort(task string, port int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r, ok := w.running[task]; ok {
+		r.masterPort = port
+		w.running[task] = r
 	}
 }
 
