@@ -63,48 +63,10 @@ set -euo pipefail
 ROUNDS=${1:-9}
 POLL=${POLL:-0.02}
 NODES=8
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/rbs-bench-preempt.XXXXXX)
-pids=()
-# A process still running (not gone, not a zombie).
-alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) && [ "${s:0:1}" != Z ]; }
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 50); do alive "$p" || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  "$root/bench/slurm/stop.sh" "$work/slurm" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-command -v sbatch >/dev/null || { echo "slurm-wlm is not installed (apt-get install -y slurm-wlm)" >&2; exit 1; }
-
-sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
-median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
-# RBS=/path/to/rbs uses that binary instead of building this tree's.
-if [ -n "${RBS:-}" ]; then cp "$RBS" "$work/rbs"; else (cd "$root" && go build -o "$work/rbs" ./cmd/rbs); fi
-rbs=$work/rbs
+source "$(dirname "$0")/nodes.sh"
 
 # ---- the two clusters ----
-"$rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/rbs-data" --preempt-grace 1s 2> "$work/server.log" &
-pids+=($!)
-addr=""
-for _ in $(seq 200); do
-  addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server.log" 2>/dev/null || true); [ -n "$addr" ] && break; sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/server.log" >&2; exit 1; }
-export RBS_REMOTE=$addr
-for i in $(seq "$NODES"); do
-  "$rbs" remote worker --name "w$i" --work-dir "$work/w$i" --cpus 1 --job-slots 1 --action-slots 1 2> "$work/worker$i.log" &
-  pids+=($!)
-done
-for _ in $(seq 200); do
-  [ "$(cat "$work"/worker*.log 2>/dev/null | grep -c registered)" -ge "$NODES" ] && break; sleep 0.1
-done
-[ "$(cat "$work"/worker*.log | grep -c registered)" -ge "$NODES" ] || { tail "$work"/worker*.log >&2; exit 1; }
+start_rbs --preempt-grace 1s
 
 cat > "$work/slurm-extra.conf" <<'CONF'
 PreemptType=preempt/partition_prio
@@ -113,8 +75,7 @@ KillWait=1
 PartitionName=low Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
 PartitionName=high Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 CONF
-export SLURM_CONF=$("$root/bench/slurm/start.sh" "$work/slurm" "$NODES" "$work/slurm-extra.conf" | tail -1)
-[ "$(sinfo -h -N -o '%N %T' | sort -u | grep -c ' idle$')" -ge "$NODES" ] || { sinfo -N >&2; echo "Slurm's $NODES nodes are not up" >&2; exit 1; }
+start_slurm "$work/slurm-extra.conf"
 mkdir -p "$work/out"
 
 count_rbs() { "$rbs" job list --state "$1" | tail -n +2 | grep -c . || true; }
