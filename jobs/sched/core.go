@@ -192,8 +192,11 @@ type Core struct {
 	stdins  map[Key]*stdin // of interactive jobs that have not ended
 	// windows are the maintenance windows by name; windowsDirty the ones
 	// changed since the last Flush (nil: removed).
-	// placeCache holds, in a round, placeable's answers by placeKey.
-	placeCache map[placeKey]string
+	// placeCache holds, in a round, placeable's answers by spec; placeLast
+	// the spec last asked about, as the tasks of an array come together.
+	placeCache      map[*jobspb.JobSpec]string
+	placeLast       *jobspb.JobSpec
+	placeLastReason string
 	// preempting holds, for each job that preempted others, its victims
 	// while they stop.
 	preempting map[Key][]*job

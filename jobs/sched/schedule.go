@@ -75,7 +75,7 @@ func (c *Core) Schedule() {
 		return
 	}
 	defer func() { c.reschedule = false }()
-	c.placeCache = map[placeKey]string{}
+	c.placeCache, c.placeLast = map[*jobspb.JobSpec]string{}, nil
 	now := c.cfg.Now()
 	queue := make(waiting, 0, len(c.pending))
 	for _, j := range c.pending {
@@ -177,25 +177,19 @@ func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) 
 	if a := j.spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
 		return ReasonArrayTaskLimit
 	}
-	// Whether any worker could ever run a job depends on a few fields of
-	// its spec alone: a round works it out once for each kind of job, not
-	// for each of the many tasks of an array.
-	k := placeKey{need(j.spec), j.spec.Platform, j.spec.Container, strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec)}
-	reason, ok := c.placeCache[k]
+	// Whether any worker could ever run a job depends on its spec alone,
+	// which the tasks of an array share: a round works it out once for each
+	// spec, not for each of the many tasks.
+	if j.spec == c.placeLast {
+		return c.placeLastReason
+	}
+	reason, ok := c.placeCache[j.spec]
 	if !ok {
 		reason = c.placeable(j, workers)
-		c.placeCache[k] = reason
+		c.placeCache[j.spec] = reason
 	}
+	c.placeLast, c.placeLastReason = j.spec, reason
 	return reason
-}
-
-// placeKey is what placeable's answer depends on in a round.
-type placeKey struct {
-	need        capacity
-	platform    string
-	container   string
-	constraints string
-	nodes       int
 }
 
 // ranked is a waiting job and its priority in this round.
