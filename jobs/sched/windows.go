@@ -147,23 +147,28 @@ func checkWindow(c *Core, j *job, w *worker, at when) string {
 	if at != current || len(c.windows) == 0 {
 		return ""
 	}
-	t := c.cfg.Now()
-	limit := time.Duration(j.rec.TimeLimitMs) * time.Millisecond
-	for _, r := range c.Windows() {
-		if !covers(r, w.name) {
+	t := c.cfg.Now().UnixMilli()
+	limit := j.rec.TimeLimitMs
+	// Of the windows that hold the worker back, the earliest is named.
+	var first *jobspb.Reservation
+	for _, r := range c.windows {
+		holds := r.StartUnixMs <= t || limit == 0 || t+limit > r.StartUnixMs
+		if !holds || !covers(r, w.name) {
 			continue
 		}
-		start, end := time.UnixMilli(r.StartUnixMs), time.UnixMilli(r.EndUnixMs)
-		about := r.Name
-		if r.Reason != "" {
-			about += " (" + r.Reason + ")"
-		}
-		switch {
-		case !start.After(t):
-			return fmt.Sprintf("reserved for maintenance %s until %s", about, end.UTC().Format(time.RFC3339))
-		case limit == 0 || t.Add(limit).After(start):
-			return fmt.Sprintf("reserved for maintenance %s from %s, before the job's time limit is up", about, start.UTC().Format(time.RFC3339))
+		if first == nil || r.StartUnixMs < first.StartUnixMs || r.StartUnixMs == first.StartUnixMs && r.Name < first.Name {
+			first = r
 		}
 	}
-	return ""
+	if first == nil {
+		return ""
+	}
+	about := first.Name
+	if first.Reason != "" {
+		about += " (" + first.Reason + ")"
+	}
+	if first.StartUnixMs <= t {
+		return fmt.Sprintf("reserved for maintenance %s until %s", about, time.UnixMilli(first.EndUnixMs).UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("reserved for maintenance %s from %s, before the job's time limit is up", about, time.UnixMilli(first.StartUnixMs).UTC().Format(time.RFC3339))
 }
