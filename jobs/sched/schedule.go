@@ -3,6 +3,7 @@ package sched
 import (
 	"container/heap"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +90,16 @@ func (c *Core) Schedule() {
 		}
 	}
 	workers := c.sortedWorkers()
+	// open indexes the room: the connected workers with a free job slot,
+	// the only ones a job can start on now. A round fits jobs against them
+	// alone, and drops each as it fills, so a nearly full cluster costs a
+	// round little however many workers it has.
+	open := make([]*worker, 0, len(workers))
+	for _, w := range workers {
+		if w.connected && len(w.running) < w.jobSlots {
+			open = append(open, w)
+		}
+	}
 	// Tasks of one array ask alike: a fit found (or not) for one holds for
 	// the next until a job starts or the reservation is made.
 	fits := map[fitQuery][]*worker{}
@@ -96,16 +107,14 @@ func (c *Core) Schedule() {
 		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
 		ws, ok := fits[q]
 		if !ok {
-			ws = c.fit(j, workers, res, now, current)
+			ws = c.fit(j, open, res, now, current)
 			fits[q] = ws
 		}
 		return ws
 	}
 	room := 0 // free job slots on connected workers
-	for _, w := range workers {
-		if w.connected {
-			room += max(w.jobSlots-len(w.running), 0)
-		}
+	for _, w := range open {
+		room += w.jobSlots - len(w.running)
 	}
 	var res *reservation
 	for queue.Len() > 0 {
@@ -131,6 +140,7 @@ func (c *Core) Schedule() {
 			if ws := fit(j, res); ws != nil {
 				c.start(j, ws, now)
 				room -= len(ws)
+				open = slices.DeleteFunc(open, func(w *worker) bool { return len(w.running) >= w.jobSlots })
 				clear(fits)
 				if j.key.Index >= 0 {
 					runningInArray[j.key.ID]++
@@ -144,7 +154,7 @@ func (c *Core) Schedule() {
 				res = c.reserve(j)
 				clear(fits)
 				reason = ReasonResources
-			case len(c.windows) > 0 && c.fit(j, workers, nil, now, currentUnreserved) != nil:
+			case len(c.windows) > 0 && c.fit(j, open, nil, now, currentUnreserved) != nil:
 				// Only maintenance windows hold it back: it reserves
 				// nothing, lest it delay others for a window's length.
 				reason = ReasonReservation
