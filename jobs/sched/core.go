@@ -215,7 +215,11 @@ type Core struct {
 	ended  []ended       // jobs with every part ended, oldest first
 	forget []int64       // job ids to delete from the store
 
-	dirty    map[Key]*job
+	dirty map[Key]*job
+	// seen holds the jobs changed since the last Publish, state or
+	// pending reason, and the ones forgotten; view is what readers see.
+	seen     map[Key]bool
+	view     *View
 	newSpecs map[int64]*jobspb.JobSpec
 	logs     []store.LogChunk
 	out      []Outbound
@@ -264,6 +268,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 		workers: map[string]*worker{},
 		stdins:  map[Key]*stdin{},
 		dirty:   map[Key]*job{},
+		seen:    map[Key]bool{},
 
 		preempting:   map[Key][]*job{},
 		windows:      map[string]*jobspb.Reservation{},
@@ -314,6 +319,11 @@ func New(cfg Config, st *store.State) (*Core, error) {
 	}
 	c.queueEnded()
 	c.reschedule = true
+	c.view = newView(c)
+	for k := range c.jobs {
+		c.seen[k] = true
+	}
+	c.Publish(true)
 	return c, nil
 }
 
@@ -333,7 +343,19 @@ func (c *Core) add(j *job) {
 
 func taskID(j *job) string { return fmt.Sprintf("%s#%d", j.key, j.rec.Attempts) }
 
-func (c *Core) touch(j *job) { c.dirty[j.key] = j }
+func (c *Core) touch(j *job) {
+	c.dirty[j.key] = j
+	c.seen[j.key] = true
+}
+
+// setReason records why j waits. A change of reason alone is shown to
+// readers but not written to the store (see Schedule).
+func (c *Core) setReason(j *job, reason string) {
+	if j.rec.PendingReason != reason {
+		j.rec.PendingReason = reason
+		c.seen[j.key] = true
+	}
+}
 
 func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
 	if w.connected {

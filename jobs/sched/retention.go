@@ -64,6 +64,7 @@ func (c *Core) forgetOld(now time.Time) {
 		for _, j := range c.depTargets(Key{e.id, -1}) {
 			delete(c.jobs, j.key)
 			delete(c.dirty, j.key)
+			c.seen[j.key] = true
 			c.counts[j.state()]--
 		}
 		delete(c.arrays, e.id)

@@ -130,7 +130,7 @@ func (c *Core) Schedule() {
 				if reason == "" {
 					reason = ReasonResources
 				}
-				r.job.rec.PendingReason = reason
+				c.setReason(r.job, reason)
 			}
 			break
 		}
@@ -173,7 +173,7 @@ func (c *Core) Schedule() {
 		// next change of state, and a restarted server recomputes it. (With
 		// a large array waiting, reasons flip as slots free and fill; writing
 		// each flip would rewrite every waiting task round after round.)
-		j.rec.PendingReason = reason
+		c.setReason(j, reason)
 	}
 }
 

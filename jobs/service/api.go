@@ -53,26 +53,21 @@ func (s *Service) List(req *jobspb.ListRequest, stream jobspb.Jobs_ListServer) e
 		f.States[state] = true
 	}
 	var jobs []*jobspb.JobInfo
-	if err := s.do(stream.Context(), func(c *sched.Core) error {
-		jobs = c.List(f)
-		return nil
-	}); err != nil {
-		return err
-	}
+	s.read(func(c *sched.Core) { jobs = c.List(f) })
 	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.ListResponse{Jobs: p}) })
 }
 
 // Show implements the Jobs API.
 func (s *Service) Show(req *jobspb.ShowRequest, stream jobspb.Jobs_ShowServer) error {
 	var jobs []*jobspb.JobInfo
-	if err := s.do(stream.Context(), func(c *sched.Core) error {
-		keys, err := c.Lookup(req.Id)
-		if err != nil {
-			return err
+	var err error
+	s.read(func(c *sched.Core) {
+		var keys []sched.Key
+		if keys, err = c.Lookup(req.Id); err == nil {
+			jobs = c.Infos(keys, len(keys) == 1)
 		}
-		jobs = c.Infos(keys, len(keys) == 1)
-		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.ShowResponse{Jobs: p}) })
@@ -124,13 +119,10 @@ func sendPages(jobs []*jobspb.JobInfo, send func([]*jobspb.JobInfo) error) error
 }
 
 // Queues implements the Jobs API.
-func (s *Service) Queues(ctx context.Context, _ *jobspb.QueuesRequest) (*jobspb.QueuesResponse, error) {
+func (s *Service) Queues(_ context.Context, _ *jobspb.QueuesRequest) (*jobspb.QueuesResponse, error) {
 	resp := &jobspb.QueuesResponse{}
-	err := s.do(ctx, func(c *sched.Core) error {
-		resp.Queues = c.Queues()
-		return nil
-	})
-	return resp, err
+	s.read(func(c *sched.Core) { resp.Queues = c.Queues() })
+	return resp, nil
 }
 
 // Wait implements the Jobs API: it answers once every named job has ended.
@@ -294,11 +286,8 @@ func (s *Service) CancelReservation(ctx context.Context, req *jobspb.CancelReser
 }
 
 // Reservations implements the Jobs API.
-func (s *Service) Reservations(ctx context.Context, _ *jobspb.ReservationsRequest) (*jobspb.ReservationsResponse, error) {
+func (s *Service) Reservations(_ context.Context, _ *jobspb.ReservationsRequest) (*jobspb.ReservationsResponse, error) {
 	resp := &jobspb.ReservationsResponse{}
-	err := s.do(ctx, func(c *sched.Core) error {
-		resp.Reservations = c.Windows()
-		return nil
-	})
-	return resp, err
+	s.read(func(c *sched.Core) { resp.Reservations = c.Windows() })
+	return resp, nil
 }

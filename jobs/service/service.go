@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rbs-build/rbs/jobs/sched"
@@ -71,12 +72,11 @@ type Service struct {
 	pending    *store.Batch
 	pendingOut []sched.Outbound
 
+	// view is what readers see (the Core's View), replaced with the Core.
+	view atomic.Pointer[sched.View]
+
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every committed round
-	// status is a copy of the core's counts for the cluster status, updated
-	// every round.
-	counts    map[string]int64
-	slotsUsed map[string]int32
 }
 
 type request struct {
@@ -127,7 +127,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Buffer == 0 {
 		cfg.Buffer = 10000
 	}
-	return &Service{
+	s := &Service{
 		store:       cfg.Store,
 		schedCfg:    cfg.Sched,
 		log:         cfg.Log,
@@ -140,7 +140,9 @@ func New(cfg Config) (*Service, error) {
 		drop:        map[string]func(){},
 		gen:         map[string]uint64{},
 		changed:     make(chan struct{}),
-	}, nil
+	}
+	s.view.Store(core.View())
+	return s, nil
 }
 
 // Run applies requests until ctx is done or the store fails.
@@ -236,19 +238,24 @@ func (s *Service) apply(round []*request) error {
 			s.maintenance(all, workers)
 		}
 	}
-	counts, slots := s.core.Counts(), s.core.JobSlotsUsed()
-	s.mu.Lock()
-	s.counts, s.slotsUsed = counts, slots
-	close(s.changed)
-	s.changed = make(chan struct{})
-	next := s.changed
-	s.mu.Unlock()
-	s.answer(round, next)
 	for _, o := range out {
 		if send := s.send[o.Worker]; send != nil {
 			send(o.Msg)
 		}
 	}
+	// A client waiting on the round reads next what it changed; other
+	// rounds leave the View to a later one while readers hold it.
+	waited := false
+	for _, r := range round {
+		waited = waited || r.done != nil
+	}
+	s.core.Publish(waited)
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	next := s.changed
+	s.mu.Unlock()
+	s.answer(round, next)
 	return nil
 }
 
@@ -277,6 +284,7 @@ func (s *Service) reload() error {
 		return fmt.Errorf("reloading jobs after a failed commit: %w", err)
 	}
 	s.core = core
+	s.view.Store(core.View())
 	s.pending, s.pendingOut = nil, nil
 	for _, drop := range s.drop {
 		drop()
@@ -446,10 +454,13 @@ func (s *Service) FromWorker(name string, m *workerpb.WorkerMessage) {
 	}
 }
 
-// Status returns job counts by state and job slots in use by worker, as of
-// the last round.
-func (s *Service) Status() (map[string]int64, map[string]int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.counts, s.slotsUsed
+// Status returns job counts by state and job slots in use by worker, as
+// readers see them.
+func (s *Service) Status() (counts map[string]int64, slots map[string]int32) {
+	s.read(func(c *sched.Core) { counts, slots = c.Counts(), c.JobSlotsUsed() })
+	return counts, slots
 }
+
+// read calls fn with what readers see of the scheduler (sched.View), without
+// going through the loop.
+func (s *Service) read(fn func(c *sched.Core)) { s.view.Load().Read(fn) }

@@ -1,0 +1,139 @@
+package sched
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"google.golang.org/protobuf/proto"
+)
+
+// View is what readers see of the scheduler: a replica of the Core's jobs,
+// workers and maintenance windows as of a committed round. Listing jobs,
+// showing one, the queues, the cluster status, the dashboard and the metrics
+// read it under its own lock, never through the scheduler's loop, so a busy
+// reader cannot hold up a round.
+//
+// The loop publishes each round's changes into the View (Core.Publish): it
+// copies the records that changed, not the whole state, and skips the
+// publication rather than wait while readers hold the View, unless a client
+// waits on the round (so that what it changed is what it reads next) or
+// the View has fallen behind by more than maxLag.
+type View struct {
+	mu sync.RWMutex
+	r  *Core // the replica: patched by Publish, only read otherwise
+	// published is when the View last caught up with the Core.
+	published time.Time
+}
+
+// maxLag bounds how long the View may trail the Core while readers keep
+// it busy.
+const maxLag = time.Second
+
+// Read calls fn with the replica, which fn must only read and must not
+// keep: the read methods of Core (List, Infos, Lookup, Queues, Counts,
+// Windows …) answer from it as the Core would have at the last
+// publication.
+func (v *View) Read(fn func(r *Core)) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	fn(v.r)
+}
+
+// newView returns an empty View for c.
+func newView(c *Core) *View {
+	return &View{r: &Core{
+		cfg:     c.cfg,
+		queues:  c.queues,
+		defQ:    c.defQ,
+		jobs:    map[Key]*job{},
+		pending: map[Key]*job{},
+		counts:  map[State]int64{},
+		open:    map[int64]int{},
+		arrays:  map[int64][]*job{},
+		byTask:  map[string]*job{},
+		workers: map[string]*worker{},
+		windows: map[string]*jobspb.Reservation{},
+	}}
+}
+
+// View returns the Core's View.
+func (c *Core) View() *View { return c.view }
+
+// Publish brings the View up to date with the Core, which its owner calls
+// once a round is committed. With wait, or when the View trails by more
+// than maxLag, it waits for readers to let go; otherwise it leaves the
+// changes for a later round while any reader holds the View, and reports
+// false.
+func (c *Core) Publish(wait bool) bool {
+	v := c.view
+	if wait || c.cfg.Now().Sub(v.published) > maxLag {
+		v.mu.Lock()
+	} else if !v.mu.TryLock() {
+		return false
+	}
+	defer v.mu.Unlock()
+	r := v.r
+	arrays := map[int64]bool{}
+	for k := range c.seen {
+		if k.Index >= 0 {
+			arrays[k.ID] = true
+		}
+		r.patch(k, c.jobs[k])
+	}
+	clear(c.seen)
+	for id := range arrays {
+		if tasks := r.arrays[id]; tasks != nil {
+			slices.SortFunc(tasks, func(a, b *job) int { return int(a.key.Index - b.key.Index) })
+		}
+	}
+	r.workers = make(map[string]*worker, len(c.workers))
+	for name, w := range c.workers {
+		cw := *w
+		cw.send = nil
+		cw.running = make(map[Key]*job, len(w.running))
+		for k := range w.running {
+			cw.running[k] = r.jobs[k]
+		}
+		cw.dev.held = maps.Clone(w.dev.held)
+		r.workers[name] = &cw
+	}
+	r.byTask = make(map[string]*job, len(c.byTask))
+	for t, j := range c.byTask {
+		r.byTask[t] = r.jobs[j.key]
+	}
+	r.windows = maps.Clone(c.windows) // windows are replaced, never changed
+	v.published = c.cfg.Now()
+	return true
+}
+
+// patch makes the replica's job k a copy of live, or forgets it when live
+// is nil.
+func (r *Core) patch(k Key, live *job) {
+	old := r.jobs[k]
+	if live == nil {
+		if old != nil {
+			r.counts[old.state()]--
+			delete(r.pending, k)
+			delete(r.jobs, k)
+			delete(r.arrays, k.ID) // an array is forgotten as a whole
+			delete(r.open, k.ID)
+		}
+		return
+	}
+	rec := proto.Clone(live.rec).(*jobspb.JobRecord)
+	if old == nil {
+		r.add(&job{rec: rec, spec: live.spec, key: k})
+		return
+	}
+	r.counts[old.state()]--
+	old.rec = rec
+	r.counts[old.state()]++
+	if old.state() == Pending {
+		r.pending[k] = old
+	} else {
+		delete(r.pending, k)
+	}
+}
