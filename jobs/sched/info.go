@@ -118,8 +118,14 @@ func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 		info := c.info(j, sp, now)
 		// Placement is worked out for a pending job shown alone, when it
 		// waits for room rather than for its dependencies or its array.
-		if full && len(keys) == 1 && j.state() == Pending && c.depsState(j) == "" && j.rec.PendingReason != ReasonArrayTaskLimit {
-			info.Placement = c.explain(j)
+		if full && len(keys) == 1 && j.state() == Pending {
+			info.QueuePosition = int32(c.queuePosition(j, now))
+			if at := c.expectedStart(j, now); !at.IsZero() {
+				info.ExpectedStartUnixMs = at.UnixMilli()
+			}
+			if c.depsState(j) == "" && j.rec.PendingReason != ReasonArrayTaskLimit {
+				info.Placement = c.explain(j)
+			}
 		}
 		out = append(out, info)
 	}

@@ -790,7 +790,13 @@ type JobRecord struct {
 	MasterPort int32 `protobuf:"varint,26,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
 	// preempted_by, while the running attempt is being stopped to make room,
 	// is the id of the job it makes room for.
-	PreemptedBy   string `protobuf:"bytes,27,opt,name=preempted_by,json=preemptedBy,proto3" json:"preempted_by,omitempty"`
+	PreemptedBy string `protobuf:"bytes,27,opt,name=preempted_by,json=preemptedBy,proto3" json:"preempted_by,omitempty"`
+	// user is who submitted the job: the name of the token it came with, or
+	// where tokens are not named, the user the client ran as.
+	User string `protobuf:"bytes,28,opt,name=user,proto3" json:"user,omitempty"`
+	// cpu_time_ms is the CPU time (user and system) the last attempt's
+	// processes used, on all its nodes, as their workers measured it.
+	CpuTimeMs     int64 `protobuf:"varint,29,opt,name=cpu_time_ms,json=cpuTimeMs,proto3" json:"cpu_time_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1014,6 +1020,20 @@ func (x *JobRecord) GetPreemptedBy() string {
 	return ""
 }
 
+func (x *JobRecord) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *JobRecord) GetCpuTimeMs() int64 {
+	if x != nil {
+		return x.CpuTimeMs
+	}
+	return 0
+}
+
 // Node is one node of a job's running attempt.
 type Node struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1038,9 +1058,13 @@ type Node struct {
 	OutputUnmarkedBytes int64 `protobuf:"varint,12,opt,name=output_unmarked_bytes,json=outputUnmarkedBytes,proto3" json:"output_unmarked_bytes,omitempty"`
 	// stopped says the server told the node to stop (the gang ending, a
 	// cancel, a preemption): how it then ended is not its own failure.
-	Stopped       bool `protobuf:"varint,13,opt,name=stopped,proto3" json:"stopped,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Stopped bool `protobuf:"varint,13,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	// cpu_time_ms and peak_memory_bytes are what the node's part used, once
+	// it has ended.
+	CpuTimeMs       int64 `protobuf:"varint,14,opt,name=cpu_time_ms,json=cpuTimeMs,proto3" json:"cpu_time_ms,omitempty"`
+	PeakMemoryBytes int64 `protobuf:"varint,15,opt,name=peak_memory_bytes,json=peakMemoryBytes,proto3" json:"peak_memory_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -1162,6 +1186,20 @@ func (x *Node) GetStopped() bool {
 		return x.Stopped
 	}
 	return false
+}
+
+func (x *Node) GetCpuTimeMs() int64 {
+	if x != nil {
+		return x.CpuTimeMs
+	}
+	return 0
+}
+
+func (x *Node) GetPeakMemoryBytes() int64 {
+	if x != nil {
+		return x.PeakMemoryBytes
+	}
+	return 0
 }
 
 // Attempt is how one attempt of a job ended.
@@ -1335,7 +1373,10 @@ type SubmitRequest struct {
 	// versioned format of jobs/manifest, which rbs build writes for a job
 	// target), all or none: a dependency with an entry names an earlier
 	// manifest of the request, and gets that job's id once it is submitted.
-	Manifests     [][]byte `protobuf:"bytes,3,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	Manifests [][]byte `protobuf:"bytes,3,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	// user is the user the client runs as, recorded as the jobs' user where
+	// the server's token is not named.
+	User          string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1375,6 +1416,13 @@ func (x *SubmitRequest) GetManifests() [][]byte {
 		return x.Manifests
 	}
 	return nil
+}
+
+func (x *SubmitRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
 }
 
 type SubmitResponse struct {
@@ -1436,9 +1484,13 @@ type ListRequest struct {
 	States []string               `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
 	Queue  string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// history includes jobs that have ended.
-	History       bool `protobuf:"varint,3,opt,name=history,proto3" json:"history,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	History bool `protobuf:"varint,3,opt,name=history,proto3" json:"history,omitempty"`
+	// ended_after_unix_ms and ended_before_unix_ms, when set, keep only the
+	// jobs that ended in that time range (and imply history).
+	EndedAfterUnixMs  int64 `protobuf:"varint,4,opt,name=ended_after_unix_ms,json=endedAfterUnixMs,proto3" json:"ended_after_unix_ms,omitempty"`
+	EndedBeforeUnixMs int64 `protobuf:"varint,5,opt,name=ended_before_unix_ms,json=endedBeforeUnixMs,proto3" json:"ended_before_unix_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -1490,6 +1542,20 @@ func (x *ListRequest) GetHistory() bool {
 		return x.History
 	}
 	return false
+}
+
+func (x *ListRequest) GetEndedAfterUnixMs() int64 {
+	if x != nil {
+		return x.EndedAfterUnixMs
+	}
+	return 0
+}
+
+func (x *ListRequest) GetEndedBeforeUnixMs() int64 {
+	if x != nil {
+		return x.EndedBeforeUnixMs
+	}
+	return 0
 }
 
 type ListResponse struct {
@@ -2100,9 +2166,18 @@ type JobInfo struct {
 	// placement says, for a pending job shown alone, why the workers cannot
 	// run it now, grouped: "2 workers: not enough free memory (asked 8.0
 	// GiB, free 4.0 GiB)".
-	Placement     []string `protobuf:"bytes,5,rep,name=placement,proto3" json:"placement,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Placement []string `protobuf:"bytes,5,rep,name=placement,proto3" json:"placement,omitempty"`
+	// queue_position is, for a pending job shown alone, its place among its
+	// queue's pending jobs in the order the scheduler considers them (1 is
+	// next); 0 when not worked out.
+	QueuePosition int32 `protobuf:"varint,6,opt,name=queue_position,json=queuePosition,proto3" json:"queue_position,omitempty"`
+	// expected_start_unix_ms is, for a pending job shown alone, when the
+	// backfill plan expects it to start by the time limits of what runs and
+	// waits ahead of it; 0 when the plan knows no time (something ahead has
+	// no time limit, the job waits on a dependency, or too much waits ahead).
+	ExpectedStartUnixMs int64 `protobuf:"varint,7,opt,name=expected_start_unix_ms,json=expectedStartUnixMs,proto3" json:"expected_start_unix_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *JobInfo) Reset() {
@@ -2168,6 +2243,20 @@ func (x *JobInfo) GetPlacement() []string {
 		return x.Placement
 	}
 	return nil
+}
+
+func (x *JobInfo) GetQueuePosition() int32 {
+	if x != nil {
+		return x.QueuePosition
+	}
+	return 0
+}
+
+func (x *JobInfo) GetExpectedStartUnixMs() int64 {
+	if x != nil {
+		return x.ExpectedStartUnixMs
+	}
+	return 0
 }
 
 type Priority struct {
@@ -2478,7 +2567,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0epipeline_entry\x18\x04 \x01(\x05R\rpipelineEntry\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xca\a\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xfe\a\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -2511,7 +2600,9 @@ const file_jobs_proto_rawDesc = "" +
 	"\x05nodes\x18\x19 \x03(\v2\x11.rbs.jobs.v1.NodeR\x05nodes\x12\x1f\n" +
 	"\vmaster_port\x18\x1a \x01(\x05R\n" +
 	"masterPort\x12!\n" +
-	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\"\x95\x03\n" +
+	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\x12\x12\n" +
+	"\x04user\x18\x1c \x01(\tR\x04user\x12\x1e\n" +
+	"\vcpu_time_ms\x18\x1d \x01(\x03R\tcpuTimeMs\"\xe1\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x17\n" +
@@ -2527,7 +2618,9 @@ const file_jobs_proto_rawDesc = "" +
 	" \x01(\x03R\voutputBytes\x120\n" +
 	"\x14output_dropped_bytes\x18\v \x01(\x03R\x12outputDroppedBytes\x122\n" +
 	"\x15output_unmarked_bytes\x18\f \x01(\x03R\x13outputUnmarkedBytes\x12\x18\n" +
-	"\astopped\x18\r \x01(\bR\astopped\"\xe6\x01\n" +
+	"\astopped\x18\r \x01(\bR\astopped\x12\x1e\n" +
+	"\vcpu_time_ms\x18\x0e \x01(\x03R\tcpuTimeMs\x12*\n" +
+	"\x11peak_memory_bytes\x18\x0f \x01(\x03R\x0fpeakMemoryBytes\"\xe6\x01\n" +
 	"\aAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x18\n" +
@@ -2541,16 +2634,19 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"9\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"M\n" +
 	"\rSubmitRequest\x12\x1c\n" +
-	"\tmanifests\x18\x03 \x03(\fR\tmanifestsJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"@\n" +
+	"\tmanifests\x18\x03 \x03(\fR\tmanifests\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04userJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"@\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x17\n" +
-	"\ajob_ids\x18\x02 \x03(\x03R\x06jobIds\"U\n" +
+	"\ajob_ids\x18\x02 \x03(\x03R\x06jobIds\"\xb5\x01\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06states\x18\x01 \x03(\tR\x06states\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
-	"\ahistory\x18\x03 \x01(\bR\ahistory\"8\n" +
+	"\ahistory\x18\x03 \x01(\bR\ahistory\x12-\n" +
+	"\x13ended_after_unix_ms\x18\x04 \x01(\x03R\x10endedAfterUnixMs\x12/\n" +
+	"\x14ended_before_unix_ms\x18\x05 \x01(\x03R\x11endedBeforeUnixMs\"8\n" +
 	"\fListResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"\x1d\n" +
 	"\vShowRequest\x12\x0e\n" +
@@ -2583,13 +2679,15 @@ const file_jobs_proto_rawDesc = "" +
 	"\arunning\x18\x04 \x01(\x05R\arunning\x12\x18\n" +
 	"\apending\x18\x05 \x01(\x05R\apending\x12\x1d\n" +
 	"\n" +
-	"is_default\x18\x06 \x01(\bR\tisDefault\"\xcc\x01\n" +
+	"is_default\x18\x06 \x01(\bR\tisDefault\"\xa8\x02\n" +
 	"\aJobInfo\x12.\n" +
 	"\x06record\x18\x01 \x01(\v2\x16.rbs.jobs.v1.JobRecordR\x06record\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x121\n" +
 	"\bpriority\x18\x03 \x01(\v2\x15.rbs.jobs.v1.PriorityR\bpriority\x120\n" +
 	"\x04deps\x18\x04 \x03(\v2\x1c.rbs.jobs.v1.DependencyStateR\x04deps\x12\x1c\n" +
-	"\tplacement\x18\x05 \x03(\tR\tplacement\"\\\n" +
+	"\tplacement\x18\x05 \x03(\tR\tplacement\x12%\n" +
+	"\x0equeue_position\x18\x06 \x01(\x05R\rqueuePosition\x123\n" +
+	"\x16expected_start_unix_ms\x18\a \x01(\x03R\x13expectedStartUnixMs\"\\\n" +
 	"\bPriority\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\x03R\x04base\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\x03R\x05queue\x12\x10\n" +

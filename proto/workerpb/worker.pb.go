@@ -1500,8 +1500,11 @@ type JobEnded struct {
 	// checkpoint_root is the digest, "HASH/SIZE", of the Directory holding
 	// the attempt's checkpoint_dir as it ended; "" when there was none.
 	CheckpointRoot string `protobuf:"bytes,10,opt,name=checkpoint_root,json=checkpointRoot,proto3" json:"checkpoint_root,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// cpu_time_ms is the CPU time, user and system, of the attempt's
+	// processes.
+	CpuTimeMs     int64 `protobuf:"varint,11,opt,name=cpu_time_ms,json=cpuTimeMs,proto3" json:"cpu_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobEnded) Reset() {
@@ -1602,6 +1605,13 @@ func (x *JobEnded) GetCheckpointRoot() string {
 		return x.CheckpointRoot
 	}
 	return ""
+}
+
+func (x *JobEnded) GetCpuTimeMs() int64 {
+	if x != nil {
+		return x.CpuTimeMs
+	}
+	return 0
 }
 
 // JobOutput is one recorded output of a job attempt.
@@ -2272,7 +2282,7 @@ const file_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x18\n" +
-	"\askipped\x18\x04 \x01(\x03R\askipped\"\xdc\x02\n" +
+	"\askipped\x18\x04 \x01(\x03R\askipped\"\xfc\x02\n" +
 	"\bJobEnded\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -2286,7 +2296,8 @@ const file_worker_proto_rawDesc = "" +
 	"outputRoot\x122\n" +
 	"\aoutputs\x18\t \x03(\v2\x18.rbs.worker.v1.JobOutputR\aoutputs\x12'\n" +
 	"\x0fcheckpoint_root\x18\n" +
-	" \x01(\tR\x0echeckpointRoot\"R\n" +
+	" \x01(\tR\x0echeckpointRoot\x12\x1e\n" +
+	"\vcpu_time_ms\x18\v \x01(\x03R\tcpuTimeMs\"R\n" +
 	"\tJobOutput\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
