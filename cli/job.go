@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -37,6 +38,16 @@ type JobCmd struct {
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
 	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
 	Reserve JobReserveCmd `cmd:"" help:"Reserve workers for a maintenance window or a team."`
+	Stats   JobStatsCmd   `cmd:"" help:"Account for ended jobs: wall and CPU time, CPU efficiency, peak memory, GPU-hours; totals per queue and user."`
+}
+
+// clientUser is the user this client runs as, whom the server records as
+// the submitter of its jobs.
+func clientUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return os.Getenv("USER")
 }
 
 // jobsClient dials the server for a job command.
@@ -135,7 +146,7 @@ func (c *JobSubmitCmd) Run() error {
 	if c.Interactive && len(ms) > 1 {
 		return fmt.Errorf("--interactive attaches to one job: not to a pipeline")
 	}
-	req := &jobspb.SubmitRequest{}
+	req := &jobspb.SubmitRequest{User: clientUser()}
 	for i, m := range ms {
 		if _, err := m.Job(i + 1); err != nil {
 			return flagError(err)

@@ -42,6 +42,10 @@ type jobJSON struct {
 	Nodes              int32             `json:"nodes"`
 	Ranks              []rankJSON        `json:"ranks"`
 	Placement          []string          `json:"placement,omitempty"`
+	QueuePosition      int32             `json:"queue_position,omitempty"`
+	ExpectedStart      *string           `json:"expected_start,omitempty"`
+	User               string            `json:"user"`
+	CPUTimeSecs        float64           `json:"cpu_time_seconds"`
 	SubmitTime         *string           `json:"submit_time"`
 	StartTime          *string           `json:"start_time"`
 	EndTime            *string           `json:"end_time"`
@@ -158,6 +162,8 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		out.Ranks = append(out.Ranks, rj)
 	}
 	out.Nodes, out.Placement = max(s.Nodes, 1), j.Placement
+	out.QueuePosition, out.ExpectedStart = j.QueuePosition, rfc3339(j.ExpectedStartUnixMs)
+	out.User, out.CPUTimeSecs = s.User, float64(r.CpuTimeMs)/1000
 	for _, d := range j.Deps {
 		out.Dependencies = append(out.Dependencies, depJSON{d.Kind, d.Id, d.State})
 	}
@@ -247,6 +253,24 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		state += " (" + r.PendingReason + ")"
 	}
 	row("State:", "%s", state)
+	if s.User != "" {
+		row("User:", "%s", s.User)
+	}
+	if j.QueuePosition > 0 {
+		row("QueuePosition:", "%d in queue %s", j.QueuePosition, s.Queue)
+	}
+	if r.State == "PENDING" {
+		start := "unknown (something ahead of it has no time limit, it waits on a dependency, or too much waits ahead)"
+		if at := rfc3339(j.ExpectedStartUnixMs); at != nil {
+			start = *at
+			if d := time.Until(time.UnixMilli(j.ExpectedStartUnixMs)); d > 0 {
+				start += " (in " + spec.FormatDuration(d.Round(time.Second)) + ", by the time limits)"
+			} else {
+				start += " (now: it fits)"
+			}
+		}
+		row("ExpectedStart:", "%s", start)
+	}
 	p := j.Priority
 	row("Priority:", "%d (base %d + queue %d + age %d)", p.GetTotal(), p.GetBase(), p.GetQueue(), p.GetAge())
 	if s.Script != "" {
@@ -305,6 +329,9 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 	}
 	if r.State != "PENDING" && r.State != "RUNNING" {
 		row("ExitCode:", "%d", r.ExitCode)
+	}
+	if r.CpuTimeMs > 0 {
+		row("CPUTime:", "%s", spec.FormatDuration(time.Duration(r.CpuTimeMs)*time.Millisecond))
 	}
 	if r.PeakMemoryBytes > 0 || r.OomKilled {
 		row("PeakMemory:", "%.1fMiB (oom_killed=%v)", float64(r.PeakMemoryBytes)/(1<<20), r.OomKilled)

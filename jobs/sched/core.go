@@ -932,6 +932,9 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 		s = Failed
 	}
 	n.State, n.ExitCode = string(s), e.ExitCode
+	n.CpuTimeMs, n.PeakMemoryBytes = e.CpuTimeMs, e.PeakMemoryBytes
+	j.rec.CpuTimeMs += e.CpuTimeMs
+	j.rec.PeakMemoryBytes = max(j.rec.PeakMemoryBytes, e.PeakMemoryBytes)
 	c.touch(j)
 	running := func(m *jobspb.Node) bool { return m.State == "" && m.Assigned }
 	if n.Rank != 0 {
@@ -943,7 +946,6 @@ func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
 		return
 	}
 	j.rec.ExitCode = e.ExitCode
-	j.rec.PeakMemoryBytes = e.PeakMemoryBytes
 	j.rec.OomKilled = e.OomKilled
 	j.rec.Message = e.Message
 	j.rec.OutputRoot, j.rec.Outputs = e.OutputRoot, nil

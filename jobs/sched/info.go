@@ -65,6 +65,9 @@ type Filter struct {
 	States  map[State]bool // empty: all
 	Queue   string
 	History bool // include ended jobs
+	// EndedAfter and EndedBefore, when set (Unix ms), keep only the jobs
+	// that ended in [EndedAfter, EndedBefore).
+	EndedAfter, EndedBefore int64
 }
 
 // List returns the jobs that pass f, by id.
@@ -80,6 +83,12 @@ func (c *Core) List(f Filter) []*jobspb.JobInfo {
 		}
 		if f.Queue != "" && j.spec.Queue != f.Queue {
 			continue
+		}
+		if f.EndedAfter != 0 || f.EndedBefore != 0 {
+			end := j.rec.EndUnixMs
+			if !s.Terminal() || end < f.EndedAfter || f.EndedBefore != 0 && end >= f.EndedBefore {
+				continue
+			}
 		}
 		keys = append(keys, k)
 	}

@@ -260,7 +260,8 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 	j.rec.Attempts++
 	j.task = taskID(j)
 	j.rec.OutputBytes, j.rec.OutputDroppedBytes, j.rec.OutputUnmarkedBytes = 0, 0, 0
-	j.rec.ExitCode = 0 // none yet: an attempt lost goes into the history without one
+	j.rec.CpuTimeMs, j.rec.PeakMemoryBytes = 0, 0 // this attempt's nodes add theirs as they end
+	j.rec.ExitCode = 0                            // none yet: an attempt lost goes into the history without one
 	j.rec.Nodes, j.rec.MasterPort = nil, 0
 	for r, w := range ws {
 		n := &jobspb.Node{Rank: int32(r), Worker: w.name, TaskId: j.task, Address: w.address}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"strings"
 
 	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/sched"
@@ -17,6 +18,9 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 	if len(req.Manifests) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no job manifest in the request")
 	}
+	if err := checkUser(req.User); err != nil {
+		return nil, err
+	}
 	jobs := make([]*manifest.Job, len(req.Manifests))
 	for i, b := range req.Manifests {
 		m, err := manifest.Decode(b)
@@ -29,6 +33,7 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 			}
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
+		jobs[i].Spec.User = req.User
 	}
 	var ids []int64
 	err := s.doWrite(ctx, func(c *sched.Core) error {
@@ -42,9 +47,20 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 	return &jobspb.SubmitResponse{JobId: ids[len(ids)-1], JobIds: ids}, nil
 }
 
+// checkUser holds the user a client says it runs as to a name's length and
+// characters.
+func checkUser(u string) error {
+	if len(u) > 64 || strings.ContainsFunc(u, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return status.Errorf(codes.InvalidArgument, "user %q: want at most 64 characters, none of them spaces or control characters", u)
+	}
+	return nil
+}
+
 // List implements the Jobs API.
 func (s *Service) List(req *jobspb.ListRequest, stream jobspb.Jobs_ListServer) error {
-	f := sched.Filter{States: map[sched.State]bool{}, Queue: req.Queue, History: req.History}
+	f := sched.Filter{States: map[sched.State]bool{}, Queue: req.Queue, History: req.History,
+		EndedAfter: req.EndedAfterUnixMs, EndedBefore: req.EndedBeforeUnixMs}
+	f.History = f.History || f.EndedAfter != 0 || f.EndedBefore != 0
 	for _, st := range req.States {
 		state := sched.State(st)
 		if !state.Valid() {

@@ -405,7 +405,11 @@ type JobSpec struct {
 	Preemptible bool `protobuf:"varint,24,opt,name=preemptible,proto3" json:"preemptible,omitempty"`
 	// constraints are platform properties, "NAME=VALUE", that a worker must
 	// offer (its --property values) to run the job.
-	Constraints   []string `protobuf:"bytes,25,rep,name=constraints,proto3" json:"constraints,omitempty"`
+	Constraints []string `protobuf:"bytes,25,rep,name=constraints,proto3" json:"constraints,omitempty"`
+	// user is who submitted the job: the name of the token it came with, or
+	// where tokens are not named, the user the client ran as. The server
+	// sets it; a manifest does not carry it.
+	User          string `protobuf:"bytes,26,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -615,6 +619,13 @@ func (x *JobSpec) GetConstraints() []string {
 	return nil
 }
 
+func (x *JobSpec) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
 type Dependency struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is afterok, afterany or afternotok.
@@ -791,9 +802,6 @@ type JobRecord struct {
 	// preempted_by, while the running attempt is being stopped to make room,
 	// is the id of the job it makes room for.
 	PreemptedBy string `protobuf:"bytes,27,opt,name=preempted_by,json=preemptedBy,proto3" json:"preempted_by,omitempty"`
-	// user is who submitted the job: the name of the token it came with, or
-	// where tokens are not named, the user the client ran as.
-	User string `protobuf:"bytes,28,opt,name=user,proto3" json:"user,omitempty"`
 	// cpu_time_ms is the CPU time (user and system) the last attempt's
 	// processes used, on all its nodes, as their workers measured it.
 	CpuTimeMs     int64 `protobuf:"varint,29,opt,name=cpu_time_ms,json=cpuTimeMs,proto3" json:"cpu_time_ms,omitempty"`
@@ -1016,13 +1024,6 @@ func (x *JobRecord) GetMasterPort() int32 {
 func (x *JobRecord) GetPreemptedBy() string {
 	if x != nil {
 		return x.PreemptedBy
-	}
-	return ""
-}
-
-func (x *JobRecord) GetUser() string {
-	if x != nil {
-		return x.User
 	}
 	return ""
 }
@@ -2525,7 +2526,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x19CancelReservationResponse\"\x15\n" +
 	"\x13ReservationsRequest\"T\n" +
 	"\x14ReservationsResponse\x12<\n" +
-	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xc1\x06\n" +
+	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xd5\x06\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2555,7 +2556,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\aelastic\x18\x16 \x01(\bR\aelastic\x12\x1b\n" +
 	"\tmin_nodes\x18\x17 \x01(\x05R\bminNodes\x12 \n" +
 	"\vpreemptible\x18\x18 \x01(\bR\vpreemptible\x12 \n" +
-	"\vconstraints\x18\x19 \x03(\tR\vconstraints\x1a6\n" +
+	"\vconstraints\x18\x19 \x03(\tR\vconstraints\x12\x12\n" +
+	"\x04user\x18\x1a \x01(\tR\x04user\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
@@ -2567,7 +2569,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0epipeline_entry\x18\x04 \x01(\x05R\rpipelineEntry\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xfe\a\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xea\a\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -2600,8 +2602,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x05nodes\x18\x19 \x03(\v2\x11.rbs.jobs.v1.NodeR\x05nodes\x12\x1f\n" +
 	"\vmaster_port\x18\x1a \x01(\x05R\n" +
 	"masterPort\x12!\n" +
-	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\x12\x12\n" +
-	"\x04user\x18\x1c \x01(\tR\x04user\x12\x1e\n" +
+	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\x12\x1e\n" +
 	"\vcpu_time_ms\x18\x1d \x01(\x03R\tcpuTimeMs\"\xe1\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +

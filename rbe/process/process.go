@@ -53,6 +53,9 @@ type Result struct {
 	Cancelled bool
 	// MaxRSS is the largest resident set of any one process of the tree.
 	MaxRSS int64
+	// CPUTime is the user and system time of the process and of the
+	// descendants it waited for.
+	CPUTime time.Duration
 }
 
 // LookPath resolves argv[0]: a name with a slash is relative to dir; a bare
@@ -188,6 +191,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if st := cmd.ProcessState; st != nil {
 		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
 			res.MaxRSS = ru.Maxrss << 10
+			res.CPUTime = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
 	var exit *exec.ExitError

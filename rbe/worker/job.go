@@ -312,6 +312,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	}
 	end.Message = strings.Join(append(notes, w.jobFiles(ctx, a, dir, inputs, end)...), "; ")
 	end.PeakMemoryBytes, end.OomKilled, end.ExitCode = peak, oom, int32(res.ExitCode)
+	end.CpuTimeMs = res.CPUTime.Milliseconds()
 	switch {
 	case res.Cancelled:
 		end.State = "CANCELLED"
