@@ -66,6 +66,9 @@ type Config struct {
 	// bytes; 0 for no cap. Workers are told it with each assignment and
 	// send the first half as it is written and the last half at the end.
 	MaxJobOutput int64
+	// Waited, when set, is told how long each job waited from its
+	// submission until an attempt started, as it starts.
+	Waited func(queue string, waited time.Duration)
 }
 
 // Key names a job or an array task.

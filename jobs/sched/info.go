@@ -203,3 +203,33 @@ func (c *Core) Nodes(k Key) int {
 	}
 	return 1
 }
+
+// Usage is the scheduler's figures for its metrics.
+type Usage struct {
+	// Jobs counts jobs (array tasks one by one) by queue and state.
+	Jobs map[[2]string]int
+	// JobSlots and GPUs are those of the connected workers; the Used ones
+	// are held by running jobs.
+	JobSlots, JobSlotsUsed int
+	GPUs, GPUsUsed         int
+	Workers                int // connected
+}
+
+// Usage works out the scheduler's figures.
+func (c *Core) Usage() Usage {
+	u := Usage{Jobs: map[[2]string]int{}}
+	for _, j := range c.jobs {
+		u.Jobs[[2]string{j.spec.Queue, string(j.state())}]++
+	}
+	for _, w := range c.workers {
+		if !w.connected {
+			continue
+		}
+		u.Workers++
+		u.JobSlots += w.jobSlots
+		u.JobSlotsUsed += len(w.running)
+		u.GPUs += len(w.dev.gpus)
+		u.GPUsUsed += len(w.dev.held)
+	}
+	return u
+}

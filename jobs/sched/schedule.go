@@ -257,6 +257,9 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 	delete(c.preempting, j.key)
 	j.rec.PendingReason = ""
 	j.rec.StartUnixMs = now.UnixMilli()
+	if c.cfg.Waited != nil {
+		c.cfg.Waited(j.spec.Queue, time.Duration(j.rec.StartUnixMs-j.rec.SubmitUnixMs)*time.Millisecond)
+	}
 	j.rec.Attempts++
 	j.task = taskID(j)
 	j.rec.OutputBytes, j.rec.OutputDroppedBytes, j.rec.OutputUnmarkedBytes = 0, 0, 0

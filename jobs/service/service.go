@@ -73,7 +73,8 @@ type Service struct {
 	pendingOut []sched.Outbound
 
 	// view is what readers see (the Core's View), replaced with the Core.
-	view atomic.Pointer[sched.View]
+	view    atomic.Pointer[sched.View]
+	metrics *metrics
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every committed round
@@ -114,6 +115,9 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading jobs: %w", err)
 	}
+	var s *Service
+	m := newMetrics(func(fn func(*sched.Core)) { s.read(fn) })
+	cfg.Sched.Waited = m.waited
 	core, err := sched.New(cfg.Sched, st)
 	if err != nil {
 		return nil, err
@@ -127,7 +131,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Buffer == 0 {
 		cfg.Buffer = 10000
 	}
-	s := &Service{
+	s = &Service{
+		metrics:     m,
 		store:       cfg.Store,
 		schedCfg:    cfg.Sched,
 		log:         cfg.Log,
