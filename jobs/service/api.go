@@ -58,52 +58,77 @@ func checkUser(u string) error {
 
 // List implements the Jobs API.
 func (s *Service) List(req *jobspb.ListRequest, stream jobspb.Jobs_ListServer) error {
+	jobs, err := s.ListJobs(req)
+	if err != nil {
+		return err
+	}
+	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.ListResponse{Jobs: p}) })
+}
+
+// ListJobs lists the jobs req selects, as readers see them.
+func (s *Service) ListJobs(req *jobspb.ListRequest) ([]*jobspb.JobInfo, error) {
 	f := sched.Filter{States: map[sched.State]bool{}, Queue: req.Queue, History: req.History,
 		EndedAfter: req.EndedAfterUnixMs, EndedBefore: req.EndedBeforeUnixMs}
 	f.History = f.History || f.EndedAfter != 0 || f.EndedBefore != 0
 	for _, st := range req.States {
 		state := sched.State(st)
 		if !state.Valid() {
-			return status.Errorf(codes.InvalidArgument, "unknown state %q (states: %v)", st, sched.States)
+			return nil, status.Errorf(codes.InvalidArgument, "unknown state %q (states: %v)", st, sched.States)
 		}
 		f.States[state] = true
 	}
 	var jobs []*jobspb.JobInfo
 	s.read(func(c *sched.Core) { jobs = c.List(f) })
-	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.ListResponse{Jobs: p}) })
+	return jobs, nil
 }
 
 // Show implements the Jobs API.
 func (s *Service) Show(req *jobspb.ShowRequest, stream jobspb.Jobs_ShowServer) error {
-	var jobs []*jobspb.JobInfo
-	var err error
-	s.read(func(c *sched.Core) {
-		var keys []sched.Key
-		if keys, err = c.Lookup(req.Id); err == nil {
-			jobs = c.Infos(keys, len(keys) == 1)
-		}
-	})
+	jobs, err := s.ShowJob(req.Id)
 	if err != nil {
 		return err
 	}
 	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.ShowResponse{Jobs: p}) })
 }
 
+// ShowJob returns a job, or an array's tasks, as readers see them: a job
+// alone in full, with its placement, queue position and expected start
+// when it waits.
+func (s *Service) ShowJob(id string) ([]*jobspb.JobInfo, error) {
+	var jobs []*jobspb.JobInfo
+	var err error
+	s.read(func(c *sched.Core) {
+		var keys []sched.Key
+		if keys, err = c.Lookup(id); err == nil {
+			jobs = c.Infos(keys, len(keys) == 1)
+		}
+	})
+	return jobs, err
+}
+
 // Cancel implements the Jobs API.
 func (s *Service) Cancel(req *jobspb.CancelRequest, stream jobspb.Jobs_CancelServer) error {
+	jobs, err := s.CancelJobs(stream.Context(), req.Ids)
+	if err != nil {
+		return err
+	}
+	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.CancelResponse{Jobs: p}) })
+}
+
+// CancelJobs cancels jobs (an array id: all its tasks) and returns them as
+// they are once that is durable.
+func (s *Service) CancelJobs(ctx context.Context, ids []string) ([]*jobspb.JobInfo, error) {
 	var jobs []*jobspb.JobInfo
-	if err := s.doWrite(stream.Context(), func(c *sched.Core) error {
-		keys, err := s.lookup(c, req.Ids)
+	err := s.doWrite(ctx, func(c *sched.Core) error {
+		keys, err := s.lookup(c, ids)
 		if err != nil {
 			return err
 		}
 		c.Cancel(keys)
 		jobs = c.Infos(keys, false)
 		return nil
-	}); err != nil {
-		return err
-	}
-	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.CancelResponse{Jobs: p}) })
+	})
+	return jobs, err
 }
 
 // lookup resolves job ids, array ids standing for all their tasks.
@@ -136,9 +161,13 @@ func sendPages(jobs []*jobspb.JobInfo, send func([]*jobspb.JobInfo) error) error
 
 // Queues implements the Jobs API.
 func (s *Service) Queues(_ context.Context, _ *jobspb.QueuesRequest) (*jobspb.QueuesResponse, error) {
-	resp := &jobspb.QueuesResponse{}
-	s.read(func(c *sched.Core) { resp.Queues = c.Queues() })
-	return resp, nil
+	return &jobspb.QueuesResponse{Queues: s.QueueList()}, nil
+}
+
+// QueueList describes the queues and their occupancy, as readers see them.
+func (s *Service) QueueList() (queues []*jobspb.QueueInfo) {
+	s.read(func(c *sched.Core) { queues = c.Queues() })
+	return queues
 }
 
 // Wait implements the Jobs API: it answers once every named job has ended.
@@ -178,7 +207,14 @@ func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) e
 // Logs implements the Jobs API: a job's stored output, then, with follow,
 // what arrives until the job ends.
 func (s *Service) Logs(req *jobspb.LogsRequest, stream jobspb.Jobs_LogsServer) error {
-	ctx := stream.Context()
+	return s.Output(stream.Context(), req, func(data []byte) error {
+		return stream.Send(&jobspb.LogsResponse{Data: data})
+	})
+}
+
+// Output sends a job's output as req asks (one rank or all, from an
+// offset, following it or not) to send, in pieces.
+func (s *Service) Output(ctx context.Context, req *jobspb.LogsRequest, send func([]byte) error) error {
 	k, err := s.one(ctx, req.Id)
 	if err != nil {
 		return err
@@ -200,9 +236,7 @@ func (s *Service) Logs(req *jobspb.LogsRequest, stream jobspb.Jobs_LogsServer) e
 	if req.OneRank && (req.Rank < 0 || int(req.Rank) >= nodes) {
 		return status.Errorf(codes.InvalidArgument, "job %s has %d node(s): no rank %d (ranks: 0 to %d)", k, nodes, req.Rank, nodes-1)
 	}
-	return s.output(ctx, k, req.Offset, req.Follow, tr, func(data []byte) error {
-		return stream.Send(&jobspb.LogsResponse{Data: data})
-	})
+	return s.output(ctx, k, req.Offset, req.Follow, tr, send)
 }
 
 // one resolves an id that must name one job or array task.
@@ -303,7 +337,11 @@ func (s *Service) CancelReservation(ctx context.Context, req *jobspb.CancelReser
 
 // Reservations implements the Jobs API.
 func (s *Service) Reservations(_ context.Context, _ *jobspb.ReservationsRequest) (*jobspb.ReservationsResponse, error) {
-	resp := &jobspb.ReservationsResponse{}
-	s.read(func(c *sched.Core) { resp.Reservations = c.Windows() })
-	return resp, nil
+	return &jobspb.ReservationsResponse{Reservations: s.ReservationList()}, nil
+}
+
+// ReservationList lists the maintenance windows, the earliest first.
+func (s *Service) ReservationList() (windows []*jobspb.Reservation) {
+	s.read(func(c *sched.Core) { windows = c.Windows() })
+	return windows
 }
