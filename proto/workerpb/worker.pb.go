@@ -2094,6 +2094,138 @@ func (x *QueueStatus) GetExecutingActions() int32 {
 // ActionStats describes the actions executed since the server started.
 // The overhead is measured on the server from Execute received to result
 // written.
+// ActionRecord is one recent build action, as the dashboard lists it:
+// where it ran and where its time went.
+type ActionRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// digest is the action's, "HASH/SIZE".
+	Digest string `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	Worker string `protobuf:"bytes,2,opt,name=worker,proto3" json:"worker,omitempty"`
+	// cache_hit says Execute answered it from the action cache.
+	CacheHit bool  `protobuf:"varint,3,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
+	ExitCode int32 `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// error is the status message of an action that could not run.
+	Error           string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	CompletedUnixMs int64  `protobuf:"varint,6,opt,name=completed_unix_ms,json=completedUnixMs,proto3" json:"completed_unix_ms,omitempty"`
+	// total_ms is from Execute received to the result; queued_ms until a
+	// worker took it; fetch_ms, run_ms and upload_ms are the worker's input
+	// fetch, execution and output upload.
+	TotalMs       float64 `protobuf:"fixed64,7,opt,name=total_ms,json=totalMs,proto3" json:"total_ms,omitempty"`
+	QueuedMs      float64 `protobuf:"fixed64,8,opt,name=queued_ms,json=queuedMs,proto3" json:"queued_ms,omitempty"`
+	FetchMs       float64 `protobuf:"fixed64,9,opt,name=fetch_ms,json=fetchMs,proto3" json:"fetch_ms,omitempty"`
+	RunMs         float64 `protobuf:"fixed64,10,opt,name=run_ms,json=runMs,proto3" json:"run_ms,omitempty"`
+	UploadMs      float64 `protobuf:"fixed64,11,opt,name=upload_ms,json=uploadMs,proto3" json:"upload_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionRecord) Reset() {
+	*x = ActionRecord{}
+	mi := &file_worker_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionRecord) ProtoMessage() {}
+
+func (x *ActionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionRecord.ProtoReflect.Descriptor instead.
+func (*ActionRecord) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ActionRecord) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetCacheHit() bool {
+	if x != nil {
+		return x.CacheHit
+	}
+	return false
+}
+
+func (x *ActionRecord) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetCompletedUnixMs() int64 {
+	if x != nil {
+		return x.CompletedUnixMs
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetTotalMs() float64 {
+	if x != nil {
+		return x.TotalMs
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetQueuedMs() float64 {
+	if x != nil {
+		return x.QueuedMs
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetFetchMs() float64 {
+	if x != nil {
+		return x.FetchMs
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetRunMs() float64 {
+	if x != nil {
+		return x.RunMs
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetUploadMs() float64 {
+	if x != nil {
+		return x.UploadMs
+	}
+	return 0
+}
+
 type ActionStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Completed     int64                  `protobuf:"varint,1,opt,name=completed,proto3" json:"completed,omitempty"`
@@ -2106,7 +2238,7 @@ type ActionStats struct {
 
 func (x *ActionStats) Reset() {
 	*x = ActionStats{}
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2250,7 @@ func (x *ActionStats) String() string {
 func (*ActionStats) ProtoMessage() {}
 
 func (x *ActionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2263,7 @@ func (x *ActionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionStats.ProtoReflect.Descriptor instead.
 func (*ActionStats) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{25}
+	return file_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ActionStats) GetCompleted() int64 {
@@ -2339,7 +2471,20 @@ const file_worker_proto_rawDesc = "" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\"a\n" +
 	"\vQueueStatus\x12%\n" +
 	"\x0equeued_actions\x18\x01 \x01(\x05R\rqueuedActions\x12+\n" +
-	"\x11executing_actions\x18\x02 \x01(\x05R\x10executingActions\"\x9a\x01\n" +
+	"\x11executing_actions\x18\x02 \x01(\x05R\x10executingActions\"\xc1\x02\n" +
+	"\fActionRecord\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x16\n" +
+	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x1b\n" +
+	"\tcache_hit\x18\x03 \x01(\bR\bcacheHit\x12\x1b\n" +
+	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12*\n" +
+	"\x11completed_unix_ms\x18\x06 \x01(\x03R\x0fcompletedUnixMs\x12\x19\n" +
+	"\btotal_ms\x18\a \x01(\x01R\atotalMs\x12\x1b\n" +
+	"\tqueued_ms\x18\b \x01(\x01R\bqueuedMs\x12\x19\n" +
+	"\bfetch_ms\x18\t \x01(\x01R\afetchMs\x12\x15\n" +
+	"\x06run_ms\x18\n" +
+	" \x01(\x01R\x05runMs\x12\x1b\n" +
+	"\tupload_ms\x18\v \x01(\x01R\buploadMs\"\x9a\x01\n" +
 	"\vActionStats\x12\x1c\n" +
 	"\tcompleted\x18\x01 \x01(\x03R\tcompleted\x12\x1d\n" +
 	"\n" +
@@ -2368,7 +2513,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_worker_proto_goTypes = []any{
 	(SlotClass)(0),         // 0: rbs.worker.v1.SlotClass
 	(*WorkerMessage)(nil),  // 1: rbs.worker.v1.WorkerMessage
@@ -2396,10 +2541,11 @@ var file_worker_proto_goTypes = []any{
 	(*WorkerStatus)(nil),   // 23: rbs.worker.v1.WorkerStatus
 	(*SlotUse)(nil),        // 24: rbs.worker.v1.SlotUse
 	(*QueueStatus)(nil),    // 25: rbs.worker.v1.QueueStatus
-	(*ActionStats)(nil),    // 26: rbs.worker.v1.ActionStats
-	nil,                    // 27: rbs.worker.v1.Registered.JobOutputEntry
-	nil,                    // 28: rbs.worker.v1.AssignJob.EnvEntry
-	nil,                    // 29: rbs.worker.v1.StatusResponse.JobsEntry
+	(*ActionRecord)(nil),   // 26: rbs.worker.v1.ActionRecord
+	(*ActionStats)(nil),    // 27: rbs.worker.v1.ActionStats
+	nil,                    // 28: rbs.worker.v1.Registered.JobOutputEntry
+	nil,                    // 29: rbs.worker.v1.AssignJob.EnvEntry
+	nil,                    // 30: rbs.worker.v1.StatusResponse.JobsEntry
 }
 var file_worker_proto_depIdxs = []int32{
 	3,  // 0: rbs.worker.v1.WorkerMessage.register:type_name -> rbs.worker.v1.Register
@@ -2420,14 +2566,14 @@ var file_worker_proto_depIdxs = []int32{
 	5,  // 15: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
 	0,  // 16: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
 	7,  // 17: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
-	27, // 18: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
+	28, // 18: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
 	10, // 19: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
-	28, // 20: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
+	29, // 20: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
 	19, // 21: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
 	23, // 22: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
 	25, // 23: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
-	29, // 24: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
-	26, // 25: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
+	30, // 24: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
+	27, // 25: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
 	4,  // 26: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
 	6,  // 27: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
 	24, // 28: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
@@ -2470,7 +2616,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -105,6 +105,7 @@ type Scheduler struct {
 	ops      map[string]*Operation
 	workers  map[string]*Worker
 	stats    stats
+	recent   recent
 	// maint and maintAll are the workers in a maintenance window, which
 	// get no new action.
 	maint    map[string]bool
@@ -363,6 +364,11 @@ func (s *Scheduler) completeLocked(t *task, resp *repb.ExecuteResponse) {
 	now := s.cfg.Now()
 	t.stage = Completed
 	t.response = resp
+	worker := ""
+	if t.worker != nil {
+		worker = t.worker.name
+	}
+	s.recent.add(actionRecord(t, worker, resp, now))
 	if t.worker != nil {
 		delete(t.worker.running, t.id)
 		t.worker = nil

@@ -8,6 +8,7 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/digest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -225,10 +226,12 @@ func (s *Scheduler) Status() *workerpb.StatusResponse {
 	return resp
 }
 
-// CacheHit counts an Execute answered from the action cache.
-func (s *Scheduler) CacheHit() {
+// CacheHit counts an Execute of action d answered from the action cache
+// with res.
+func (s *Scheduler) CacheHit(d digest.Digest, res *repb.ActionResult) {
 	s.mu.Lock()
 	s.stats.cacheHits++
+	s.recent.add(cacheHitRecord(d, res, s.cfg.Now()))
 	s.mu.Unlock()
 }
 

@@ -65,7 +65,7 @@ func (e *execution) Execute(req *repb.ExecuteRequest, stream repb.Execution_Exec
 	if !req.SkipCacheLookup {
 		res, err := GetValidatedActionResult(ctx, e.ac, e.cas, d)
 		if err == nil {
-			e.sched.CacheHit()
+			e.sched.CacheHit(d, res)
 			return stream.Send(operation("cached/"+d.Hash(), d, scheduler.Completed, &repb.ExecuteResponse{Result: res, CachedResult: true, Status: statusProto(nil)}))
 		}
 		if !blobstore.IsNotFound(err) {
