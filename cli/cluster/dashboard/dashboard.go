@@ -85,13 +85,13 @@ func (d *Dashboard) Page() http.Handler {
 // Routes are the API's handlers by http.ServeMux pattern.
 func (d *Dashboard) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
-		"GET /api/overview":                   http.HandlerFunc(d.overview),
-		"GET /api/jobs":                       http.HandlerFunc(d.jobs),
-		"GET /api/jobs/{id}":                  http.HandlerFunc(d.job),
-		"POST /api/jobs/{id}/cancel":          http.HandlerFunc(d.cancel),
-		"GET /api/jobs/{id}/logs":             http.HandlerFunc(d.logs),
+		"GET /api/overview":                    http.HandlerFunc(d.overview),
+		"GET /api/jobs":                        http.HandlerFunc(d.jobs),
+		"GET /api/jobs/{id}":                   http.HandlerFunc(d.job),
+		"POST /api/jobs/{id}/cancel":           http.HandlerFunc(d.cancel),
+		"GET /api/jobs/{id}/logs":              http.HandlerFunc(d.logs),
 		"GET /api/jobs/{id}/outputs/{path...}": http.HandlerFunc(d.output),
-		"GET /api/actions":                    http.HandlerFunc(d.actions),
+		"GET /api/actions":                     http.HandlerFunc(d.actions),
 	}
 }
 
