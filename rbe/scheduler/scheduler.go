@@ -445,15 +445,41 @@ func (s *Scheduler) Tick() {
 	s.dispatchLocked()
 }
 
-// Owned returns the action of a task that worker w is executing.
-func (s *Scheduler) Owned(w *Worker, taskID string) (Action, bool) {
+// Owned returns the action of a task that worker w is executing, and when
+// the task was received.
+func (s *Scheduler) Owned(w *Worker, taskID string) (Action, time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tasks[taskID]
 	if !ok || t.worker != w {
-		return Action{}, false
+		return Action{}, time.Time{}, false
 	}
-	return t.action, true
+	return t.action, t.received, true
+}
+
+// Load is how busy the action queue is at one moment.
+type Load struct {
+	Queued  int // actions waiting for a slot
+	Workers int // workers connected
+	// Slots and SlotsUsed are the action slots of the connected workers,
+	// offered and running an action.
+	Slots, SlotsUsed int
+}
+
+// Load returns the queue's load, holding the lock for one pass over the
+// workers.
+func (s *Scheduler) Load() Load {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := Load{Queued: len(s.queue)}
+	for _, w := range s.workers {
+		if w.connected {
+			l.Workers++
+			l.Slots += w.actionSlots
+			l.SlotsUsed += len(w.running)
+		}
+	}
+	return l
 }
 
 // SetMaintenance sets the workers in a maintenance window, all of them or

@@ -385,3 +385,21 @@ func TestMaintenance(t *testing.T) {
 		t.Fatalf("after the window, a got %v", tasks)
 	}
 }
+
+// Load counts the queued actions and the connected workers' slots, and
+// leaves out a worker whose stream ended.
+func TestLoad(t *testing.T) {
+	h := newHarness(t)
+	a := h.worker("a", 2)
+	h.worker("b", 1)
+	for i := 0; i < 5; i++ {
+		h.submit(action(fmt.Sprint("action", i)))
+	}
+	if got, want := h.s.Load(), (Load{Queued: 2, Workers: 2, Slots: 3, SlotsUsed: 3}); got != want {
+		t.Fatalf("with 5 actions on 3 slots: %+v, want %+v", got, want)
+	}
+	h.s.Disconnect(a, "test")
+	if got, want := h.s.Load(), (Load{Queued: 2, Workers: 1, Slots: 1, SlotsUsed: 1}); got != want {
+		t.Fatalf("after a's stream ended: %+v, want %+v", got, want)
+	}
+}

@@ -17,8 +17,9 @@ const maxInline = 1 << 20
 
 type actionCache struct {
 	repb.UnimplementedActionCacheServer
-	ac  blobstore.Store
-	cas blobstore.Store
+	ac      blobstore.Store
+	cas     blobstore.Store
+	metrics *metrics
 }
 
 func (a *actionCache) GetActionResult(ctx context.Context, req *repb.GetActionResultRequest) (*repb.ActionResult, error) {
@@ -30,6 +31,7 @@ func (a *actionCache) GetActionResult(ctx context.Context, req *repb.GetActionRe
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	res, err := GetValidatedActionResult(ctx, a.ac, a.cas, key)
+	a.metrics.lookedUp("GetActionResult", err)
 	if err != nil {
 		return nil, err
 	}

@@ -18,9 +18,10 @@ import (
 
 type execution struct {
 	repb.UnimplementedExecutionServer
-	sched *scheduler.Scheduler
-	cas   blobstore.Store
-	ac    blobstore.Store
+	sched   *scheduler.Scheduler
+	cas     blobstore.Store
+	ac      blobstore.Store
+	metrics *metrics
 }
 
 // missing is the FAILED_PRECONDITION error REAPI prescribes for blobs an
@@ -64,6 +65,7 @@ func (e *execution) Execute(req *repb.ExecuteRequest, stream repb.Execution_Exec
 	}
 	if !req.SkipCacheLookup {
 		res, err := GetValidatedActionResult(ctx, e.ac, e.cas, d)
+		e.metrics.lookedUp("Execute", err)
 		if err == nil {
 			e.sched.CacheHit(d, res)
 			return stream.Send(operation("cached/"+d.Hash(), d, scheduler.Completed, &repb.ExecuteResponse{Result: res, CachedResult: true, Status: statusProto(nil)}))

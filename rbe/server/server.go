@@ -2,7 +2,15 @@
 // Remote Execution API's Capabilities, ContentAddressableStorage, ByteStream,
 // ActionCache and Execution services, the rbs worker protocol and cluster
 // status, plus gRPC health, all on one listener and all behind the same
-// bearer-token check.
+// bearer-token check, with Prometheus metrics of them.
+//
+// The same listener serves HTTP (the web endpoint) beside gRPC. Without TLS,
+// a web.Splitter gives the connections that open with the HTTP/2 preface to
+// the native grpc.Server and the rest to a net/http server. With TLS, one
+// net/http server terminates TLS (ALPN h2 and http/1.1) and sends the
+// requests whose content type is application/grpc to grpc.Server.ServeHTTP,
+// the rest to the web endpoint: browsers speak HTTP/2 over TLS too, so only
+// each request tells which it is. See rbe/web.
 //
 // The server takes a net.Listener, so tests run it on 127.0.0.1:0.
 package server
@@ -10,20 +18,23 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/scheduler"
+	"github.com/rbs-build/rbs/rbe/web"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -41,6 +52,10 @@ const (
 	// DefaultHeartbeatInterval is how often workers send heartbeats and the
 	// scheduler checks for lost workers and overdue actions.
 	DefaultHeartbeatInterval = 2 * time.Second
+	// firstBytesWait bounds how long a connection may take to send its
+	// first bytes (or, under TLS, its handshake and an HTTP/1 request's
+	// header) before it is closed.
+	firstBytesWait = 10 * time.Second
 )
 
 // Config is what a Server is built from.
@@ -58,6 +73,10 @@ type Config struct {
 	WorkerToken string
 	// TLS, when set, serves TLS instead of plaintext.
 	TLS *tls.Config
+	// HTTP serves the HTTP requests that reach the port: plaintext HTTP/1.x
+	// connections, and under TLS every request that is not gRPC. Nil
+	// answers them 404.
+	HTTP http.Handler
 	// Log receives the server's log; nil discards it.
 	Log *slog.Logger
 	// Scheduler, when set, enables remote execution: the Execution
@@ -93,6 +112,10 @@ type Server struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	uploads *uploads
+	metrics *metrics
+	http    *http.Server
+
+	stopped chan struct{} // closed when Stop begins
 
 	ctx    context.Context // lives until Stop; owns background uploads
 	cancel context.CancelFunc
@@ -106,8 +129,9 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, log: log, health: health.NewServer(), ctx: ctx, cancel: cancel}
+	s := &Server{cfg: cfg, log: log, health: health.NewServer(), ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
 	s.uploads = newUploads(ctx, cfg.CAS)
+	s.metrics = newMetrics(cfg.Scheduler)
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMessageSize),
@@ -117,24 +141,24 @@ func New(cfg Config) *Server {
 		grpc.InitialWindowSize(windowSize),
 		grpc.InitialConnWindowSize(windowSize),
 	}
-	// Recovery comes first so that it also covers the interceptors after it.
+	// Counting comes first so that it sees what the others answer;
+	// recovery next so that it covers the interceptors after it.
+	opts = append(opts, s.metrics.interceptors()...)
 	opts = append(opts, recovery(log)...)
 	opts = append(opts, auth.NewChecker(auth.Tokens{User: cfg.Token, Worker: cfg.WorkerToken}, roles).ServerOptions()...)
-	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
-	}
 	s.grpc = grpc.NewServer(opts...)
+	s.http = s.newHTTP()
 	repb.RegisterCapabilitiesServer(s.grpc, &capabilities{exec: cfg.Scheduler != nil})
 	repb.RegisterContentAddressableStorageServer(s.grpc, &cas{store: cfg.CAS})
-	repb.RegisterActionCacheServer(s.grpc, &actionCache{ac: cfg.AC, cas: cfg.CAS})
+	repb.RegisterActionCacheServer(s.grpc, &actionCache{ac: cfg.AC, cas: cfg.CAS, metrics: s.metrics})
 	bspb.RegisterByteStreamServer(s.grpc, &byteStream{cas: cfg.CAS, uploads: s.uploads})
 	if cfg.Scheduler != nil {
 		hb := cfg.HeartbeatInterval
 		if hb <= 0 {
 			hb = DefaultHeartbeatInterval
 		}
-		repb.RegisterExecutionServer(s.grpc, &execution{sched: cfg.Scheduler, cas: cfg.CAS, ac: cfg.AC})
-		workerpb.RegisterWorkersServer(s.grpc, &workers{sched: cfg.Scheduler, jobs: cfg.Jobs, ac: cfg.AC, heartbeat: hb.Milliseconds(), log: log})
+		repb.RegisterExecutionServer(s.grpc, &execution{sched: cfg.Scheduler, cas: cfg.CAS, ac: cfg.AC, metrics: s.metrics})
+		workerpb.RegisterWorkersServer(s.grpc, &workers{sched: cfg.Scheduler, jobs: cfg.Jobs, ac: cfg.AC, heartbeat: hb.Milliseconds(), log: log, metrics: s.metrics})
 		workerpb.RegisterClusterServer(s.grpc, &cluster{sched: cfg.Scheduler, jobs: cfg.Jobs})
 		if cfg.Jobs != nil {
 			cfg.Jobs.Register(s.grpc)
@@ -147,6 +171,40 @@ func New(cfg Config) *Server {
 	}
 	return s
 }
+
+// newHTTP returns the net/http server of the port: of the web endpoint
+// alone without TLS, and of gRPC too with it.
+func (s *Server) newHTTP() *http.Server {
+	h := s.cfg.HTTP
+	if h == nil {
+		h = http.NotFoundHandler()
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: firstBytesWait,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if s.cfg.TLS != nil {
+		web := h
+		srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				s.grpc.ServeHTTP(w, r)
+				return
+			}
+			web.ServeHTTP(w, r)
+		})
+		srv.TLSConfig = s.cfg.TLS.Clone()
+		srv.TLSConfig.NextProtos = []string{"h2", "http/1.1"}
+		// As large as the native server's, for big transfers.
+		srv.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerConnection: windowSize, MaxReceiveBufferPerStream: windowSize}
+	}
+	return srv
+}
+
+// Collectors returns the server's Prometheus collectors: gRPC calls by
+// method and code, action-cache lookups, the phases of executed actions,
+// and the action queue's load.
+func (s *Server) Collectors() []prometheus.Collector { return s.metrics.collectors() }
 
 // byteStreamService is ByteStream's service name, which its generated
 // package does not export.
@@ -194,21 +252,56 @@ func (s *Server) Methods() []string {
 	return names
 }
 
-// Serve accepts connections on lis until Stop. It returns nil after Stop.
+// Serve accepts connections on lis, gRPC and HTTP, until Stop or until
+// one of its servers fails, when it stops the others. It returns nil after
+// Stop.
 func (s *Server) Serve(lis net.Listener) error {
 	s.log.Info("serving", "addr", lis.Addr().String(), "tls", s.cfg.TLS != nil, "auth", s.cfg.Token != "")
-	err := s.grpc.Serve(lis)
-	if err == grpc.ErrServerStopped {
+	var err error
+	if s.cfg.TLS != nil {
+		err = s.http.ServeTLS(lis, "", "")
+	} else {
+		err = s.serveSplit(lis)
+	}
+	select {
+	case <-s.stopped:
 		return nil
+	default:
+		return err
+	}
+}
+
+// serveSplit serves gRPC and HTTP/1.x on the plaintext lis.
+func (s *Server) serveSplit(lis net.Listener) error {
+	split := web.NewSplitter(lis, firstBytesWait)
+	errs := make(chan error, 3)
+	go func() { errs <- split.Serve() }()
+	go func() { errs <- s.grpc.Serve(split.GRPC()) }()
+	go func() {
+		err := s.http.Serve(split.HTTP())
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		errs <- err
+	}()
+	err := <-errs
+	// Closing the splitter ends the servers' Accept, and so their Serve.
+	split.Close()
+	for range 2 {
+		if e := <-errs; err == nil {
+			err = e
+		}
 	}
 	return err
 }
 
-// Stop ends all calls and background work.
+// Stop ends all calls, connections and background work.
 func (s *Server) Stop() {
 	s.once.Do(func() {
+		close(s.stopped)
 		s.health.Shutdown()
 		s.grpc.Stop()
+		s.http.Close()
 		s.cancel()
 		s.uploads.wait()
 	})

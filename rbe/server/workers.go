@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 type workers struct {
@@ -24,6 +25,7 @@ type workers struct {
 	ac        blobstore.Store
 	heartbeat int64 // interval in milliseconds
 	log       logger
+	metrics   *metrics
 }
 
 type logger interface {
@@ -142,10 +144,12 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 	return nil
 }
 
-// complete turns a worker's TaskResult into an ExecuteResponse, writes
-// successful results to the action cache, and reports the task done.
+// complete turns a worker's TaskResult into an ExecuteResponse, with the
+// time the server received the action as its queued timestamp, records its
+// phases, writes successful results to the action cache, and reports the
+// task done.
 func (ws *workers) complete(ctx context.Context, w *scheduler.Worker, r *workerpb.TaskResult) {
-	a, ok := ws.sched.Owned(w, r.TaskId)
+	a, received, ok := ws.sched.Owned(w, r.TaskId)
 	if !ok {
 		return
 	}
@@ -156,6 +160,12 @@ func (ws *workers) complete(ctx context.Context, w *scheduler.Worker, r *workerp
 			resp.Result = nil
 			resp.Status = status.Newf(codes.Internal, "worker %s sent an unreadable action result: %v", w.ID(), err).Proto()
 		}
+	}
+	if md := resp.Result.GetExecutionMetadata(); md != nil {
+		if md.QueuedTimestamp == nil {
+			md.QueuedTimestamp = timestamppb.New(received)
+		}
+		ws.metrics.observe(md)
 	}
 	if resp.Status.Code == int32(codes.OK) && resp.Result != nil && resp.Result.ExitCode == 0 && !a.DoNotCache {
 		if err := PutActionResult(ctx, ws.ac, a.Digest, resp.Result); err != nil {
