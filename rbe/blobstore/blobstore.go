@@ -8,6 +8,9 @@
 //   - NewMemory: an in-memory backend for tests.
 //   - ContentAddressed: the CAS decorator, which rejects writes whose bytes
 //     do not match their digest before they become visible.
+//   - Metrics.Instrument: the metrics decorator, counting bytes read and
+//     written, lookups and hits, and a Disk's evictions and size, for
+//     Prometheus.
 //
 // Errors use gRPC status codes as their vocabulary: a missing blob is
 // codes.NotFound, a corrupt write codes.InvalidArgument.

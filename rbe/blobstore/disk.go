@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,8 @@ type Disk struct {
 	lru   *list.List // of *diskEntry; front is most recently used
 	index map[digest.Digest]*list.Element
 	size  int64
+
+	evictions atomic.Int64 // blobs evicted since the store was opened
 }
 
 type diskEntry struct {
@@ -348,6 +351,7 @@ func (d *Disk) makeRoom(n int64) bool {
 		d.lru.Remove(el)
 		delete(d.index, e.key)
 		d.size -= e.size
+		d.evictions.Add(1)
 		freed += e.size
 		victim := filepath.Join(d.tmpDir, "evict-"+blobName(e.key))
 		if err := os.Rename(d.path(e.key), victim); err == nil {
@@ -370,6 +374,7 @@ func (d *Disk) evictLocked() []string {
 		d.lru.Remove(el)
 		delete(d.index, e.key)
 		d.size -= e.size
+		d.evictions.Add(1)
 		// Rename out of the way under the lock so a concurrent Put of the
 		// same key cannot be deleted by this eviction.
 		victim := filepath.Join(d.tmpDir, "evict-"+blobName(e.key))
@@ -515,6 +520,10 @@ func (d *Disk) FindMissing(_ context.Context, ds []digest.Digest) ([]digest.Dige
 	}
 	return missing, nil
 }
+
+// Evictions returns how many blobs were evicted since the store was
+// opened, to keep it within its bound or to make room on a full disk.
+func (d *Disk) Evictions() int64 { return d.evictions.Load() }
 
 // Size returns the bytes currently stored.
 func (d *Disk) Size() int64 {
