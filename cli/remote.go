@@ -24,7 +24,7 @@ import (
 
 // RemoteCmd is `rbs remote`.
 type RemoteCmd struct {
-	Serve  RemoteServeCmd  `cmd:"" help:"Run the scheduler, CAS and action cache on one gRPC port."`
+	Serve  RemoteServeCmd  `cmd:"" help:"Run the scheduler, CAS and action cache on one port, gRPC and HTTP (/metrics, the dashboard)."`
 	Worker RemoteWorkerCmd `cmd:"" help:"Join this machine to a cluster as a worker."`
 	Status RemoteStatusCmd `cmd:"" help:"Show workers, queue depth and jobs."`
 }
@@ -46,13 +46,18 @@ type RemoteServeCmd struct {
 	PreemptGrace    time.Duration `name:"preempt-grace" help:"How long a preempted job has between SIGTERM and SIGKILL to write its checkpoint." default:"30s"`
 	MaxJobOutput    units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
 	Workers         int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs."`
+	MetricsPublic   bool          `name:"metrics-public" help:"Serve /metrics without the token, for a Prometheus that holds none; the rest of the web endpoint still asks for it."`
+	LogFormat       string        `name:"log-format" help:"Log format on stderr: text or json." default:"text"`
 }
 
 // Run implements the command.
 func (c *RemoteServeCmd) Run() error {
+	log, err := newLogger(c.LogFormat)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var retention time.Duration
 	if c.JobRetention != "" {
 		d, err := spec.ParseDuration(c.JobRetention)
@@ -83,6 +88,7 @@ func (c *RemoteServeCmd) Run() error {
 			log.Info("no GPUs offered", "reason", reason)
 		}
 		for _, e := range embeddedWorkers(c.Workers, dataDir, runtime.NumCPU(), worker.MemoryBytes(), found) {
+			e.cmd.LogFormat = c.LogFormat
 			cfg, err := e.cmd.configOffering(e.gpus)
 			if len(found) == 0 {
 				cfg.GPUNote = reason
@@ -109,6 +115,7 @@ func (c *RemoteServeCmd) Run() error {
 		MaxJobOutput:   int64(c.MaxJobOutput),
 		PreemptGrace:   c.PreemptGrace,
 		Workers:        workers,
+		MetricsPublic:  c.MetricsPublic,
 		Log:            log,
 		Ready: func(addr net.Addr) {
 			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)
@@ -144,6 +151,7 @@ func embeddedWorkers(n int, dataDir string, cpus int, memory int64, gpus []*work
 				GPUs:             "auto",
 				CacheMaxSize:     defaultWorkerCache / units.Size(n),
 				ContainerRuntime: "auto",
+				LogFormat:        "text",
 			},
 			gpus: gpus[nextGPU : nextGPU+ngpus],
 		}
@@ -185,6 +193,18 @@ type RemoteWorkerCmd struct {
 	RunAs            string     `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
 	ContainerRuntime string     `name:"container-runtime" help:"What runs the jobs that name an image (--container): auto finds podman, else docker, on PATH and offers none when neither works; podman, docker or the path of either must work; none offers none." default:"auto"`
 	ContainerFlag    []string   `name:"container-flag" sep:"none" placeholder:"FLAG" help:"Flag for every container run, after those the worker works out for this machine (podman: --runtime runc where crun is the default, --ulimit nofile and nproc at the worker's own limits, --pids-limit -1), which it may override; e.g. --container-flag=--security-opt=label=disable (repeatable)."`
+	LogFormat        string     `name:"log-format" help:"Log format on stderr: text or json." default:"text"`
+}
+
+// newLogger returns a logger writing to stderr in format: text or json.
+func newLogger(format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
 // Run implements the command.
@@ -217,6 +237,10 @@ func (c *RemoteWorkerCmd) config() (worker.Config, error) {
 // configOffering is the worker the flags other than --gpus describe,
 // offering gpus.
 func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, error) {
+	log, err := newLogger(c.LogFormat)
+	if err != nil {
+		return worker.Config{}, err
+	}
 	cfg := worker.Config{
 		Server:       client.Options{Target: c.Server, Token: os.Getenv(workerTokenEnv), TokenFile: c.WorkerTokenFile, CACert: c.TLSCA},
 		Name:         c.Name,
@@ -224,7 +248,7 @@ func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, e
 		MemoryBytes:  int64(c.MemoryGB * (1 << 30)),
 		CacheMaxSize: int64(c.CacheMaxSize),
 		Version:      Version(),
-		Log:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Log:          log,
 	}
 	if cfg.Name == "" {
 		host, err := os.Hostname()

@@ -47,3 +47,23 @@ func TestEmbeddedWorkers(t *testing.T) {
 		}
 	}
 }
+
+func TestLogFormat(t *testing.T) {
+	for _, tc := range []struct {
+		format string
+		err    string
+	}{
+		{"text", ""},
+		{"json", ""},
+		{"xml", `--log-format "xml": want text or json`},
+		{"", `--log-format "": want text or json`},
+	} {
+		log, err := newLogger(tc.format)
+		if tc.err == "" && (err != nil || log == nil) {
+			t.Errorf("--log-format %s: %v", tc.format, err)
+		}
+		if tc.err != "" && (err == nil || err.Error() != tc.err) {
+			t.Errorf("--log-format %q: %v, want %s", tc.format, err, tc.err)
+		}
+	}
+}

@@ -1,8 +1,9 @@
 // Package cluster is the composition root above rbe/ and jobs/: it composes
 // an rbs server from its parts (the disk-backed CAS and action cache under a
-// data directory, TLS material, the execution scheduler, the batch scheduler
-// and the gRPC services) and runs in-process workers beside it. It is the
-// one place where `rbs remote serve` is wired together.
+// data directory, TLS material, the execution scheduler, the batch scheduler,
+// the gRPC services, and the web endpoint on the same port with the
+// Prometheus registry it serves at /metrics) and runs in-process workers
+// beside it. It is the one place where `rbs remote serve` is wired together.
 package cluster
 
 import (
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rbs-build/rbs/jobs/config"
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/service"
@@ -25,6 +28,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/scheduler"
 	"github.com/rbs-build/rbs/rbe/server"
+	"github.com/rbs-build/rbs/rbe/web"
 	"github.com/rbs-build/rbs/rbe/worker"
 )
 
@@ -67,6 +71,10 @@ type Config struct {
 	// dialing it with the worker token; their Server is filled in. With
 	// workers and no Listen, only loopback is served, token or not.
 	Workers []worker.Config
+	// MetricsPublic serves /metrics without the token.
+	MetricsPublic bool
+	// Collectors are served at /metrics beside the server's own.
+	Collectors []prometheus.Collector
 }
 
 // DefaultDataDir is where a server keeps its state when no --data-dir is
@@ -187,16 +195,28 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	c.jobsDone = make(chan error, 1)
 	go func() { c.jobsDone <- c.jobs.Run(jobsCtx) }()
 	c.tls = tlsCfg != nil
+	storeMetrics := blobstore.NewMetrics()
+	metrics := prometheus.NewRegistry()
 	c.srv = server.New(server.Config{
-		CAS:         blobstore.ContentAddressed(casDisk),
-		AC:          ac,
+		CAS:         blobstore.ContentAddressed(storeMetrics.Instrument("cas", casDisk)),
+		AC:          storeMetrics.Instrument("ac", ac),
 		Token:       cfg.Token,
 		WorkerToken: c.cfg.WorkerToken,
 		TLS:         tlsCfg,
 		Log:         cfg.Log,
 		Scheduler:   execQueue,
 		Jobs:        c.jobs,
+		HTTP:        web.New(web.Config{Token: cfg.Token, Metrics: metrics, MetricsPublic: cfg.MetricsPublic}),
 	})
+	all := []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), storeMetrics}
+	all = append(all, c.srv.Collectors()...)
+	all = append(all, c.jobs.Collectors()...)
+	all = append(all, cfg.Collectors...)
+	for _, col := range all {
+		if err := metrics.Register(col); err != nil {
+			return nil, fmt.Errorf("registering metrics: %w", err)
+		}
+	}
 	return c, nil
 }
 

@@ -121,39 +121,34 @@ func (m *metrics) interceptors() []grpc.ServerOption {
 }
 
 // loadCollector reports the action queue's load as the scheduler has it at
-// each scrape: one short hold of its lock.
+// each scrape: one short hold of its lock. It is an unchecked collector (it
+// describes nothing) because the batch scheduler reports its job slots
+// under the same metric names, class="job" beside class="action" here, and
+// a registry takes no two collectors that describe one metric; it checks
+// at each scrape instead that their help and type agree.
 type loadCollector struct {
 	sched                             *scheduler.Scheduler
 	queued, workers, slots, slotsUsed *prometheus.Desc
 }
-
-// actionClass labels the action slots, apart from the batch scheduler's
-// job slots under the same metric names.
-var actionClass = prometheus.Labels{"class": "action"}
 
 func newLoadCollector(sched *scheduler.Scheduler) *loadCollector {
 	return &loadCollector{
 		sched:     sched,
 		queued:    prometheus.NewDesc("rbs_actions_queued", "Actions waiting for an action slot.", nil, nil),
 		workers:   prometheus.NewDesc("rbs_workers_connected", "Workers connected to the server, as the action queue sees them.", nil, nil),
-		slots:     prometheus.NewDesc("rbs_slots", "Slots of the connected workers, by slot class.", nil, actionClass),
-		slotsUsed: prometheus.NewDesc("rbs_slots_in_use", "Slots of the connected workers in use, by slot class.", nil, actionClass),
+		slots:     prometheus.NewDesc("rbs_slots", "Slots of the connected workers, by slot class.", []string{"class"}, nil),
+		slotsUsed: prometheus.NewDesc("rbs_slots_in_use", "Slots of the connected workers in use, by slot class.", []string{"class"}, nil),
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.queued
-	ch <- c.workers
-	ch <- c.slots
-	ch <- c.slotsUsed
-}
+// Describe implements prometheus.Collector, describing nothing.
+func (c *loadCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 	l := c.sched.Load()
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(l.Queued))
 	ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(l.Workers))
-	ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(l.Slots))
-	ch <- prometheus.MustNewConstMetric(c.slotsUsed, prometheus.GaugeValue, float64(l.SlotsUsed))
+	ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(l.Slots), "action")
+	ch <- prometheus.MustNewConstMetric(c.slotsUsed, prometheus.GaugeValue, float64(l.SlotsUsed), "action")
 }
