@@ -1,13 +1,30 @@
 package cluster
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/worker"
 )
 
 // The port answers HTTP beside gRPC: /metrics holds the collectors of
@@ -79,4 +96,113 @@ func TestMetricsEndpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heard is a slog.Handler that closes a channel when a record with its
+// message is logged.
+type heard struct {
+	msg  string
+	once *sync.Once
+	ch   chan struct{}
+}
+
+func newHeard(msg string) heard { return heard{msg: msg, once: &sync.Once{}, ch: make(chan struct{})} }
+
+func (h heard) Enabled(context.Context, slog.Level) bool { return true }
+func (h heard) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h heard) WithGroup(string) slog.Handler            { return h }
+func (h heard) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.ch) })
+	}
+	return nil
+}
+
+// Under TLS one net/http server takes the port: an in-process worker's
+// stream (both ways) and gRPC calls reach gRPC, and HTTP/1.1 and HTTP/2
+// requests the web endpoint.
+func TestTLSPort(t *testing.T) {
+	const token = "user-token"
+	dir := t.TempDir()
+	certFile, keyFile, roots := selfSigned(t, dir)
+	registered := newHeard("registered")
+	c := serve(t, Config{Token: token, TLSCert: certFile, TLSKey: keyFile, Workers: []worker.Config{{
+		Name: "w1", WorkDir: filepath.Join(dir, "w1"), ActionSlots: 1, JobSlots: 1, CPUs: 1, MemoryBytes: 1 << 30,
+		CacheMaxSize: 1 << 30, Log: slog.New(registered),
+	}}})
+	addr := dialAddr(c.Addr())
+	select {
+	case <-registered.ch:
+	case <-time.After(time.Minute):
+		t.Fatal("the in-process worker did not register over TLS")
+	}
+	conn, err := client.Dial(client.Options{Target: "grpcs://" + addr, Token: token, CACert: filepath.Join(dir, "cert.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := workerpb.NewClusterClient(conn).Status(t.Context(), &workerpb.StatusRequest{})
+	if err != nil || len(st.Workers) != 1 {
+		t.Fatalf("Status over TLS: %v, %v", st, err)
+	}
+	for _, h2 := range []bool{false, true} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: h2}
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		req, err := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "rbs_workers_connected 1") {
+			t.Fatalf("GET /metrics over %s: %s %v\n%s", resp.Proto, resp.Status, err, body)
+		}
+		if want := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2]; resp.Proto != want {
+			t.Fatalf("GET /metrics went over %s, want %s", resp.Proto, want)
+		}
+		tr.CloseIdleConnections()
+	}
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// to dir/cert.pem and dir/key.pem, and returns their paths and a pool
+// trusting it.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, roots *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rbs test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	roots = x509.NewCertPool()
+	roots.AppendCertsFromPEM(certPEM)
+	return certFile, keyFile, roots
 }
