@@ -20,10 +20,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rbs-build/rbs/cli/cluster/dashboard"
 	"github.com/rbs-build/rbs/jobs/config"
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/service"
 	"github.com/rbs-build/rbs/jobs/store"
+	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/scheduler"
@@ -196,9 +198,12 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	go func() { c.jobsDone <- c.jobs.Run(jobsCtx) }()
 	c.tls = tlsCfg != nil
 	storeMetrics := blobstore.NewMetrics()
+	cas := blobstore.ContentAddressed(storeMetrics.Instrument("cas", casDisk))
+	board := dashboard.New(dashboard.Config{Jobs: c.jobs, CAS: cas, Actions: execQueue.Recent,
+		Status: func() *workerpb.StatusResponse { return c.srv.Status() }})
 	metrics := prometheus.NewRegistry()
 	c.srv = server.New(server.Config{
-		CAS:         blobstore.ContentAddressed(storeMetrics.Instrument("cas", casDisk)),
+		CAS:         cas,
 		AC:          storeMetrics.Instrument("ac", ac),
 		Token:       cfg.Token,
 		WorkerToken: c.cfg.WorkerToken,
@@ -206,7 +211,8 @@ func Open(cfg Config) (_ *Cluster, err error) {
 		Log:         cfg.Log,
 		Scheduler:   execQueue,
 		Jobs:        c.jobs,
-		HTTP:        web.New(web.Config{Token: cfg.Token, Metrics: metrics, MetricsPublic: cfg.MetricsPublic}),
+		HTTP: web.New(web.Config{Token: cfg.Token, Metrics: metrics, MetricsPublic: cfg.MetricsPublic,
+			Dashboard: board.Page(), Routes: board.Routes()}),
 	})
 	all := []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), storeMetrics}
 	all = append(all, c.srv.Collectors()...)

@@ -206,6 +206,15 @@ func (s *Server) newHTTP() *http.Server {
 // and the action queue's load.
 func (s *Server) Collectors() []prometheus.Collector { return s.metrics.collectors() }
 
+// Status is the cluster's status as the Cluster service answers it; nil
+// without remote execution.
+func (s *Server) Status() *workerpb.StatusResponse {
+	if s.cfg.Scheduler == nil {
+		return nil
+	}
+	return clusterStatus(s.cfg.Scheduler, s.cfg.Jobs)
+}
+
 // byteStreamService is ByteStream's service name, which its generated
 // package does not export.
 const byteStreamService = "google.bytestream.ByteStream"

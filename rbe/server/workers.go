@@ -185,9 +185,15 @@ type cluster struct {
 }
 
 func (c *cluster) Status(context.Context, *workerpb.StatusRequest) (*workerpb.StatusResponse, error) {
-	st := c.sched.Status()
-	if c.jobs != nil {
-		counts, slots := c.jobs.Status()
+	return clusterStatus(c.sched, c.jobs), nil
+}
+
+// clusterStatus is the status of the workers, the action queue and the
+// jobs.
+func clusterStatus(sched *scheduler.Scheduler, jobs Jobs) *workerpb.StatusResponse {
+	st := sched.Status()
+	if jobs != nil {
+		counts, slots := jobs.Status()
 		for k, v := range counts {
 			st.Jobs[k] = v
 		}
@@ -195,5 +201,5 @@ func (c *cluster) Status(context.Context, *workerpb.StatusRequest) (*workerpb.St
 			w.JobSlots.Used = slots[w.Id]
 		}
 	}
-	return st, nil
+	return st
 }

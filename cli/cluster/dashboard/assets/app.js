@@ -44,7 +44,7 @@ function el(tag, attrs, ...children) {
 }
 
 function table(head, rows, attrs) {
-  return el("table", attrs, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))), el("tbody", {}, rows));
+  return el("table", attrs, head.length ? el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))) : null, el("tbody", {}, rows));
 }
 
 const num = (v) => Number(v || 0);
@@ -260,7 +260,7 @@ async function job(id) {
     }
     if (r.message) rows.push(row("Message", r.message));
     for (const d of j.deps || []) rows.push(row("Dependency", `${d.kind}:${d.id} (${d.state})`));
-    const parts = [table(["", ""], rows, { id: "job" })];
+    const parts = [table([], rows, { id: "job" })];
     if ((j.placement || []).length) {
       parts.push(el("h2", {}, "Why it waits"), el("ul", { id: "placement" }, j.placement.map((x) => el("li", {}, x))));
     }
@@ -290,7 +290,7 @@ async function actions() {
       const rate = run + hits ? ((100 * hits) / (run + hits)).toFixed(1) + "%" : "-";
       const ms = (v) => (num(v) ? num(v).toFixed(1) : "-");
       const scale = Math.max(1, ...(a.actions || []).map((x) => num(x.total_ms)));
-      const bar = (cls, v) => el("span", { class: "bar " + cls, style: null, title: cls + " " + ms(v) + " ms", "data-w": Math.round((200 * num(v)) / scale) });
+      const bar = (cls, v) => el("span", { class: "bar " + cls, title: cls + " " + ms(v) + " ms", "data-w": Math.round((200 * num(v)) / scale) });
       const rows = (a.actions || []).map((x) => el("tr", {},
         el("td", {}, when(x.completed_unix_ms)), el("td", { title: x.digest }, x.digest.slice(0, 12)), el("td", {}, x.worker || "-"),
         el("td", {}, x.cache_hit ? "cache hit" : x.error ? "error: " + x.error : "exit " + x.exit_code),
