@@ -257,7 +257,7 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		row("User:", "%s", s.User)
 	}
 	if j.QueuePosition > 0 {
-		row("QueuePosition:", "%d in queue %s", j.QueuePosition, s.Queue)
+		row("Position:", "%d in queue %s", j.QueuePosition, s.Queue)
 	}
 	if r.State == "PENDING" {
 		start := "unknown (something ahead of it has no time limit, it waits on a dependency, or too much waits ahead)"
@@ -269,7 +269,7 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 				start += " (now: it fits)"
 			}
 		}
-		row("ExpectedStart:", "%s", start)
+		row("Starts:", "%s", start)
 	}
 	p := j.Priority
 	row("Priority:", "%d (base %d + queue %d + age %d)", p.GetTotal(), p.GetBase(), p.GetQueue(), p.GetAge())

@@ -135,7 +135,7 @@ func TestJobQueuePositionAndExpectedStart(t *testing.T) {
 		}
 	}
 	text := rbs(t, srv, "job", "show", second)
-	if !strings.Contains(text, "QueuePosition:") || !strings.Contains(text, "2 in queue batch") || !strings.Contains(text, "ExpectedStart:") {
+	if !strings.Contains(text, "Position:    2 in queue batch") || !strings.Contains(text, "Starts:      ") {
 		t.Fatalf("show of a pending job:\n%s", text)
 	}
 	rbs(t, srv, "job", "cancel", running, first, second)

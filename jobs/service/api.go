@@ -174,32 +174,23 @@ func (s *Service) QueueList() (queues []*jobspb.QueueInfo) {
 func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) error {
 	ctx := stream.Context()
 	var keys []sched.Key
-	if err := s.do(ctx, func(c *sched.Core) error {
-		var err error
-		keys, err = s.lookup(c, req.Ids)
-		return err
-	}); err != nil {
+	var err error
+	s.read(func(c *sched.Core) { keys, err = s.lookup(c, req.Ids) })
+	if err != nil {
 		return err
 	}
 	for {
 		var jobs []*jobspb.JobInfo
-		ended := false
-		changed, err := s.doNext(ctx, func(c *sched.Core) error {
-			if ended = c.AllEnded(keys); ended {
+		changed := s.readNext(func(c *sched.Core) {
+			if c.AllEnded(keys) {
 				jobs = c.Infos(keys, false)
 			}
-			return nil
 		})
-		if err != nil {
-			return err
-		}
-		if ended {
+		if jobs != nil {
 			return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.WaitResponse{Jobs: p}) })
 		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+		if err := s.await(ctx, changed); err != nil {
+			return err
 		}
 	}
 }
@@ -223,12 +214,7 @@ func (s *Service) Output(ctx context.Context, req *jobspb.LogsRequest, send func
 		return status.Errorf(codes.InvalidArgument, "negative offset %d", req.Offset)
 	}
 	var nodes int
-	if err := s.do(ctx, func(c *sched.Core) error {
-		nodes = c.Nodes(k)
-		return nil
-	}); err != nil {
-		return err
-	}
+	s.read(func(c *sched.Core) { nodes = c.Nodes(k) })
 	tr := &ranks{interleave: nodes > 1 && !req.OneRank, partial: map[int32][]byte{}}
 	if req.OneRank {
 		tr.rank = req.Rank
@@ -242,11 +228,9 @@ func (s *Service) Output(ctx context.Context, req *jobspb.LogsRequest, send func
 // one resolves an id that must name one job or array task.
 func (s *Service) one(ctx context.Context, id string) (sched.Key, error) {
 	var keys []sched.Key
-	if err := s.do(ctx, func(c *sched.Core) error {
-		var err error
-		keys, err = c.Lookup(id)
-		return err
-	}); err != nil {
+	var err error
+	s.read(func(c *sched.Core) { keys, err = c.Lookup(id) })
+	if err != nil {
 		return sched.Key{}, err
 	}
 	if len(keys) != 1 {
@@ -273,16 +257,9 @@ func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bo
 	}
 	var after int64
 	for {
-		var next <-chan struct{}
 		ended := false
-		var err error
-		if next, err = s.doNext(ctx, func(c *sched.Core) error {
-			ended = c.AllEnded([]sched.Key{k})
-			return nil
-		}); err != nil {
-			return err
-		}
-		// Everything committed up to that round is in the store.
+		next := s.readNext(func(c *sched.Core) { ended = c.AllEnded([]sched.Key{k}) })
+		// Everything committed up to the round readers see is in the store.
 		for {
 			chunks, last, err := s.store.Logs(k.ID, k.Index, after, logsPart)
 			if err != nil {
@@ -306,9 +283,7 @@ func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bo
 		if !follow {
 			return nil
 		}
-		select {
-		case <-next:
-		case <-ctx.Done():
+		if err := s.await(ctx, next); err != nil {
 			return nil
 		}
 	}

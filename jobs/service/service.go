@@ -466,6 +466,27 @@ func (s *Service) Status() (counts map[string]int64, slots map[string]int32) {
 	return counts, slots
 }
 
+// readNext is read that also returns a channel closed after the next
+// committed round, when readers may see more.
+func (s *Service) readNext(fn func(c *sched.Core)) <-chan struct{} {
+	next := s.changes()
+	s.read(fn)
+	return next
+}
+
+// await waits for next to close, for ctx to be done, or for the loop to
+// stop.
+func (s *Service) await(ctx context.Context, next <-chan struct{}) error {
+	select {
+	case <-next:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-s.done:
+		return status.Error(codes.Unavailable, s.err.Error())
+	}
+}
+
 // read calls fn with what readers see of the scheduler (sched.View), without
 // going through the loop.
 func (s *Service) read(fn func(c *sched.Core)) { s.view.Load().Read(fn) }
