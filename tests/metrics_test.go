@@ -103,8 +103,14 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("the remote build ran %d actions, want 1:\n%s", ran, out)
 	}
 
+	// And a job, which the batch scheduler's metrics count.
+	job := submit(t, srv, "--", "true")
+	rbs(t, srv, "job", "wait", job)
+
 	const execute = `rbs_grpc_requests_total{code="OK",method="/build.bazel.remote.execution.v2.Execution/Execute"}`
-	moved := []string{execute, `rbs_blobstore_written_bytes_total{store="cas"}`, `rbs_execute_phase_seconds_count{phase="execution"}`}
+	const completed = `rbs_jobs{queue="batch",state="COMPLETED"}`
+	moved := []string{execute, `rbs_blobstore_written_bytes_total{store="cas"}`, `rbs_execute_phase_seconds_count{phase="execution"}`,
+		completed, `rbs_job_pending_seconds_count{queue="batch"}`, `rbs_grpc_requests_total{code="OK",method="/rbs.jobs.v1.Jobs/Submit"}`}
 	var after map[string]float64
 	// The Execute call is counted once its handler returns, which may be
 	// just after the client has its answer.
@@ -125,6 +131,12 @@ func TestMetricsScrape(t *testing.T) {
 	})
 	if got := after[`rbs_execute_phase_seconds_count{phase="execution"}`]; got != 1 {
 		t.Errorf("%v executions observed, want 1", got)
+	}
+	if got := after[completed]; got != 1 {
+		t.Errorf("%s = %v, want 1", completed, got)
+	}
+	if got := after[`rbs_slots{class="job"}`]; got != before[`rbs_slots{class="job"}`] || got < 1 {
+		t.Errorf("job slots %v before, %v after; want the worker's, unchanged", before[`rbs_slots{class="job"}`], got)
 	}
 
 	// The CLI's gRPC calls work on the port that serves HTTP.
