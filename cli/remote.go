@@ -16,6 +16,7 @@ import (
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/gpu"
 	"github.com/rbs-build/rbs/rbe/platform"
@@ -36,6 +37,7 @@ type RemoteServeCmd struct {
 	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
 	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
 	TokenFile       string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile"`
+	UsersFile       string        `name:"users-file" help:"File of named user tokens, one 'NAME TOKEN' a line: each is good wherever the user token is, and jobs submitted with one are recorded as that user's." type:"existingfile"`
 	WorkerTokenFile string        `name:"worker-token-file" help:"File holding the token workers bear, the only one the worker stream takes (default: $RBS_WORKER_TOKEN, else one made in DATA_DIR/worker-token)." type:"existingfile"`
 	InsecureNoAuth  bool          `name:"insecure-no-auth" help:"Serve a non-loopback address without a token: anyone who reaches the port can run commands on every worker."`
 	TLSCert         string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile"`
@@ -74,6 +76,12 @@ func (c *RemoteServeCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("--worker-token-file: %w", err)
 	}
+	var users map[string]string
+	if c.UsersFile != "" {
+		if users, err = auth.ReadUsersFile(c.UsersFile); err != nil {
+			return fmt.Errorf("--users-file: %w", err)
+		}
+	}
 	if c.Workers < 0 {
 		return fmt.Errorf("--workers %d: want a number of workers, 0 or more", c.Workers)
 	}
@@ -105,6 +113,7 @@ func (c *RemoteServeCmd) Run() error {
 		CASMaxSize:     int64(c.CASMaxSize),
 		ACMaxSize:      int64(c.ACMaxSize),
 		Token:          token,
+		Users:          users,
 		WorkerToken:    workerToken,
 		InsecureNoAuth: c.InsecureNoAuth,
 		TLSCert:        c.TLSCert,

@@ -2,7 +2,10 @@ package tests
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +142,55 @@ func TestJobQueuePositionAndExpectedStart(t *testing.T) {
 		t.Fatalf("show of a pending job:\n%s", text)
 	}
 	rbs(t, srv, "job", "cancel", running, first, second)
+}
+
+// With named tokens (--users-file), a job records the user whose token
+// submitted it, whatever the client says it runs as; the shared token's
+// jobs record the client's user. Named tokens open the web endpoint too.
+func TestJobUsersFromNamedTokens(t *testing.T) {
+	users := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(users, []byte("# the team\nann ann-token\nbob bob-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, "--token", "shared-token", "--users-file", users)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	as := func(token string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(rbsBin, append([]string{"job", "submit", "--parsable"}, args...)...)
+		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+token, "USER=mallory")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("submit with a named token: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	ann, bob := as("ann-token", "--", "true"), as("bob-token", "--", "true")
+	shared := submit(t, srv, "--", "true")
+	rbs(t, srv, "job", "wait", ann, bob, shared)
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{ann: "ann", bob: "bob", shared: me.Username} {
+		var j struct {
+			User string `json:"user"`
+		}
+		if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", id)), &j); err != nil {
+			t.Fatal(err)
+		}
+		if j.User != want {
+			t.Errorf("job %s recorded user %q, want %q", id, j.User, want)
+		}
+	}
+	if got := rbs(t, srv, "job", "stats", "--since", "1h", "--user", "ann", "--parsable"); strings.Count(got, "\n") != 2 || !strings.Contains(got, "|ann|") {
+		t.Fatalf("stats of ann: %q", got)
+	}
+	resp := httpGet(t, srv, "/api/jobs?history=1", "Bearer bob-token", "")
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the web API with bob's token: %s", resp.Status)
+	}
+	if _, _, err := rbsRun(&server{Addr: srv.Addr, token: "carol-token"}, "job", "list"); err == nil {
+		t.Fatal("a token in no file was accepted")
+	}
 }

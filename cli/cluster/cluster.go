@@ -26,6 +26,7 @@ import (
 	"github.com/rbs-build/rbs/jobs/service"
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/scheduler"
@@ -43,6 +44,9 @@ type Config struct {
 	// Token is the user token; "" serves without authentication, which
 	// is allowed on loopback only unless InsecureNoAuth.
 	Token string
+	// Users are named user tokens, by name: good wherever Token is, and
+	// the jobs submitted with one are recorded as its user's.
+	Users map[string]string
 	// WorkerToken is the token workers present. With a Token and no
 	// WorkerToken, one is made and kept in DataDir/worker-token.
 	WorkerToken string
@@ -78,6 +82,9 @@ type Config struct {
 	// Collectors are served at /metrics beside the server's own.
 	Collectors []prometheus.Collector
 }
+
+// userTokens reports whether any user token is set.
+func (cfg Config) userTokens() bool { return cfg.Token != "" || len(cfg.Users) > 0 }
 
 // DefaultDataDir is where a server keeps its state when no --data-dir is
 // given: $XDG_DATA_HOME/rbs, or ~/.local/share/rbs.
@@ -133,7 +140,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	if cfg.Listen == "" {
-		cfg.Listen = DefaultListen(cfg.Token != "" && len(cfg.Workers) == 0)
+		cfg.Listen = DefaultListen(cfg.userTokens() && len(cfg.Workers) == 0)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -147,7 +154,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	if c.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if cfg.Token != "" && cfg.WorkerToken == "" {
+	if cfg.userTokens() && cfg.WorkerToken == "" {
 		if c.cfg.WorkerToken, err = workerToken(cfg.DataDir, cfg.Log); err != nil {
 			return nil, err
 		}
@@ -160,7 +167,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Token == "" && !loopback(cfg.Listen) {
+	if !cfg.userTokens() && !loopback(cfg.Listen) {
 		if !cfg.InsecureNoAuth {
 			return nil, fmt.Errorf("refusing to serve %s without a token: anyone who reaches that port could run commands on every worker. "+
 				"Give a token with --token-file FILE or RBS_REMOTE_TOKEN, listen on 127.0.0.1, or pass --insecure-no-auth to serve it open anyway", cfg.Listen)
@@ -206,12 +213,13 @@ func Open(cfg Config) (_ *Cluster, err error) {
 		CAS:         cas,
 		AC:          storeMetrics.Instrument("ac", ac),
 		Token:       cfg.Token,
+		Users:       cfg.Users,
 		WorkerToken: c.cfg.WorkerToken,
 		TLS:         tlsCfg,
 		Log:         cfg.Log,
 		Scheduler:   execQueue,
 		Jobs:        c.jobs,
-		HTTP: web.New(web.Config{Token: cfg.Token, Metrics: metrics, MetricsPublic: cfg.MetricsPublic,
+		HTTP: web.New(web.Config{Tokens: auth.Tokens{User: cfg.Token, Users: cfg.Users}.UserTokens(), Metrics: metrics, MetricsPublic: cfg.MetricsPublic,
 			Dashboard: board.Page(), Routes: board.Routes()}),
 	})
 	all := []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), storeMetrics}

@@ -7,6 +7,7 @@ import (
 	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/rbe/auth"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -18,8 +19,14 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 	if len(req.Manifests) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no job manifest in the request")
 	}
-	if err := checkUser(req.User); err != nil {
-		return nil, err
+	// Who submits: the user of a named token, else whom the client says
+	// it runs as.
+	user := auth.UserName(ctx)
+	if user == "" {
+		if err := checkUser(req.User); err != nil {
+			return nil, err
+		}
+		user = req.User
 	}
 	jobs := make([]*manifest.Job, len(req.Manifests))
 	for i, b := range req.Manifests {
@@ -33,7 +40,7 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 			}
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		jobs[i].Spec.User = req.User
+		jobs[i].Spec.User = user
 	}
 	var ids []int64
 	err := s.doWrite(ctx, func(c *sched.Core) error {

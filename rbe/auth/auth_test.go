@@ -126,3 +126,72 @@ func TestBearerMetadata(t *testing.T) {
 		t.Fatalf("GetRequestMetadata = %v, %v", md, err)
 	}
 }
+
+func TestNamedUsers(t *testing.T) {
+	c := NewChecker(Tokens{User: "shared", Users: map[string]string{"ann": "ann-tok", "bob": "bob-tok"}, Worker: "w0rker"}, roles)
+	tests := []struct {
+		header string
+		method string
+		want   codes.Code
+		user   string
+	}{
+		{"Bearer ann-tok", "/u", codes.OK, "ann"},
+		{"Bearer bob-tok", "/b", codes.OK, "bob"},
+		{"Bearer shared", "/u", codes.OK, ""},
+		{"Bearer ann-tok", "/w", codes.PermissionDenied, ""},
+		{"Bearer ann-to", "/u", codes.Unauthenticated, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header+" "+tt.method, func(t *testing.T) {
+			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", tt.header))
+			user, err := c.authorize(ctx, tt.method)
+			if status.Code(err) != tt.want || user != tt.user {
+				t.Fatalf("authorize = %q, %v; want %q, %v", user, err, tt.user, tt.want)
+			}
+			if got := UserName(withUser(ctx, user)); got != tt.user {
+				t.Fatalf("UserName = %q, want %q", got, tt.user)
+			}
+		})
+	}
+}
+
+func TestReadUsersFile(t *testing.T) {
+	tests := []struct {
+		name, text string
+		want       map[string]string
+		err        string
+	}{
+		{"two users", "# team\nann tok-a\n\nbob  tok-b\n", map[string]string{"ann": "tok-a", "bob": "tok-b"}, ""},
+		{"no token", "ann\n", nil, "line 1: want NAME TOKEN"},
+		{"bad name", "a/b tok\n", nil, `line 1: user name "a/b"`},
+		{"a name twice", "ann x\nann y\n", nil, "line 2: user ann is named twice"},
+		{"a token twice", "ann x\nbob x\n", nil, "line 2: user bob has the token of user ann"},
+		{"empty", "# nobody\n", nil, "names no user"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "users")
+			if err := os.WriteFile(p, []byte(tt.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadUsersFile(p)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want one with %q", err, tt.err)
+				}
+				if strings.Contains(err.Error(), "tok-") || strings.Contains(err.Error(), " x") {
+					t.Fatalf("error reveals a token: %v", err)
+				}
+				return
+			}
+			if err != nil || len(got) != len(tt.want) {
+				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
+			}
+			for k, v := range tt.want {
+				if got[k] != v {
+					t.Fatalf("got %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -67,6 +67,9 @@ type Config struct {
 	// Token, when set, is the user token: the bearer token every call
 	// needs but the worker stream's.
 	Token string
+	// Users are named user tokens, by name, good wherever Token is; calls
+	// bearing one carry its name (auth.UserName).
+	Users map[string]string
 	// WorkerToken is the token workers present: the only one the worker
 	// stream accepts, also good for the CAS. With Token set and this
 	// empty, no one can connect as a worker.
@@ -145,7 +148,7 @@ func New(cfg Config) *Server {
 	// recovery next so that it covers the interceptors after it.
 	opts = append(opts, s.metrics.interceptors()...)
 	opts = append(opts, recovery(log)...)
-	opts = append(opts, auth.NewChecker(auth.Tokens{User: cfg.Token, Worker: cfg.WorkerToken}, roles).ServerOptions()...)
+	opts = append(opts, auth.NewChecker(auth.Tokens{User: cfg.Token, Users: cfg.Users, Worker: cfg.WorkerToken}, roles).ServerOptions()...)
 	s.grpc = grpc.NewServer(opts...)
 	s.http = s.newHTTP()
 	repb.RegisterCapabilitiesServer(s.grpc, &capabilities{exec: cfg.Scheduler != nil})
@@ -265,7 +268,7 @@ func (s *Server) Methods() []string {
 // one of its servers fails, when it stops the others. It returns nil after
 // Stop.
 func (s *Server) Serve(lis net.Listener) error {
-	s.log.Info("serving", "addr", lis.Addr().String(), "tls", s.cfg.TLS != nil, "auth", s.cfg.Token != "")
+	s.log.Info("serving", "addr", lis.Addr().String(), "tls", s.cfg.TLS != nil, "auth", s.cfg.Token != "" || len(s.cfg.Users) > 0)
 	var err error
 	if s.cfg.TLS != nil {
 		err = s.http.ServeTLS(lis, "", "")

@@ -12,10 +12,10 @@
 // http/1.1, and sends each request whose content type is application/grpc to
 // grpc.Server.ServeHTTP, the rest to this handler (rbe/server does this).
 //
-// Authentication: with a user token, every path but /login needs either
-// "Authorization: Bearer <token>" or the cookie that /login sets once given
-// the token: an HMAC of a fixed string keyed with the token, never the token
-// itself. Without a token (a server on loopback only) nothing is asked.
+// Authentication: with user tokens, every path but /login needs either
+// "Authorization: Bearer <token>" with one of them or the cookie that /login
+// sets once given one: an HMAC of a fixed string keyed with the token, never
+// the token itself. Without a token (a server on loopback only) nothing is asked.
 package web
 
 import (
@@ -34,8 +34,9 @@ import (
 
 // Config is what the web endpoint serves.
 type Config struct {
-	// Token is the user token; "" asks for no authentication.
-	Token string
+	// Tokens are the user tokens, any of which opens the endpoint; none
+	// asks for no authentication.
+	Tokens []string
 	// Metrics is served at /metrics in the Prometheus text format; nil
 	// serves no /metrics.
 	Metrics prometheus.Gatherer
@@ -61,7 +62,7 @@ const maxLoginForm = 4 << 10
 
 // New returns the handler of the web endpoint.
 func New(cfg Config) http.Handler {
-	a := newAuth(cfg.Token)
+	a := newAuth(cfg.Tokens)
 	app := http.NewServeMux()
 	for pattern, h := range cfg.Routes {
 		if !underAPI(pattern) {
@@ -98,36 +99,59 @@ func underAPI(pattern string) bool {
 
 // auth checks requests against the user token.
 type auth struct {
-	token   []byte // sha256 of the token; nil without one
+	keys []key // none without a token
+}
+
+// key is one user token as the endpoint checks it.
+type key struct {
+	token   []byte // sha256 of the token
 	session string // the cookie's value, hex
 }
 
-func newAuth(token string) *auth {
-	if token == "" {
-		return &auth{}
+func newAuth(tokens []string) *auth {
+	a := &auth{}
+	for _, t := range tokens {
+		h := sha256.Sum256([]byte(t))
+		mac := hmac.New(sha256.New, []byte(t))
+		mac.Write([]byte(sessionLabel))
+		a.keys = append(a.keys, key{token: h[:], session: hex.EncodeToString(mac.Sum(nil))})
 	}
-	h := sha256.Sum256([]byte(token))
-	mac := hmac.New(sha256.New, []byte(token))
-	mac.Write([]byte(sessionLabel))
-	return &auth{token: h[:], session: hex.EncodeToString(mac.Sum(nil))}
+	return a
 }
 
-// ok reports whether r bears the token or the session cookie; without a
-// token, every request does. Comparisons take constant time.
-func (a *auth) ok(r *http.Request) bool {
-	if a.token == nil {
-		return true
-	}
-	if scheme, tok, found := strings.Cut(r.Header.Get("Authorization"), " "); found && strings.EqualFold(scheme, "bearer") {
-		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		if subtle.ConstantTimeCompare(got[:], a.token) == 1 {
-			return true
+// match returns the key of token, nil for none; every key is compared, in
+// constant time.
+func (a *auth) match(token string) *key {
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	var found *key
+	for i := range a.keys {
+		if subtle.ConstantTimeCompare(got[:], a.keys[i].token) == 1 {
+			found = &a.keys[i]
 		}
 	}
-	if c, err := r.Cookie(CookieName); err == nil {
-		return subtle.ConstantTimeCompare([]byte(c.Value), []byte(a.session)) == 1
+	return found
+}
+
+// ok reports whether r bears a token or a session cookie; without a
+// token, every request does. Comparisons take constant time.
+func (a *auth) ok(r *http.Request) bool {
+	if len(a.keys) == 0 {
+		return true
 	}
-	return false
+	if scheme, tok, found := strings.Cut(r.Header.Get("Authorization"), " "); found && strings.EqualFold(scheme, "bearer") && a.match(tok) != nil {
+		return true
+	}
+	c, err := r.Cookie(CookieName)
+	if err != nil {
+		return false
+	}
+	ok := false
+	for _, k := range a.keys {
+		if subtle.ConstantTimeCompare([]byte(c.Value), []byte(k.session)) == 1 {
+			ok = true
+		}
+	}
+	return ok
 }
 
 // require serves h to authenticated requests; it sends a browser to the
@@ -160,7 +184,7 @@ func browser(r *http.Request) bool {
 // the right one sets the session cookie and goes to /, a wrong one shows
 // the form again, with 401. Without a token there is nothing to log in to.
 func (a *auth) login(w http.ResponseWriter, r *http.Request) {
-	if a.token == nil {
+	if len(a.keys) == 0 {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
@@ -170,13 +194,13 @@ func (a *auth) login(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		r.Body = http.MaxBytesReader(w, r.Body, maxLoginForm)
 		tok := r.PostFormValue("token")
-		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		if tok == "" || subtle.ConstantTimeCompare(got[:], a.token) != 1 {
+		k := a.match(tok)
+		if tok == "" || k == nil {
 			loginPage(w, http.StatusUnauthorized, "That token is wrong.")
 			return
 		}
 		http.SetCookie(w, &http.Cookie{
-			Name: CookieName, Value: a.session, Path: "/",
+			Name: CookieName, Value: k.session, Path: "/",
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 		})
 		http.Redirect(w, r, "/", http.StatusSeeOther)

@@ -20,8 +20,12 @@ func handler(t *testing.T, tok string, metricsPublic bool, dashboard http.Handle
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "rbs_test_things_total", Help: "Things."})
 	c.Add(3)
 	reg.MustRegister(c)
+	var tokens []string
+	if tok != "" {
+		tokens = []string{"another-token", tok}
+	}
 	return New(Config{
-		Token:         tok,
+		Tokens:        tokens,
 		Metrics:       reg,
 		MetricsPublic: metricsPublic,
 		Dashboard:     dashboard,
@@ -55,7 +59,7 @@ func withCookie(value string) http.Header {
 }
 
 func TestAuth(t *testing.T) {
-	session := newAuth(token).session
+	session := newAuth([]string{token}).keys[0].session
 	dashboard := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("dashboard at " + r.URL.Path)) })
 	for _, tc := range []struct {
 		name      string
@@ -151,7 +155,7 @@ func TestLogin(t *testing.T) {
 	if w := get(h, "/", withCookie(c.Value)); w.Code != http.StatusOK {
 		t.Fatalf("GET / with the login's cookie: %d\n%s", w.Code, w.Body)
 	}
-	if other := newAuth("another token").session; other == c.Value {
+	if other := newAuth([]string{"yet another token"}).keys[0].session; other == c.Value {
 		t.Fatal("two tokens give the same cookie")
 	}
 }
