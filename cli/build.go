@@ -7,29 +7,64 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 
 	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rules"
 	"github.com/rbs-build/rbs/rules/session"
+	"github.com/rbs-build/rbs/starlark/label"
 	"golang.org/x/term"
 )
 
 // BuildFlags are shared by build, test and run.
 type BuildFlags struct {
-	Jobs        int    `help:"Actions run at once (default: the number of CPUs)."`
-	Remote      string `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
-	RemoteCache string `name:"remote_cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
-	TokenFile   string `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
-	TLSCA       string `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
-	Platform    string `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
+	Jobs        int      `help:"Actions run at once (default: the number of CPUs)."`
+	Remote      string   `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
+	RemoteCache string   `name:"remote_cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
+	TokenFile   string   `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
+	TLSCA       string   `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
+	Platform    string   `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
+	Define      []string `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
+	Mode        string   `name:"compilation_mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
+	Set         []string `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
+}
+
+// configuration reads the flags that configure a build: --define,
+// --compilation_mode and the build settings.
+func (f BuildFlags) configuration(opts *session.Options) error {
+	if !slices.Contains(rules.CompilationModes, f.Mode) {
+		return fmt.Errorf("--compilation_mode %q: want one of %s", f.Mode, strings.Join(rules.CompilationModes, ", "))
+	}
+	opts.CompilationMode = f.Mode
+	opts.Defines, opts.Settings = map[string]string{}, map[string]string{}
+	for _, d := range f.Define {
+		k, v, err := rules.ParseDefine(d)
+		if err != nil {
+			return err
+		}
+		opts.Defines[k] = v
+	}
+	for _, s := range f.Set {
+		name, value, ok := strings.Cut(s, "=")
+		l, err := label.Parse(name)
+		if !ok || err != nil {
+			return fmt.Errorf("build setting %q: want --//PKG:FLAG=VALUE", s)
+		}
+		opts.Settings[l.String()] = value
+	}
+	return nil
 }
 
 // session runs fn in a build session opened in the working directory,
 // closing it afterwards; the context ends on SIGINT or SIGTERM.
 func (f BuildFlags) session(fn func(ctx context.Context, s *session.Session) error) error {
 	opts := session.Options{Jobs: f.Jobs, Out: os.Stdout}
+	if err := f.configuration(&opts); err != nil {
+		return err
+	}
 	if f.Platform != "" {
 		p, err := platform.Parse(f.Platform)
 		if err != nil {

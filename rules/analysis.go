@@ -130,13 +130,20 @@ func (an *analyzer) file(pkg *Package, l label.Label) (*Configured, error) {
 // implementation function.
 func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error) {
 	ctx := &ruleContext{
-		an: an, def: def, pkg: pkg, declared: map[string]*File{}, deps: map[string]*Configured{},
+		an: an, def: def, pkg: pkg, declared: map[string]*File{}, deps: map[string]*Configured{}, values: map[string]starlark.Value{},
 		file: starlark.StringDict{}, files: starlark.StringDict{}, exe: starlark.StringDict{}, outputs: starlark.StringDict{},
 	}
 	attrs := starlark.StringDict{"name": starlark.String(def.Label.Name)}
 	for _, name := range sortedKeys(def.Rule.attrs) {
+		v, err := an.ws.configured(def.Label, def.Attrs[name])
+		if err != nil {
+			return nil, err
+		}
+		ctx.values[name] = v
+	}
+	for _, name := range sortedKeys(def.Rule.attrs) {
 		a := def.Rule.attrs[name]
-		v := def.Attrs[name]
+		v := ctx.values[name]
 		switch a.kind {
 		case attrLabel, attrLabelList:
 			var targets []starlark.Value
@@ -293,8 +300,15 @@ func (an *analyzer) finish(ctx *ruleContext, ret starlark.Value) (*Configured, e
 			an.byFile[o.Path()] = o
 		}
 	}
+	// The executable an executable rule gets by default is there only for
+	// the rule to produce if it likes: one that names another file its
+	// executable need not (as in Bazel, where it is declared when used).
+	var unused string
+	if pre, ok := ctx.outputs["executable"].(*File); ok && c.Executable != nil && c.Executable.ShortPath != pre.ShortPath {
+		unused = pre.ShortPath
+	}
 	for _, short := range sortedFileKeys(ctx.declared) {
-		if !produced[short] {
+		if !produced[short] && short != unused {
 			return nil, fmt.Errorf("%s declares %s but no action produces it", def.Label, short)
 		}
 	}

@@ -112,8 +112,23 @@ func (a *Attr) zero() starlark.Value {
 	return starlark.None
 }
 
-// check validates a value given for the attribute.
+// check validates a value given for the attribute; for a select(), every
+// value it may take.
 func (a *Attr) check(name string, v starlark.Value) error {
+	if s, ok := v.(*Selector); ok {
+		for _, p := range s.parts {
+			values := []starlark.Value{p}
+			if d, ok := p.(*selectDict); ok {
+				values = d.values
+			}
+			for _, v := range values {
+				if err := a.check(name, v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	bad := func(want string) error {
 		return fmt.Errorf("attribute %s: want %s, got %s %s", name, want, v.Type(), v)
 	}

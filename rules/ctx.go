@@ -50,7 +50,9 @@ type ruleContext struct {
 	declared map[string]*File // by short path
 	actions  []*Action
 	deps     map[string]*Configured // every label in attributes, by label string
-	frozen   bool
+	// values are the target's attribute values with select() resolved.
+	values map[string]starlark.Value
+	frozen bool
 }
 
 var _ starlark.HasAttrs = (*ruleContext)(nil)
@@ -61,8 +63,8 @@ func (c *ruleContext) Freeze()               {}
 func (c *ruleContext) Truth() starlark.Bool  { return true }
 func (c *ruleContext) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: ctx") }
 func (c *ruleContext) AttrNames() []string {
-	return []string{"actions", "attr", "bin_dir", "build_file_path", "executable", "expand_location", "file", "files",
-		"genfiles_dir", "label", "outputs", "runfiles", "var", "workspace_name"}
+	return []string{"actions", "attr", "bin_dir", "build_file_path", "build_setting_value", "disabled_features", "executable", "expand_location", "features",
+		"file", "files", "genfiles_dir", "label", "outputs", "runfiles", "var", "workspace_name"}
 }
 
 func (c *ruleContext) Attr(name string) (starlark.Value, error) {
@@ -91,19 +93,43 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 	case "build_file_path":
 		return starlark.String(path.Join(c.pkg.Name, "BUILD")), nil
 	case "var":
-		return makeVars(), nil
+		return c.an.ws.makeVars(), nil
 	case "runfiles":
 		return starlark.NewBuiltin("runfiles", c.runfiles), nil
 	case "expand_location":
 		return starlark.NewBuiltin("expand_location", c.expandLocationBuiltin), nil
+	case "features", "disabled_features":
+		return features(c.def.Features, name == "disabled_features"), nil
+	case "build_setting_value":
+		if c.def.Rule.setting == nil {
+			return nil, fmt.Errorf("ctx.build_setting_value: %s is not a build setting", c.def.Label)
+		}
+		return c.an.ws.buildSettingValue(c.def)
 	}
 	return nil, nil
 }
 
-func makeVars() *starlark.Dict {
-	d := starlark.NewDict(2)
-	d.SetKey(starlark.String("COMPILATION_MODE"), starlark.String("fastbuild"))
-	d.SetKey(starlark.String("TARGET_CPU"), starlark.String("k8"))
+// features lists the enabled features of a target's features attribute,
+// or with disabled those it turns off ("-name").
+func features(all []string, disabled bool) *starlark.List {
+	out := []starlark.Value{}
+	for _, f := range all {
+		if off := strings.HasPrefix(f, "-"); off == disabled {
+			out = append(out, starlark.String(strings.TrimPrefix(f, "-")))
+		}
+	}
+	return starlark.NewList(out)
+}
+
+// makeVars are ctx.var: Bazel's make variables of the configuration and
+// the --define values.
+func (w *Workspace) makeVars() *starlark.Dict {
+	d := starlark.NewDict(2 + len(w.cfg.Defines))
+	for _, k := range sortedStrings(w.cfg.Defines) {
+		d.SetKey(starlark.String(k), starlark.String(w.cfg.Defines[k]))
+	}
+	d.SetKey(starlark.String("COMPILATION_MODE"), starlark.String(w.compilationMode()))
+	d.SetKey(starlark.String("TARGET_CPU"), starlark.String(cpuValue(w.Platform)))
 	return d
 }
 
@@ -147,7 +173,7 @@ func (c *ruleContext) attrTargets(name string) []*Configured {
 		return nil
 	}
 	var out []*Configured
-	for _, s := range labelStrings(c.def.Attrs[name]) {
+	for _, s := range labelStrings(c.values[name]) {
 		l, err := label.ParseRelative(s, c.pkg.Name)
 		if err == nil {
 			out = append(out, c.deps[l.String()])
@@ -158,6 +184,19 @@ func (c *ruleContext) attrTargets(name string) []*Configured {
 
 func labelStrings(v starlark.Value) []string {
 	switch x := v.(type) {
+	case *Selector:
+		// Every label it may take (for query; analysis resolves it first).
+		var out []string
+		for _, p := range x.parts {
+			values := []starlark.Value{p}
+			if d, ok := p.(*selectDict); ok {
+				values = d.values
+			}
+			for _, v := range values {
+				out = append(out, labelStrings(v)...)
+			}
+		}
+		return out
 	case starlark.String:
 		if x == "" {
 			return nil

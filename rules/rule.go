@@ -17,6 +17,8 @@ type RuleClass struct {
 	executable bool
 	test       bool
 	doc        string
+	// setting makes the rule's targets build settings; nil for none.
+	setting *buildSetting
 }
 
 var _ starlark.Callable = (*RuleClass)(nil)
@@ -35,8 +37,8 @@ func (r *RuleClass) Name() string {
 	return r.name
 }
 
-// commonAttrs are accepted by every rule; rbs uses tags, args and
-// testonly, and ignores the rest.
+// commonAttrs are accepted by every rule; rbs uses tags, args, features
+// and testonly, and ignores the rest.
 var commonAttrs = map[string]bool{
 	"visibility": true, "tags": true, "testonly": true, "features": true, "deprecation": true,
 	"compatible_with": true, "restricted_to": true, "licenses": true, "exec_compatible_with": true,
@@ -49,13 +51,25 @@ func ruleBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	var attrs *starlark.Dict
 	var executable, test bool
 	var doc string
-	var outputs, toolchains, fragments, provides, cfg starlark.Value
+	var outputs, toolchains, fragments, provides, cfg, setting starlark.Value
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "implementation", &impl, "attrs?", &attrs,
 		"executable?", &executable, "test?", &test, "doc?", &doc, "outputs?", &outputs,
-		"toolchains?", &toolchains, "fragments?", &fragments, "provides?", &provides, "cfg?", &cfg); err != nil {
+		"toolchains?", &toolchains, "fragments?", &fragments, "provides?", &provides, "cfg?", &cfg,
+		"build_setting?", &setting); err != nil {
 		return nil, err
 	}
+	if cfg != nil && cfg != starlark.None {
+		return nil, fmt.Errorf("rule: cfg (a transition) is not supported by rbs: a target is built in the one configuration of its build")
+	}
 	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test, test: test, doc: doc}
+	switch s := setting.(type) {
+	case nil, starlark.NoneType:
+	case *buildSetting:
+		r.setting = s
+		r.attrs[settingDefault] = settingAttr(s.kind)
+	default:
+		return nil, fmt.Errorf("rule: build_setting must be a config.* value, got %s", setting.Type())
+	}
 	if attrs != nil {
 		for _, kv := range attrs.Items() {
 			name, ok := starlark.AsString(kv[0])
@@ -101,6 +115,12 @@ func (r *RuleClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, k
 				return nil, fmt.Errorf("%s: tags: %v", r.Name(), err)
 			}
 			t.Tags = tags
+		case name == "features" && r.attrs["features"] == nil:
+			f, err := stringList(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: features: %v", r.Name(), err)
+			}
+			t.Features = f
 		case name == "args" && r.attrs["args"] == nil:
 			a, err := stringList(v)
 			if err != nil {
@@ -185,7 +205,10 @@ type TargetDef struct {
 	Attrs map[string]starlark.Value
 	Tags  []string
 	Args  []string
-	Pos   string
+	// Features are the target's features attribute: "name" enables a
+	// feature, "-name" disables it (ctx.features, ctx.disabled_features).
+	Features []string
+	Pos      string
 }
 
 // Kind is the rule name, as kind() queries match it.
@@ -210,6 +233,9 @@ func (p *Package) add(t *TargetDef) error {
 			}
 		case attrOutputList:
 			outs, _ = stringList(t.Attrs[name])
+		}
+		if _, ok := t.Attrs[name].(*Selector); ok && (a.kind == attrOutput || a.kind == attrOutputList) {
+			return fmt.Errorf("%s: attribute %s names outputs, which select() cannot configure", t.Label, name)
 		}
 		sort.Strings(outs)
 		for _, o := range outs {

@@ -16,7 +16,9 @@ import (
 // root BUILD file. Every target is analysed. A case with a line
 // `### "regex"` must fail with an error matching regex; others must succeed
 // (their implementations assert with fail()). A line "# platform: P"
-// analyses the case for the target platform P.
+// analyses the case for the target platform P; "# define: K=V",
+// "# set: //pkg:flag=V" and "# compilation_mode: M" set the rest of the
+// configuration.
 func TestRuleAPI(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.rbs")
 	if err != nil || len(files) == 0 {
@@ -24,6 +26,9 @@ func TestRuleAPI(t *testing.T) {
 	}
 	expect := regexp.MustCompile(`(?m)^### "(.*)"\s*$`)
 	platformLine := regexp.MustCompile(`(?m)^# platform: (\S+)\s*$`)
+	defineLine := regexp.MustCompile(`(?m)^# define: (\S+)\s*$`)
+	settingLine := regexp.MustCompile(`(?m)^# set: (//\S+?)=(\S*)\s*$`)
+	modeLine := regexp.MustCompile(`(?m)^# compilation_mode: (\S+)\s*$`)
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -44,13 +49,26 @@ func TestRuleAPI(t *testing.T) {
 				write(t, dir, "data/a.txt", "a\n")
 				write(t, dir, "data/b.txt", "b\n")
 				write(t, dir, "src.txt", "source\n")
-				var target platform.Platform
+				cfg := Config{Defines: map[string]string{}, Settings: map[string]string{}}
 				if m := platformLine.FindStringSubmatch(chunk); m != nil {
-					if target, err = platform.Parse(m[1]); err != nil {
+					if cfg.Platform, err = platform.Parse(m[1]); err != nil {
 						t.Fatal(err)
 					}
 				}
-				err := analyzeAll(dir, target)
+				for _, m := range defineLine.FindAllStringSubmatch(chunk, -1) {
+					k, v, err := ParseDefine(m[1])
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg.Defines[k] = v
+				}
+				for _, m := range settingLine.FindAllStringSubmatch(chunk, -1) {
+					cfg.Settings[m[1]] = m[2]
+				}
+				if m := modeLine.FindStringSubmatch(chunk); m != nil {
+					cfg.CompilationMode = m[1]
+				}
+				err := analyzeAll(dir, cfg)
 				want := expect.FindStringSubmatch(chunk)
 				if want == nil {
 					if err != nil {
@@ -86,9 +104,12 @@ func write(t *testing.T, dir, name, content string) {
 	}
 }
 
-func analyzeAll(dir string, target platform.Platform) error {
-	ws, err := Open(dir, target)
+func analyzeAll(dir string, cfg Config) error {
+	ws, err := Open(dir, cfg)
 	if err != nil {
+		return err
+	}
+	if err := ws.CheckSettings(); err != nil {
 		return err
 	}
 	labels, err := ws.Expand([]string{"//..."}, "")

@@ -63,7 +63,10 @@ type File struct {
 	IsDirectory bool
 }
 
-var _ starlark.HasAttrs = (*File)(nil)
+var (
+	_ starlark.HasAttrs   = (*File)(nil)
+	_ starlark.Comparable = (*File)(nil)
+)
 
 // BinDir is where the generated files of a build for p live, relative to
 // the exec root: rbs-out/bin for this machine's platform, and
@@ -94,6 +97,29 @@ func (f *File) Type() string          { return "File" }
 func (f *File) Freeze()               {}
 func (f *File) Truth() starlark.Bool  { return true }
 func (f *File) Hash() (uint32, error) { return starlark.String(f.Path()).Hash() }
+
+// CompareSameType orders files by their exec path, so that sorted() and
+// comparisons work on them.
+func (f *File) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	return threeway(op, strings.Compare(f.Path(), y.(*File).Path())), nil
+}
+
+// threeway is the outcome of comparison op given cmp (-1, 0 or 1).
+func threeway(op syntax.Token, cmp int) bool {
+	switch op {
+	case syntax.EQL:
+		return cmp == 0
+	case syntax.NEQ:
+		return cmp != 0
+	case syntax.LT:
+		return cmp < 0
+	case syntax.LE:
+		return cmp <= 0
+	case syntax.GT:
+		return cmp > 0
+	}
+	return cmp >= 0 // syntax.GE
+}
 func (f *File) AttrNames() []string {
 	return []string{"basename", "dirname", "extension", "is_directory", "is_source", "owner", "path", "root", "short_path"}
 }

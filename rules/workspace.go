@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/rbs-build/rbs/rbe/platform"
@@ -25,6 +24,32 @@ import (
 //go:embed builtin/*.rbs python/*.rbs job/*.rbs
 var Embedded embed.FS
 
+// wellKnown holds, one directory each, the repositories that BUILD files
+// written for Bazel load from (@rules_shell, @rules_python,
+// @bazel_skylib …), in rbs's own terms: their files give rbs's rules under
+// the names those repositories use, so nothing is fetched.
+//
+//go:embed wellknown
+var wellKnown embed.FS
+
+// repositories are the repositories load() reaches: @rbs and the
+// well-known ones.
+func repositories() map[string]fs.FS {
+	repos := map[string]fs.FS{"rbs": Embedded}
+	dirs, err := wellKnown.ReadDir("wellknown")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	for _, d := range dirs {
+		sub, err := fs.Sub(wellKnown, "wellknown/"+d.Name())
+		if err != nil {
+			panic(err)
+		}
+		repos[d.Name()] = sub
+	}
+	return repos
+}
+
 // builtinModules are loaded into every BUILD file's globals.
 var builtinModules = []loader.Module{
 	{Repo: "rbs", Path: "builtin/rules.rbs"},
@@ -39,6 +64,7 @@ type Workspace struct {
 	// Platform is the target platform: select() picks its branches by it,
 	// and generated files live under its BinDir.
 	Platform platform.Platform
+	cfg      Config
 	loader   *loader.Loader
 	native   *starlarkstruct.Struct
 	build    starlark.StringDict // predeclared names of BUILD files
@@ -53,14 +79,16 @@ type pkgEntry struct {
 	err   error
 }
 
-// Open prepares the workspace at root (see label.FindWorkspace).
-func Open(root string, target platform.Platform) (*Workspace, error) {
-	if target.IsZero() {
-		target = platform.Host()
+// Open prepares the workspace at root (see label.FindWorkspace) for the
+// configuration cfg.
+func Open(root string, cfg Config) (*Workspace, error) {
+	if cfg.Platform.IsZero() {
+		cfg.Platform = platform.Host()
 	}
-	w := &Workspace{Root: root, Name: "__main__", Platform: target, pkgs: map[string]*pkgEntry{}}
-	w.loader = loader.New(root, map[string]fs.FS{"rbs": Embedded}, w.moduleEnv, nameRules)
+	w := &Workspace{Root: root, Name: "__main__", Platform: cfg.Platform, cfg: cfg, pkgs: map[string]*pkgEntry{}}
+	w.loader = loader.New(root, repositories(), w.moduleEnv, nameRules)
 	nativeMembers := w.nativeFunctions()
+	nativeMembers["config_setting"] = configSettingRule
 	w.build = starlark.StringDict{}
 	for k, v := range nativeMembers {
 		w.build[k] = v
@@ -118,58 +146,11 @@ func (w *Workspace) moduleEnv(loader.Module) starlark.StringDict {
 	env["rule"] = starlark.NewBuiltin("rule", ruleBuiltin)
 	env["attr"] = attrModule()
 	env["provider"] = starlark.NewBuiltin("provider", providerBuiltin)
+	env["config"] = configModule()
 	if w.native != nil {
 		env["native"] = w.native
 	}
 	return env
-}
-
-// selectBuiltin supports select() on the target platform: a key
-// @platforms//os:OS or @platforms//cpu:ARCH (with Bazel's names: x86_64,
-// aarch64, arm64, ...) matches when the platform has that OS or
-// architecture; otherwise //conditions:default is taken. Other keys never
-// match, as rbs has no other configuration.
-func (w *Workspace) selectBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var d *starlark.Dict
-	var msg string
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "x", &d, "no_match_error?", &msg); err != nil {
-		return nil, err
-	}
-	var matched []string
-	var value starlark.Value
-	for _, kv := range d.Items() {
-		key, ok := starlark.AsString(kv[0])
-		if ok && w.platformMatches(key) {
-			matched = append(matched, key)
-			value = kv[1]
-		}
-	}
-	switch len(matched) {
-	case 1:
-		return value, nil
-	case 0:
-		if v, ok, _ := d.Get(starlark.String("//conditions:default")); ok {
-			return v, nil
-		}
-		if msg != "" {
-			return nil, fmt.Errorf("select: %s", msg)
-		}
-		return nil, fmt.Errorf("select: no branch matches the target platform %s; give a //conditions:default branch", w.Platform)
-	}
-	return nil, fmt.Errorf("select: %s all match the target platform %s; keep one", strings.Join(matched, " and "), w.Platform)
-}
-
-// platformMatches reports whether a select() key is a constraint of the
-// target platform.
-func (w *Workspace) platformMatches(key string) bool {
-	if os, ok := strings.CutPrefix(key, "@platforms//os:"); ok {
-		return os == w.Platform.OS || (os == "osx" || os == "macos") && w.Platform.OS == "darwin"
-	}
-	if cpu, ok := strings.CutPrefix(key, "@platforms//cpu:"); ok {
-		p, err := platform.Parse(w.Platform.OS + "-" + cpu)
-		return err == nil && p.Arch == w.Platform.Arch
-	}
-	return false
 }
 
 // nativeFunctions are the functions of native.* that are not rules.

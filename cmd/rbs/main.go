@@ -12,7 +12,7 @@ import (
 func main() {
 	var c cli.CLI
 	parser := kong.Must(&c, cli.Options()...)
-	args, err := cli.ExpandDirectives(os.Args[1:])
+	args, err := cli.Args(os.Args[1:])
 	parser.FatalIfErrorf(err)
 	ctx, err := parser.Parse(args)
 	parser.FatalIfErrorf(err)

@@ -47,6 +47,11 @@ type Options struct {
 	// Platform is the target platform; the zero value stands for this
 	// machine's.
 	Platform platform.Platform
+	// Defines, Settings and CompilationMode are the rest of the
+	// configuration (rules.Config).
+	Defines         map[string]string
+	Settings        map[string]string
+	CompilationMode string
 }
 
 // Session is one command in a workspace.
@@ -64,8 +69,11 @@ func Open(opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := rules.Open(root, opts.Platform)
+	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode})
 	if err != nil {
+		return nil, err
+	}
+	if err := ws.CheckSettings(); err != nil {
 		return nil, err
 	}
 	rel, err := filepath.Rel(root, opts.Dir)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -105,7 +106,12 @@ func (l *Loader) ReadFile(repo, p string) ([]byte, error) {
 	}
 	fsys, ok := l.repos[repo]
 	if !ok {
-		return nil, fmt.Errorf("unknown repository @%s", repo)
+		names := make([]string, 0, len(l.repos))
+		for r := range l.repos {
+			names = append(names, "@"+r)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("unknown repository @%s: rbs fetches no external repositories; it provides %s, whose files give rbs's own rules", repo, strings.Join(names, ", "))
 	}
 	return fs.ReadFile(fsys, p)
 }

@@ -1,0 +1,76 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+)
+
+// A workspace written for Bazel: rules loaded from @rules_shell and
+// @bazel_skylib, and a select() on config_setting targets flipped from the
+// command line by --define and by a build setting.
+func TestBazelStyleWorkspace(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write("MODULE.bazel", `module(name = "demo")
+bazel_dep(name = "rules_shell", version = "0.4.1")
+bazel_dep(name = "bazel_skylib", version = "1.7.1")
+`)
+	ws.write("cfg/defs.bzl", `BuildSettingInfo = provider(fields = ["value"])
+
+def _impl(ctx):
+    return [BuildSettingInfo(value = ctx.build_setting_value)]
+
+string_flag = rule(implementation = _impl, build_setting = config.string(flag = True))
+`)
+	ws.write("cfg/BUILD.bazel", `load(":defs.bzl", "string_flag")
+package(default_visibility = ["//visibility:public"])
+string_flag(name = "greeting", build_setting_default = "hello")
+config_setting(name = "prod", define_values = {"mode": "prod"})
+config_setting(name = "bonjour", flag_values = {":greeting": "bonjour"})
+`)
+	ws.write("hello/BUILD.bazel", `load("@rules_shell//shell:sh_binary.bzl", "sh_binary")
+load("@bazel_skylib//lib:paths.bzl", "paths")
+
+genrule(
+    name = "mode",
+    outs = [paths.join("gen", "mode.txt")],
+    cmd = "echo " + select({"//cfg:prod": "production", "//conditions:default": "development"}) + " > $@",
+)
+genrule(
+    name = "word",
+    outs = ["word.txt"],
+    cmd = select({"//cfg:bonjour": "echo bonjour > $@", "//conditions:default": "echo hello > $@"}),
+)
+sh_binary(name = "say", srcs = ["say.sh"], data = [":mode", ":word"])
+`)
+	ws.write("hello/say.sh", "#!/bin/sh\ncat hello/gen/mode.txt hello/word.txt\n")
+
+	ws.mustRbs("build", "//hello:mode", "//hello:word")
+	if got := ws.read("rbs-out/bin/hello/gen/mode.txt") + ws.read("rbs-out/bin/hello/word.txt"); got != "development\nhello\n" {
+		t.Fatalf("default configuration built %q", got)
+	}
+	ws.mustRbs("build", "--define", "mode=prod", "--//cfg:greeting=bonjour", "//hello:mode", "//hello:word")
+	if got := ws.read("rbs-out/bin/hello/gen/mode.txt") + ws.read("rbs-out/bin/hello/word.txt"); got != "production\nbonjour\n" {
+		t.Fatalf("--define mode=prod --//cfg:greeting=bonjour built %q", got)
+	}
+	if out := ws.mustRbs("run", "--define", "mode=prod", "//hello:say"); !strings.Contains(out, "production\nhello\n") {
+		t.Fatalf("rbs run of the sh_binary from @rules_shell printed:\n%s", out)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"build", "--define", "novalue", "//hello:mode"}, `--define "novalue": want NAME=VALUE`},
+		{[]string{"build", "--//cfg:nosuch=1", "//hello:mode"}, "//cfg:nosuch"},
+		{[]string{"build", "--compilation_mode", "fast", "//hello:mode"}, `--compilation_mode "fast": want one of fastbuild, dbg, opt`},
+	} {
+		out, err := ws.rbs("", bad.args...)
+		if err == nil || !strings.Contains(out, bad.want) {
+			t.Errorf("rbs %s: %v, want an error with %q:\n%s", strings.Join(bad.args, " "), err, bad.want, out)
+		}
+	}
+	ws.write("other/BUILD.bazel", `load("@rules_go//go:def.bzl", "go_binary")`+"\n")
+	out, err := ws.rbs("", "build", "//other:all")
+	if err == nil || !strings.Contains(out, "unknown repository @rules_go: rbs fetches no external repositories; it provides @bazel_skylib, @rbs, @rules_python, @rules_shell") {
+		t.Fatalf("an unknown repository: %v\n%s", err, out)
+	}
+}
