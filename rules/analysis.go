@@ -56,7 +56,12 @@ type analyzer struct {
 	byFile  map[string]*File   // every generated file by exec path
 	runfile map[string][]*File // an executable's runfiles by exec path
 	actions map[string]*Action // producing action by output exec path
+	scan    *includeScan
 }
+
+// analyzerKey is the thread local holding the analyzer while a rule's
+// implementation runs.
+const analyzerKey = "rbs.analyzer"
 
 func (an *analyzer) runfilesOf(f *File) []*File { return an.runfile[f.Path()] }
 
@@ -230,6 +235,7 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 	ctx.attr = starlarkstruct.FromStringDict(starlark.String("attr"), attrs)
 
 	thread := &starlark.Thread{Name: "analysis of " + def.Label.String()}
+	thread.SetLocal(analyzerKey, an)
 	ret, err := starlark.Call(thread, def.Rule.impl, starlark.Tuple{ctx}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("analysis of %s failed: %w", def.Label, loader.Describe(err))

@@ -49,6 +49,10 @@ func TestRuleAPI(t *testing.T) {
 				write(t, dir, "data/a.txt", "a\n")
 				write(t, dir, "data/b.txt", "b\n")
 				write(t, dir, "src.txt", "source\n")
+				write(t, dir, "lib/hello.h", "int hello();\n")
+				write(t, dir, "lib/hello.cc", "#include \"lib/hello.h\"\nint hello() { return HELLO; }\n")
+				write(t, dir, "main.cc", "#include \"lib/hello.h\"\nint main() { return hello() - 1; }\n")
+				write(t, dir, "test.cc", "#include \"lib/hello.h\"\nint main() { return hello() == 1 ? 0 : 1; }\n")
 				cfg := Config{Defines: map[string]string{}, Settings: map[string]string{}}
 				if m := platformLine.FindStringSubmatch(chunk); m != nil {
 					if cfg.Platform, err = platform.Parse(m[1]); err != nil {

@@ -21,7 +21,7 @@ import (
 // Embedded holds the Starlark files served as the @rbs repository, such as
 // @rbs//python/rules.rbs.
 //
-//go:embed builtin/*.rbs python/*.rbs job/*.rbs
+//go:embed builtin/*.rbs python/*.rbs job/*.rbs cc/*.rbs
 var Embedded embed.FS
 
 // wellKnown holds, one directory each, the repositories that BUILD files
@@ -54,6 +54,7 @@ func repositories() map[string]fs.FS {
 var builtinModules = []loader.Module{
 	{Repo: "rbs", Path: "builtin/rules.rbs"},
 	{Repo: "rbs", Path: "python/rules.rbs"},
+	{Repo: "rbs", Path: "cc/rules.rbs"},
 }
 
 // Workspace is a source tree with its packages, loaded on demand.
@@ -140,9 +141,21 @@ func (w *Workspace) common() starlark.StringDict {
 	}
 }
 
-// moduleEnv is what .rbs and .bzl files see.
-func (w *Workspace) moduleEnv(loader.Module) starlark.StringDict {
+// moduleEnv is what .rbs and .bzl files see; rbs's own C/C++ rules also
+// see the toolchain and the include scanner.
+func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env := w.common()
+	if m.Repo == "rbs" && m.Path == "cc/rules.rbs" {
+		env["cc_toolchain"] = starlark.NewBuiltin("cc_toolchain", ccToolchainBuiltin)
+		env["cc_shell_split"] = starlark.NewBuiltin("cc_shell_split", shellSplitBuiltin)
+		env["cc_scan_includes"] = starlark.NewBuiltin("cc_scan_includes", func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			an, ok := t.Local(analyzerKey).(*analyzer)
+			if !ok {
+				return nil, fmt.Errorf("%s: only during analysis", b.Name())
+			}
+			return an.ccScanIncludes(t, b, args, kwargs)
+		})
+	}
 	env["rule"] = starlark.NewBuiltin("rule", ruleBuiltin)
 	env["attr"] = attrModule()
 	env["provider"] = starlark.NewBuiltin("provider", providerBuiltin)
@@ -396,6 +409,7 @@ type Analysis struct {
 // Analyze analyses the targets and everything they depend on.
 func (w *Workspace) Analyze(targets []label.Label) (*Analysis, error) {
 	an := &analyzer{ws: w, done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]*File{}, actions: map[string]*Action{}}
+	an.scan = &includeScan{an: an, found: map[string][]string{}, read: map[string]bool{}}
 	for _, l := range targets {
 		if _, err := an.analyze(l); err != nil {
 			return nil, err

@@ -70,7 +70,7 @@ sh_binary(name = "say", srcs = ["say.sh"], data = [":mode", ":word"])
 	}
 	ws.write("other/BUILD.bazel", `load("@rules_go//go:def.bzl", "go_binary")`+"\n")
 	out, err := ws.rbs("", "build", "//other:all")
-	if err == nil || !strings.Contains(out, "unknown repository @rules_go: rbs fetches no external repositories; it provides @bazel_skylib, @rbs, @rules_python, @rules_shell") {
+	if err == nil || !strings.Contains(out, "unknown repository @rules_go: rbs fetches no external repositories; it provides @bazel_skylib, @rbs, @rules_cc, @rules_python, @rules_shell") {
 		t.Fatalf("an unknown repository: %v\n%s", err, out)
 	}
 }
