@@ -90,7 +90,12 @@ func (an *analyzer) analyze(l label.Label) (*Configured, error) {
 		return c, nil
 	}
 	an.stack = append(an.stack, key)
-	c, err := an.configure(pkg, def)
+	var c *Configured
+	if def.Rule == aliasRule {
+		c, err = an.alias(def)
+	} else {
+		c, err = an.configure(pkg, def)
+	}
 	an.stack = an.stack[:len(an.stack)-1]
 	if err != nil {
 		return nil, err
@@ -145,6 +150,9 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 			return nil, err
 		}
 		ctx.values[name] = v
+	}
+	if err := an.configDeps(def); err != nil {
+		return nil, err
 	}
 	for _, name := range sortedKeys(def.Rule.attrs) {
 		a := def.Rule.attrs[name]

@@ -22,11 +22,37 @@ type Action struct {
 	Inputs   []*File
 	Outputs  []*File
 	// Write actions produce their one output from Content; Copy actions
-	// from another file; neither runs a process.
-	Write      bool
-	Content    string
-	Copy       *File
-	Executable bool
+	// from another file, Copy, read when the action runs, with
+	// Substitutions made in it in order (expand_template); neither runs a
+	// process.
+	Write         bool
+	Content       string
+	Copy          *File
+	Substitutions []Substitution
+	Executable    bool
+}
+
+// Substitution is one replacement of an expand_template action: every
+// occurrence of Key, a plain string, becomes Value.
+type Substitution struct {
+	Key, Value string
+}
+
+// templateMnemonic is the mnemonic of expand_template actions, as in Bazel.
+const templateMnemonic = "TemplateExpand"
+
+// Substitute makes the action's substitutions in content, one after the
+// other in their order, as Bazel's template expansion does: a later key is
+// looked for in the text the earlier ones left.
+func (a *Action) Substitute(content []byte) []byte {
+	if len(a.Substitutions) == 0 {
+		return content
+	}
+	s := string(content)
+	for _, sub := range a.Substitutions {
+		s = strings.ReplaceAll(s, sub.Key, sub.Value)
+	}
+	return []byte(s)
 }
 
 // Description names the action in progress output and errors.
@@ -290,6 +316,7 @@ func (c *ruleContext) actionsModule() starlark.Value {
 		"run":               b("run", c.run),
 		"run_shell":         b("run_shell", c.runShell),
 		"symlink":           b("symlink", c.symlink),
+		"expand_template":   b("expand_template", c.expandTemplate),
 		"args":              b("args", newArgs),
 	})
 }
@@ -346,6 +373,46 @@ func (c *ruleContext) symlink(_ *starlark.Thread, b *starlark.Builtin, args star
 		return nil, fmt.Errorf("symlink: target_file is required")
 	}
 	return starlark.None, c.addAction(&Action{Mnemonic: "Symlink", Progress: progress, Outputs: []*File{out}, Inputs: []*File{target}, Copy: target, Executable: executable})
+}
+
+// expandTemplate is ctx.actions.expand_template: output is template's
+// content with each key of substitutions replaced by its value, in the
+// dict's order. The template is an input, read when the action runs, so it
+// may be a generated file.
+func (c *ruleContext) expandTemplate(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var template, out *File
+	var subs *starlark.Dict
+	var executable bool
+	var computed starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "template", &template, "output", &out, "substitutions?", &subs,
+		"is_executable?", &executable, "computed_substitutions?", &computed); err != nil {
+		return nil, err
+	}
+	if computed != nil && computed != starlark.None {
+		return nil, fmt.Errorf("expand_template: computed_substitutions (%s) is not supported by rbs; give the values in substitutions", computed.Type())
+	}
+	if template.IsDirectory {
+		return nil, fmt.Errorf("expand_template: template %s is a directory, not a file", template.ShortPath)
+	}
+	act := &Action{Mnemonic: templateMnemonic, Progress: "Expanding template " + out.ShortPath, Outputs: []*File{out},
+		Inputs: []*File{template}, Copy: template, Executable: executable}
+	if subs != nil {
+		for _, kv := range subs.Items() {
+			k, ok := kv[0].(starlark.String)
+			if !ok {
+				return nil, fmt.Errorf("expand_template: substitutions: key %s is a %s, want a string", kv[0], kv[0].Type())
+			}
+			v, ok := kv[1].(starlark.String)
+			if !ok {
+				return nil, fmt.Errorf("expand_template: substitutions: the value of %q is a %s (%s), want a string", string(k), kv[1].Type(), kv[1])
+			}
+			if k == "" {
+				return nil, fmt.Errorf("expand_template: substitutions: a key is the empty string (its value %q)", string(v))
+			}
+			act.Substitutions = append(act.Substitutions, Substitution{string(k), string(v)})
+		}
+	}
+	return starlark.None, c.addAction(act)
 }
 
 // actionArgs holds the arguments common to run and run_shell.

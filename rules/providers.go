@@ -122,7 +122,7 @@ func providerBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 }
 
 // Target is an analysed dependency as rules see it (ctx.attr.deps[0]):
-// dep[DefaultInfo], MyInfo in dep, dep.label.
+// dep[DefaultInfo], MyInfo in dep, dep.label, dep.actions.
 type Target struct {
 	configured *Configured
 }
@@ -154,10 +154,13 @@ func (t *Target) Get(k starlark.Value) (starlark.Value, bool, error) {
 	return v, true, nil
 }
 
-func (t *Target) AttrNames() []string { return []string{"files", "label"} }
+func (t *Target) AttrNames() []string { return []string{"actions", "files", "label"} }
 
 func (t *Target) Attr(name string) (starlark.Value, error) {
 	switch name {
+	case "actions":
+		// The actions the target registered, as Bazel gives analysis tests.
+		return actionList(t.configured), nil
 	case "label":
 		return Label{t.configured.Label}, nil
 	case "files":

@@ -265,6 +265,9 @@ func DepLabels(t *TargetDef) []label.Label {
 			continue
 		}
 		for _, s := range labelStrings(t.Attrs[name]) {
+			if s == defaultCondition {
+				continue // an alias that always matches, as a select() key
+			}
 			if l, err := label.ParseRelative(s, t.Label.Pkg); err == nil {
 				out = append(out, l)
 			}

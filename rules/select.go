@@ -4,7 +4,7 @@ package rules
 // depends on the configuration (the target platform, --define, build
 // settings set with --//pkg:flag=value), concatenated with plain values by
 // + or |, and resolved when the target is analysed. Its keys are
-// config_setting targets, the platform's constraints
+// config_setting targets (or aliases of them), the platform's constraints
 // (@platforms//os:linux, @platforms//cpu:arm64) and //conditions:default.
 // Of the keys that match, the most specialised wins: one whose conditions
 // include every other match's.
@@ -159,16 +159,29 @@ func (w *Workspace) selectBuiltin(t *starlark.Thread, b *starlark.Builtin, args 
 
 // configured resolves the select()s in v, if any, for target t.
 func (w *Workspace) configured(t label.Label, v starlark.Value) (starlark.Value, error) {
+	out, _, err := w.resolve(t, v, nil)
+	return out, err
+}
+
+// resolve resolves the select()s in v for target t, with the conditions of
+// the keys that chose their branches; via lists the aliases being
+// followed, as select() keys, to get here.
+func (w *Workspace) resolve(t label.Label, v starlark.Value, via []string) (starlark.Value, condition, error) {
 	s, ok := v.(*Selector)
 	if !ok {
-		return v, nil
+		return v, nil, nil
 	}
 	var out starlark.Value
+	conds := condition{}
 	for _, p := range s.parts {
 		if d, ok := p.(*selectDict); ok {
 			var err error
-			if p, err = w.choose(t, d); err != nil {
-				return nil, err
+			var cond condition
+			if p, cond, err = w.choose(t, d, via); err != nil {
+				return nil, nil, err
+			}
+			for c := range cond {
+				conds[c] = true
 			}
 		}
 		if out == nil {
@@ -181,19 +194,21 @@ func (w *Workspace) configured(t label.Label, v starlark.Value) (starlark.Value,
 		}
 		joined, err := starlark.Binary(op, out, p)
 		if err != nil {
-			return nil, fmt.Errorf("%s: joining the values of select(): %v", t, err)
+			return nil, nil, fmt.Errorf("%s: joining the values of select(): %v", t, err)
 		}
 		out = joined
 	}
-	return out, nil
+	return out, conds, nil
 }
 
 // condition is one config_setting's conditions, each "kind:name=value",
 // for telling which of several matching keys is the most specialised.
 type condition map[string]bool
 
-// choose picks the branch of d that the configuration selects.
-func (w *Workspace) choose(t label.Label, d *selectDict) (starlark.Value, error) {
+// choose picks the branch of d that the configuration selects, with the
+// conditions of the key that chose it (none for //conditions:default).
+// via lists the aliases being followed to get here, as select() keys.
+func (w *Workspace) choose(t label.Label, d *selectDict, via []string) (starlark.Value, condition, error) {
 	type match struct {
 		key  string
 		cond condition
@@ -206,9 +221,9 @@ func (w *Workspace) choose(t label.Label, d *selectDict) (starlark.Value, error)
 			def = i
 			continue
 		}
-		ok, cond, err := w.matches(k, d.pkg)
+		ok, cond, err := w.matches(k, d.pkg, via)
 		if err != nil {
-			return nil, fmt.Errorf("%s: select() at %s: %v", t, d.position, err)
+			return nil, nil, fmt.Errorf("%s: select() at %s: %v", t, d.position, err)
 		}
 		if ok {
 			matches = append(matches, match{k, cond, d.values[i]})
@@ -217,15 +232,15 @@ func (w *Workspace) choose(t label.Label, d *selectDict) (starlark.Value, error)
 	switch len(matches) {
 	case 0:
 		if def >= 0 {
-			return d.values[def], nil
+			return d.values[def], nil, nil
 		}
 		if d.noMatch != "" {
-			return nil, fmt.Errorf("%s: select() at %s: %s", t, d.position, d.noMatch)
+			return nil, nil, fmt.Errorf("%s: select() at %s: %s", t, d.position, d.noMatch)
 		}
-		return nil, fmt.Errorf("%s: select() at %s: no branch matches (%s; target platform %s); give a %s branch",
+		return nil, nil, fmt.Errorf("%s: select() at %s: no branch matches (%s; target platform %s); give a %s branch",
 			t, d.position, strings.Join(d.keys, ", "), w.Platform, defaultCondition)
 	case 1:
-		return matches[0].v, nil
+		return matches[0].v, matches[0].cond, nil
 	}
 	// The most specialised match wins: one whose conditions include every
 	// other match's, and more.
@@ -237,14 +252,14 @@ func (w *Workspace) choose(t label.Label, d *selectDict) (starlark.Value, error)
 			}
 		}
 		if wins {
-			return m.v, nil
+			return m.v, m.cond, nil
 		}
 	}
 	keys := make([]string, len(matches))
 	for i, m := range matches {
 		keys[i] = m.key
 	}
-	return nil, fmt.Errorf("%s: select() at %s: %s all match and none is more specialised than the others; keep one", t, d.position, strings.Join(keys, " and "))
+	return nil, nil, fmt.Errorf("%s: select() at %s: %s all match and none is more specialised than the others; keep one", t, d.position, strings.Join(keys, " and "))
 }
 
 func includes(a, b condition) bool {
@@ -257,8 +272,9 @@ func includes(a, b condition) bool {
 }
 
 // matches says whether a select() key holds in the configuration, with its
-// conditions.
-func (w *Workspace) matches(key, pkg string) (bool, condition, error) {
+// conditions: a config_setting, a constraint, or an alias of one (via
+// lists the aliases followed to get here).
+func (w *Workspace) matches(key, pkg string, via []string) (bool, condition, error) {
 	if w.platformMatches(key) {
 		return true, condition{"constraint:" + key: true}, nil
 	}
@@ -274,6 +290,9 @@ func (w *Workspace) matches(key, pkg string) (bool, condition, error) {
 		return false, nil, fmt.Errorf("key %s: %v", l, err)
 	}
 	t, ok := p.Targets[l.Name]
+	if ok && t.Rule == aliasRule {
+		return w.aliasMatches(t, via)
+	}
 	if !ok || t.Rule != configSettingRule {
 		return false, nil, fmt.Errorf("key %s is not a config_setting", l)
 	}

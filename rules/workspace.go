@@ -90,6 +90,7 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	w.loader = loader.New(root, repositories(), w.moduleEnv, nameRules)
 	nativeMembers := w.nativeFunctions()
 	nativeMembers["config_setting"] = configSettingRule
+	nativeMembers["alias"] = aliasRule
 	w.build = starlark.StringDict{}
 	for k, v := range nativeMembers {
 		w.build[k] = v

@@ -203,7 +203,7 @@ func (e *Engine) run(ctx context.Context, a *rules.Action) (ran, cached bool, er
 		if err != nil {
 			return false, false, fmt.Errorf("%s: %w", a.Description(), err)
 		}
-		return false, false, writeIfChanged(filepath.Join(e.Root, a.Outputs[0].Path()), b, a.Executable)
+		return false, false, writeIfChanged(filepath.Join(e.Root, a.Outputs[0].Path()), a.Substitute(b), a.Executable)
 	}
 	act := &executor.Action{Description: a.Description(), Args: a.Args, Env: a.Env, Platform: e.Platform}
 	for _, o := range a.Outputs {
