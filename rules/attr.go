@@ -137,6 +137,9 @@ func (a *Attr) check(name string, v starlark.Value) error {
 		if v == starlark.None && a.kind != attrString {
 			return nil
 		}
+		if _, isLabel := v.(Label); isLabel && a.kind == attrLabel {
+			return nil
+		}
 		s, ok := v.(starlark.String)
 		if !ok {
 			return bad("a string")
@@ -158,7 +161,8 @@ func (a *Attr) check(name string, v starlark.Value) error {
 			return bad("a list of strings")
 		}
 		for i := 0; i < l.Len(); i++ {
-			if _, ok := l.Index(i).(starlark.String); !ok {
+			_, isLabel := l.Index(i).(Label)
+			if _, ok := l.Index(i).(starlark.String); !ok && !(isLabel && a.kind == attrLabelList) {
 				return bad("a list of strings")
 			}
 		}

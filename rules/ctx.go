@@ -228,9 +228,14 @@ func labelStrings(v starlark.Value) []string {
 			return nil
 		}
 		return []string{string(x)}
+	case Label:
+		return []string{x.String()}
 	case *starlark.List:
-		l, _ := stringList(x)
-		return l
+		var out []string
+		for i := 0; i < x.Len(); i++ {
+			out = append(out, labelStrings(x.Index(i))...)
+		}
+		return out
 	}
 	return nil
 }

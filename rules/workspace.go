@@ -127,6 +127,10 @@ func nameRules(_ loader.Module, globals starlark.StringDict) {
 			if x.name == "provider" {
 				x.name = name
 			}
+		case *MacroClass:
+			if x.name == "" {
+				x.name = name
+			}
 		}
 	}
 }
@@ -161,6 +165,7 @@ func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env["attr"] = attrModule()
 	env["provider"] = starlark.NewBuiltin("provider", providerBuiltin)
 	env["config"] = configModule()
+	env["macro"] = starlark.NewBuiltin("macro", macroBuiltin)
 	if w.native != nil {
 		env["native"] = w.native
 	}
