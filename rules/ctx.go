@@ -90,7 +90,7 @@ func (c *ruleContext) Truth() starlark.Bool  { return true }
 func (c *ruleContext) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: ctx") }
 func (c *ruleContext) AttrNames() []string {
 	return []string{"actions", "attr", "bin_dir", "build_file_path", "build_setting_value", "disabled_features", "executable", "expand_location", "features",
-		"file", "files", "genfiles_dir", "label", "outputs", "runfiles", "var", "workspace_name"}
+		"file", "files", "genfiles_dir", "label", "outputs", "runfiles", "toolchains", "var", "workspace_name"}
 }
 
 func (c *ruleContext) Attr(name string) (starlark.Value, error) {
@@ -126,6 +126,8 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 		return starlark.NewBuiltin("expand_location", c.expandLocationBuiltin), nil
 	case "features", "disabled_features":
 		return features(c.def.Features, name == "disabled_features"), nil
+	case "toolchains":
+		return ccToolchains(), nil
 	case "build_setting_value":
 		if c.def.Rule.setting == nil {
 			return nil, fmt.Errorf("ctx.build_setting_value: %s is not a build setting", c.def.Label)
@@ -156,6 +158,12 @@ func (w *Workspace) makeVars() *starlark.Dict {
 	}
 	d.SetKey(starlark.String("COMPILATION_MODE"), starlark.String(w.compilationMode()))
 	d.SetKey(starlark.String("TARGET_CPU"), starlark.String(cpuValue(w.Platform)))
+	tc := systemCC()
+	if tc.err == nil {
+		d.SetKey(starlark.String("CC"), starlark.String(strings.Join(tc.cc, " ")))
+		d.SetKey(starlark.String("CXX"), starlark.String(strings.Join(tc.cxx, " ")))
+		d.SetKey(starlark.String("AR"), starlark.String(tc.ar[0]))
+	}
 	return d
 }
 

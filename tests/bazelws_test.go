@@ -41,6 +41,7 @@ genrule(
     cmd = select({"//cfg:bonjour": "echo bonjour > $@", "//conditions:default": "echo hello > $@"}),
 )
 sh_binary(name = "say", srcs = ["say.sh"], data = [":mode", ":word"])
+genrule(name = "vars", outs = ["vars.txt"], cmd = "echo $(WHO) $(COMPILATION_MODE) > $@; $(CC) --version | head -c 1 >> $@")
 `)
 	ws.write("hello/say.sh", "#!/bin/sh\ncat hello/gen/mode.txt hello/word.txt\n")
 
@@ -51,6 +52,10 @@ sh_binary(name = "say", srcs = ["say.sh"], data = [":mode", ":word"])
 	ws.mustRbs("build", "--define", "mode=prod", "--//cfg:greeting=bonjour", "//hello:mode", "//hello:word")
 	if got := ws.read("rbs-out/bin/hello/gen/mode.txt") + ws.read("rbs-out/bin/hello/word.txt"); got != "production\nbonjour\n" {
 		t.Fatalf("--define mode=prod --//cfg:greeting=bonjour built %q", got)
+	}
+	ws.mustRbs("build", "--define", "WHO=me", "-c", "opt", "//hello:vars")
+	if got := ws.read("rbs-out/bin/hello/vars.txt"); !strings.HasPrefix(got, "me opt\n") || len(got) != len("me opt\n")+1 {
+		t.Fatalf("a genrule's make variables gave %q", got)
 	}
 	if out := ws.mustRbs("run", "--define", "mode=prod", "//hello:say"); !strings.Contains(out, "production\nhello\n") {
 		t.Fatalf("rbs run of the sh_binary from @rules_shell printed:\n%s", out)
@@ -70,7 +75,7 @@ sh_binary(name = "say", srcs = ["say.sh"], data = [":mode", ":word"])
 	}
 	ws.write("other/BUILD.bazel", `load("@rules_go//go:def.bzl", "go_binary")`+"\n")
 	out, err := ws.rbs("", "build", "//other:all")
-	if err == nil || !strings.Contains(out, "unknown repository @rules_go: rbs fetches no external repositories; it provides @bazel_skylib, @rbs, @rules_cc, @rules_python, @rules_shell") {
+	if err == nil || !strings.Contains(out, "unknown repository @rules_go: rbs fetches no external repositories; it provides @bazel_skylib, @bazel_tools, @rbs, @rules_cc, @rules_python, @rules_shell") {
 		t.Fatalf("an unknown repository: %v\n%s", err, out)
 	}
 }
