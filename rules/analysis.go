@@ -57,6 +57,9 @@ type analyzer struct {
 	runfile map[string][]*File // an executable's runfiles by exec path
 	actions map[string]*Action // producing action by output exec path
 	scan    *includeScan
+	// aspects are the aspects' results by aspect and target; nil while
+	// one is being worked out.
+	aspects map[string]*aspectResult
 }
 
 // analyzerKey is the thread local holding the analyzer while a rule's
@@ -154,77 +157,8 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 	if err := an.configDeps(def); err != nil {
 		return nil, err
 	}
-	for _, name := range sortedKeys(def.Rule.attrs) {
-		a := def.Rule.attrs[name]
-		v := ctx.values[name]
-		switch a.kind {
-		case attrLabel, attrLabelList:
-			var targets []starlark.Value
-			var files []starlark.Value
-			for _, s := range labelStrings(v) {
-				dl, err := label.ParseRelative(s, pkg.Name)
-				if err != nil {
-					return nil, fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
-				}
-				dep, err := an.analyze(dl)
-				if err != nil {
-					if strings.HasPrefix(err.Error(), "dependency cycle") {
-						return nil, err
-					}
-					return nil, fmt.Errorf("%s: attribute %s: %w", def.Label, name, err)
-				}
-				ctx.deps[dl.String()] = dep
-				targets = append(targets, &Target{configured: dep})
-				for _, f := range dep.Files {
-					files = append(files, f)
-				}
-				if a.executable {
-					if dep.Executable == nil {
-						return nil, fmt.Errorf("%s: attribute %s: %s is not executable", def.Label, name, dl)
-					}
-					ctx.exe[name] = dep.Executable
-				}
-			}
-			ctx.files[name] = starlark.NewList(files)
-			if a.kind == attrLabel {
-				attrs[name] = starlark.None
-				if len(targets) == 1 {
-					attrs[name] = targets[0]
-				}
-				if a.single {
-					if len(files) > 1 {
-						return nil, fmt.Errorf("%s: attribute %s must name a single file, got %d", def.Label, name, len(files))
-					}
-					ctx.file[name] = starlark.None
-					if len(files) == 1 {
-						ctx.file[name] = files[0]
-					}
-				}
-			} else {
-				attrs[name] = starlark.NewList(targets)
-			}
-		case attrOutput, attrOutputList:
-			var outs []starlark.Value
-			var labels []starlark.Value
-			for _, s := range labelStrings(v) {
-				f, err := ctx.declare(s, false)
-				if err != nil {
-					return nil, fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
-				}
-				outs = append(outs, f)
-				labels = append(labels, Label{label.Label{Pkg: pkg.Name, Name: s}})
-			}
-			if a.kind == attrOutput {
-				attrs[name], ctx.outputs[name] = starlark.None, starlark.None
-				if len(outs) == 1 {
-					attrs[name], ctx.outputs[name] = labels[0], outs[0]
-				}
-			} else {
-				attrs[name], ctx.outputs[name] = starlark.NewList(labels), starlark.NewList(outs)
-			}
-		default:
-			attrs[name] = v
-		}
+	if err := an.fillAttrs(ctx, def.Rule.attrs, attrs); err != nil {
+		return nil, err
 	}
 	if _, ok := def.Rule.attrs["tags"]; !ok {
 		tags := make([]starlark.Value, len(def.Tags))
@@ -250,6 +184,91 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 	}
 	ctx.frozen = true
 	return an.finish(ctx, ret)
+}
+
+// fillAttrs gives ctx the attributes attrDefs of its target, from
+// ctx.values: label attributes analysed into Targets (with the providers
+// of the aspects they carry), their files and executables, and outputs
+// declared; attrs receives what ctx.attr shows.
+func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs starlark.StringDict) error {
+	def, pkg := ctx.def, ctx.pkg
+	for _, name := range sortedKeys(attrDefs) {
+		a := attrDefs[name]
+		v := ctx.values[name]
+		switch a.kind {
+		case attrLabel, attrLabelList:
+			var targets []starlark.Value
+			var files []starlark.Value
+			for _, s := range labelStrings(v) {
+				dl, err := label.ParseRelative(s, pkg.Name)
+				if err != nil {
+					return fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
+				}
+				dep, err := an.analyze(dl)
+				if err != nil {
+					if strings.HasPrefix(err.Error(), "dependency cycle") {
+						return err
+					}
+					return fmt.Errorf("%s: attribute %s: %w", def.Label, name, err)
+				}
+				ctx.deps[dl.String()] = dep
+				extra, err := an.aspectsOn(a.aspects, dl, dep)
+				if err != nil {
+					return err
+				}
+				targets = append(targets, &Target{configured: dep, extra: extra})
+				for _, f := range dep.Files {
+					files = append(files, f)
+				}
+				if a.executable {
+					if dep.Executable == nil {
+						return fmt.Errorf("%s: attribute %s: %s is not executable", def.Label, name, dl)
+					}
+					ctx.exe[name] = dep.Executable
+				}
+			}
+			ctx.files[name] = starlark.NewList(files)
+			if a.kind == attrLabel {
+				attrs[name] = starlark.None
+				if len(targets) == 1 {
+					attrs[name] = targets[0]
+				}
+				if a.single {
+					if len(files) > 1 {
+						return fmt.Errorf("%s: attribute %s must name a single file, got %d", def.Label, name, len(files))
+					}
+					ctx.file[name] = starlark.None
+					if len(files) == 1 {
+						ctx.file[name] = files[0]
+					}
+				}
+			} else {
+				attrs[name] = starlark.NewList(targets)
+			}
+		case attrOutput, attrOutputList:
+			var outs []starlark.Value
+			var labels []starlark.Value
+			for _, s := range labelStrings(v) {
+				f, err := ctx.declare(s, false)
+				if err != nil {
+					return fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
+				}
+				outs = append(outs, f)
+				labels = append(labels, Label{label.Label{Pkg: pkg.Name, Name: s}})
+			}
+			if a.kind == attrOutput {
+				attrs[name], ctx.outputs[name] = starlark.None, starlark.None
+				if len(outs) == 1 {
+					attrs[name], ctx.outputs[name] = labels[0], outs[0]
+				}
+			} else {
+				attrs[name], ctx.outputs[name] = starlark.NewList(labels), starlark.NewList(outs)
+			}
+		default:
+			attrs[name] = v
+		}
+	}
+	return nil
 }
 
 // finish turns what an implementation returned into a Configured target and
@@ -299,7 +318,7 @@ func (an *analyzer) finish(ctx *ruleContext, ret starlark.Value) (*Configured, e
 	} else {
 		c.Files = predeclared(ctx)
 	}
-	if def.Rule.executable && c.Executable == nil {
+	if def.Rule.executable && c.Executable == nil && ctx.aspect == nil {
 		c.Executable = ctx.outputs["executable"].(*File)
 	}
 	if c.Executable != nil && !containsFile(c.Files, c.Executable) {
@@ -309,6 +328,9 @@ func (an *analyzer) finish(ctx *ruleContext, ret starlark.Value) (*Configured, e
 	produced := map[string]bool{}
 	for _, a := range ctx.actions {
 		for _, o := range a.Outputs {
+			if other := an.actions[o.Path()]; other != nil && other != a {
+				return nil, fmt.Errorf("%s: %s is produced by two actions: %s and %s", def.Label, o.ShortPath, other.Description(), a.Description())
+			}
 			produced[o.ShortPath] = true
 			an.actions[o.Path()] = a
 			an.byFile[o.Path()] = o

@@ -37,6 +37,8 @@ type Attr struct {
 	single     bool // allow_single_file
 	executable bool
 	values     []string
+	// aspects are the aspects a label attribute carries to its targets.
+	aspects []*AspectClass
 }
 
 var _ starlark.Value = (*Attr)(nil)
@@ -62,13 +64,25 @@ func attrConstructor(kind attrKind, name string) *starlark.Builtin {
 		var def starlark.Value
 		var doc string
 		var mandatory, executable, allowEmpty, nonEmpty bool
-		var allowFiles, cfg, providers, values, singleFile starlark.Value
+		var allowFiles, cfg, providers, values, singleFile, aspects starlark.Value
 		err := starlark.UnpackArgs(b.Name(), args, kwargs,
 			"default?", &def, "doc?", &doc, "mandatory?", &mandatory, "allow_files?", &allowFiles,
 			"allow_single_file?", &singleFile, "executable?", &executable, "cfg?", &cfg, "providers?", &providers,
-			"values?", &values, "allow_empty?", &allowEmpty, "non_empty?", &nonEmpty)
+			"values?", &values, "allow_empty?", &allowEmpty, "non_empty?", &nonEmpty, "aspects?", &aspects)
 		if err != nil {
 			return nil, err
+		}
+		if l, ok := aspects.(*starlark.List); ok {
+			if kind != attrLabel && kind != attrLabelList {
+				return nil, fmt.Errorf("%s: only label attributes carry aspects", b.Name())
+			}
+			for i := 0; i < l.Len(); i++ {
+				asp, ok := l.Index(i).(*AspectClass)
+				if !ok {
+					return nil, fmt.Errorf("%s: aspects must be aspect() values, got %s", b.Name(), l.Index(i).Type())
+				}
+				a.aspects = append(a.aspects, asp)
+			}
 		}
 		a.def, a.mandatory, a.executable = def, mandatory, executable
 		switch v := allowFiles.(type) {

@@ -78,6 +78,8 @@ type ruleContext struct {
 	deps     map[string]*Configured // every label in attributes, by label string
 	// values are the target's attribute values with select() resolved.
 	values map[string]starlark.Value
+	// aspect is ctx.rule when the context is an aspect's; nil for a rule's.
+	aspect starlark.Value
 	frozen bool
 }
 
@@ -90,7 +92,7 @@ func (c *ruleContext) Truth() starlark.Bool  { return true }
 func (c *ruleContext) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: ctx") }
 func (c *ruleContext) AttrNames() []string {
 	return []string{"actions", "attr", "bin_dir", "build_file_path", "build_setting_value", "disabled_features", "executable", "expand_location", "features",
-		"file", "files", "genfiles_dir", "label", "outputs", "runfiles", "toolchains", "var", "workspace_name"}
+		"file", "files", "genfiles_dir", "label", "outputs", "rule", "runfiles", "toolchains", "var", "workspace_name"}
 }
 
 func (c *ruleContext) Attr(name string) (starlark.Value, error) {
@@ -128,6 +130,11 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 		return features(c.def.Features, name == "disabled_features"), nil
 	case "toolchains":
 		return ccToolchains(), nil
+	case "rule":
+		if c.aspect == nil {
+			return nil, fmt.Errorf("ctx.rule is an aspect's: %s is a rule's context", c.def.Label)
+		}
+		return c.aspect, nil
 	case "build_setting_value":
 		if c.def.Rule.setting == nil {
 			return nil, fmt.Errorf("ctx.build_setting_value: %s is not a build setting", c.def.Label)

@@ -125,6 +125,8 @@ func providerBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 // dep[DefaultInfo], MyInfo in dep, dep.label, dep.actions.
 type Target struct {
 	configured *Configured
+	// extra are the providers that aspects the attribute carries gave it.
+	extra map[*Provider]*ProviderInstance
 }
 
 var (
@@ -148,6 +150,9 @@ func (t *Target) Get(k starlark.Value) (starlark.Value, bool, error) {
 		return t.configured.defaultInfo(), true, nil
 	}
 	v, found := t.configured.Providers[p]
+	if !found {
+		v, found = t.extra[p]
+	}
 	if !found {
 		return nil, false, nil
 	}

@@ -131,6 +131,10 @@ func nameRules(_ loader.Module, globals starlark.StringDict) {
 			if x.name == "" {
 				x.name = name
 			}
+		case *AspectClass:
+			if x.name == "" {
+				x.name = name
+			}
 		}
 	}
 }
@@ -166,6 +170,7 @@ func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env["provider"] = starlark.NewBuiltin("provider", providerBuiltin)
 	env["config"] = configModule()
 	env["macro"] = starlark.NewBuiltin("macro", macroBuiltin)
+	env["aspect"] = starlark.NewBuiltin("aspect", aspectBuiltin)
 	if w.native != nil {
 		env["native"] = w.native
 	}
@@ -416,6 +421,7 @@ type Analysis struct {
 func (w *Workspace) Analyze(targets []label.Label) (*Analysis, error) {
 	an := &analyzer{ws: w, done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]*File{}, actions: map[string]*Action{}}
 	an.scan = &includeScan{an: an, found: map[string][]string{}, read: map[string]bool{}}
+	an.aspects = map[string]*aspectResult{}
 	for _, l := range targets {
 		if _, err := an.analyze(l); err != nil {
 			return nil, err

@@ -79,3 +79,50 @@ genrule(name = "vars", outs = ["vars.txt"], cmd = "echo $(WHO) $(COMPILATION_MOD
 		t.Fatalf("an unknown repository: %v\n%s", err, out)
 	}
 }
+
+// An aspect's actions are built when a rule's outputs include what they
+// produce, and a symbolic macro's targets build like any other.
+func TestAspectAndMacroBuild(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write("asp/defs.bzl", `NamesInfo = provider(fields = ["files"])
+
+def _names_impl(target, ctx):
+    out = ctx.actions.declare_file(target.label.name + ".names")
+    srcs = ctx.rule.files.srcs
+    ctx.actions.run_shell(outputs = [out], inputs = srcs, command = "cat %s > %s" % (" ".join([f.path for f in srcs]) or "/dev/null", out.path))
+    return [NamesInfo(files = depset([out], transitive = [d[NamesInfo].files for d in ctx.rule.attr.deps]))]
+
+names = aspect(implementation = _names_impl, attr_aspects = ["deps"])
+
+def _lib_impl(ctx):
+    return []
+
+lib = rule(implementation = _lib_impl, attrs = {"srcs": attr.label_list(allow_files = True), "deps": attr.label_list()})
+
+def _all_impl(ctx):
+    return [DefaultInfo(files = depset(transitive = [d[NamesInfo].files for d in ctx.attr.deps]))]
+
+all_names = rule(implementation = _all_impl, attrs = {"deps": attr.label_list(aspects = [names])})
+
+def _pair_impl(name, visibility, word):
+    native.genrule(name = name + "_one", outs = [name + "_one.txt"], cmd = "echo " + word + " > $@")
+    native.genrule(name = name, srcs = [":" + name + "_one"], outs = [name + ".txt"], cmd = "cat $< $< > $@", visibility = visibility)
+
+pair = macro(implementation = _pair_impl, attrs = {"word": attr.string(mandatory = True)})
+`)
+	ws.write("asp/BUILD", `load(":defs.bzl", "all_names", "lib", "pair")
+lib(name = "a", srcs = ["a.txt"])
+lib(name = "b", srcs = ["b.txt"], deps = [":a"])
+all_names(name = "all", deps = [":b"])
+pair(name = "twice", word = "again")
+`)
+	ws.write("asp/a.txt", "alpha\n")
+	ws.write("asp/b.txt", "beta\n")
+	ws.mustRbs("build", "//asp:all", "//asp:twice")
+	if a, b := ws.read("rbs-out/bin/asp/a.names"), ws.read("rbs-out/bin/asp/b.names"); a != "alpha\n" || b != "beta\n" {
+		t.Fatalf("the aspect's outputs: %q, %q", a, b)
+	}
+	if got := ws.read("rbs-out/bin/asp/twice.txt"); got != "again\nagain\n" {
+		t.Fatalf("the macro's target built %q", got)
+	}
+}
