@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -193,7 +194,9 @@ func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 	cmd := exec.Command(prog, append(defaultArgs, args...)...)
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "RUNFILES_DIR="+dir, "BUILD_WORKSPACE_DIRECTORY="+s.Root())
+	// RUNFILES_DIR is the runfiles tree's root, as under bazel run; the
+	// program runs in the workspace's directory in it.
+	cmd.Env = append(os.Environ(), "RUNFILES_DIR="+filepath.Dir(dir), "BUILD_WORKSPACE_DIRECTORY="+s.Root())
 	if err := cmd.Run(); err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			return exitCode(ee.ExitCode())

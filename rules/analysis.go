@@ -70,6 +70,7 @@ func (an *analyzer) runfilesOf(f *File) []*File { return an.runfile[f.Path()] }
 
 // analyze returns the configured target for a label.
 func (an *analyzer) analyze(l label.Label) (*Configured, error) {
+	l = canonical(l)
 	key := l.String()
 	if c, ok := an.done[key]; ok {
 		return c, nil
@@ -84,6 +85,14 @@ func (an *analyzer) analyze(l label.Label) (*Configured, error) {
 		return nil, err
 	}
 	def, ok := pkg.Targets[l.Name]
+	if !ok && pkg.fsys != nil {
+		c, err := an.externalFile(pkg, l)
+		if err != nil {
+			return nil, err
+		}
+		an.done[key] = c
+		return c, nil
+	}
 	if !ok {
 		c, err := an.file(pkg, l)
 		if err != nil {

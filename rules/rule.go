@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"io/fs"
 	"sort"
 
 	"github.com/rbs-build/rbs/starlark/label"
@@ -185,6 +186,10 @@ type Package struct {
 	Outputs map[string]string   // generated file name -> owning target name
 	Exports map[string]bool     // exports_files
 	Sources map[string]struct{} // files known to exist, from glob or exports_files
+	// fsys and fsDir hold a repository's package (external/REPO/PKG): its
+	// files, and its directory in them; fsys is nil for the workspace's.
+	fsys  fs.FS
+	fsDir string
 }
 
 func newPackage(name, dir string) *Package {
@@ -269,7 +274,7 @@ func DepLabels(t *TargetDef) []label.Label {
 				continue // an alias that always matches, as a select() key
 			}
 			if l, err := label.ParseRelative(s, t.Label.Pkg); err == nil {
-				out = append(out, l)
+				out = append(out, canonical(l))
 			}
 		}
 	}

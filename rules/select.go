@@ -285,6 +285,7 @@ func (w *Workspace) matches(key, pkg string, via []string) (bool, condition, err
 	if err != nil {
 		return false, nil, fmt.Errorf("key %q: %v", key, err)
 	}
+	l = canonical(l)
 	p, err := w.Package(l.Pkg)
 	if err != nil {
 		return false, nil, fmt.Errorf("key %s: %v", l, err)
@@ -416,6 +417,7 @@ func (w *Workspace) compilationMode() string {
 // settingValue is the value of the build setting l: as set on the command
 // line, else its build_setting_default, as text, with its kind.
 func (w *Workspace) settingValue(l label.Label) (string, settingKind, error) {
+	l = canonical(l)
 	p, err := w.Package(l.Pkg)
 	if err != nil {
 		return "", 0, err

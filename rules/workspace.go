@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/rbs-build/rbs/rbe/platform"
@@ -288,6 +289,9 @@ func (w *Workspace) Package(pkg string) (*Package, error) {
 }
 
 func (w *Workspace) evalPackage(name string) (*Package, error) {
+	if fsys, dir, ok := externalPackage(name); ok {
+		return w.evalExternal(name, fsys, dir)
+	}
 	dir := filepath.Join(w.Root, filepath.FromSlash(name))
 	file := label.BuildFile(dir)
 	if file == "" {
@@ -302,6 +306,31 @@ func (w *Workspace) evalPackage(name string) (*Package, error) {
 	thread.SetLocal(packageKey, pkg)
 	rel, _ := filepath.Rel(w.Root, file)
 	if err := w.loader.ExecBuild(thread, rel, src, w.build); err != nil {
+		return nil, err
+	}
+	return pkg, nil
+}
+
+// evalExternal evaluates a repository's package from rbs's files.
+func (w *Workspace) evalExternal(name string, fsys fs.FS, dir string) (*Package, error) {
+	var src []byte
+	var file string
+	for _, f := range []string{"BUILD.bazel", "BUILD"} {
+		var err error
+		if src, err = fs.ReadFile(fsys, path.Join(dir, f)); err == nil {
+			file = f
+			break
+		}
+	}
+	if file == "" {
+		repo, _, _ := strings.Cut(strings.TrimPrefix(name, externalDir+"/"), "/")
+		return nil, fmt.Errorf("no such package @%s//%s: rbs's @%s has no such package", repo, strings.TrimPrefix(dir, "."), repo)
+	}
+	pkg := newPackage(name, "")
+	pkg.fsys, pkg.fsDir = fsys, dir
+	thread := w.loader.Thread(path.Join("//"+name, file), "", name, nil)
+	thread.SetLocal(packageKey, pkg)
+	if err := w.loader.ExecBuild(thread, path.Join(name, file), src, w.build); err != nil {
 		return nil, err
 	}
 	return pkg, nil

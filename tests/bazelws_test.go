@@ -75,7 +75,7 @@ genrule(name = "vars", outs = ["vars.txt"], cmd = "echo $(WHO) $(COMPILATION_MOD
 	}
 	ws.write("other/BUILD.bazel", `load("@rules_go//go:def.bzl", "go_binary")`+"\n")
 	out, err := ws.rbs("", "build", "//other:all")
-	if err == nil || !strings.Contains(out, "unknown repository @rules_go: rbs fetches no external repositories; it provides @bazel_skylib, @bazel_tools, @rbs, @rules_cc, @rules_python, @rules_shell") {
+	if err == nil || !strings.Contains(out, "unknown repository @rules_go: rbs fetches no external repositories; it provides @bazel_skylib, @bazel_tools, @platforms, @rbs, @rules_cc, @rules_python, @rules_shell") {
 		t.Fatalf("an unknown repository: %v\n%s", err, out)
 	}
 }
@@ -124,5 +124,46 @@ pair(name = "twice", word = "again")
 	}
 	if got := ws.read("rbs-out/bin/asp/twice.txt"); got != "again\nagain\n" {
 		t.Fatalf("the macro's target built %q", got)
+	}
+}
+
+// bazelRunfilesInit is the initialisation that Bash scripts written for
+// Bazel carry (Bazel's runfiles.bash, v3), unchanged.
+const bazelRunfilesInit = `# --- begin runfiles.bash initialization v3 ---
+set -uo pipefail; set +e; f=bazel_tools/tools/bash/runfiles/runfiles.bash
+source "${RUNFILES_DIR:-/dev/null}/$f" 2>/dev/null || \
+  source "$(grep -sm1 "^$f " "${RUNFILES_MANIFEST_FILE:-/dev/null}" | cut -f2- -d' ')" 2>/dev/null || \
+  source "$0.runfiles/$f" 2>/dev/null || \
+  source "$(grep -sm1 "^$f " "$0.runfiles_manifest" | cut -f2- -d' ')" 2>/dev/null || \
+  source "$(grep -sm1 "^$f " "$0.exe.runfiles_manifest" | cut -f2- -d' ')" 2>/dev/null || \
+  { echo>&2 "ERROR: cannot find $f"; exit 1; }; f=; set -e
+# --- end runfiles.bash initialization v3 ---
+`
+
+// A shell test and binary written for Bazel find their data through
+// @bazel_tools//tools/bash/runfiles, under rbs test (locally and on a
+// cluster) and rbs run.
+func TestBashRunfilesLibrary(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write("rf/BUILD.bazel", `load("@rules_shell//shell:sh_test.bzl", "sh_test")
+load("@rules_shell//shell:sh_binary.bzl", "sh_binary")
+sh_test(name = "find_test", srcs = ["find.sh"], data = ["data.txt"], deps = ["@bazel_tools//tools/bash/runfiles"])
+sh_binary(name = "find", srcs = ["find.sh"], data = ["data.txt"], deps = ["@bazel_tools//tools/bash/runfiles"])
+`)
+	ws.write("rf/find.sh", "#!/usr/bin/env bash\n"+bazelRunfilesInit+`p=$(rlocation __main__/rf/data.txt) || { echo "no data.txt in $RUNFILES_DIR"; exit 1; }
+cat "$p"
+if rlocation __main__/rf/nosuch.txt; then echo "found a file that is not there"; exit 1; fi
+`)
+	ws.write("rf/data.txt", "found the data\n")
+	if out := ws.mustRbs("test", "//rf:find_test"); !strings.Contains(out, "1 passed") {
+		t.Fatalf("rbs test of a script using Bazel's runfiles library:\n%s", out)
+	}
+	if out := ws.mustRbs("run", "//rf:find"); !strings.Contains(out, "found the data\n") {
+		t.Fatalf("rbs run of a script using Bazel's runfiles library:\n%s", out)
+	}
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--action-slots", "2")
+	if out := ws.mustRbs("test", "--remote", srv.Addr, "//rf:find_test"); !strings.Contains(out, "1 passed") {
+		t.Fatalf("the same test on a cluster:\n%s", out)
 	}
 }

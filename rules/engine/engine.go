@@ -308,12 +308,14 @@ func MakeRunfiles(root, wsName string, exe *rules.File, files []*rules.File) (st
 		return "", err
 	}
 	for _, f := range append([]*rules.File{exe}, files...) {
-		dst := filepath.Join(dir, wsName, filepath.FromSlash(f.ShortPath))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return "", err
-		}
-		if err := os.Symlink(filepath.Join(root, filepath.FromSlash(f.Path())), dst); err != nil && !os.IsExist(err) {
-			return "", err
+		for _, p := range rules.RunfilesPaths(wsName, f) {
+			dst := filepath.Join(dir, filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return "", err
+			}
+			if err := os.Symlink(filepath.Join(root, filepath.FromSlash(f.Path())), dst); err != nil && !os.IsExist(err) {
+				return "", err
+			}
 		}
 	}
 	return filepath.Join(dir, wsName), nil
@@ -324,7 +326,10 @@ func MakeRunfiles(root, wsName string, exe *rules.File, files []*rules.File) (st
 // not run again.
 func (e *Engine) RunTest(ctx context.Context, wsName string, exe *rules.File, runfiles []*rules.File, args []string, desc string) (*executor.Result, error) {
 	rf := RunfilesDir(exe) + "/" + wsName
-	script := fmt.Sprintf("cd %s && exec ./%s \"$@\"", shellQuote(rf), shellQuote(exe.ShortPath))
+	// RUNFILES_DIR and TEST_SRCDIR are the runfiles tree's root, as Bazel
+	// sets them, for the runfiles libraries.
+	script := fmt.Sprintf("RUNFILES_DIR=\"$PWD\"/%s TEST_SRCDIR=\"$PWD\"/%[1]s; export RUNFILES_DIR TEST_SRCDIR; cd %s && exec ./%s \"$@\"",
+		shellQuote(RunfilesDir(exe)), shellQuote(rf), shellQuote(exe.ShortPath))
 	act := &executor.Action{
 		Description: desc,
 		Platform:    e.Platform,
@@ -338,21 +343,23 @@ func (e *Engine) RunTest(ctx context.Context, wsName string, exe *rules.File, ru
 	}
 	seen := map[string]bool{}
 	for _, f := range append([]*rules.File{exe}, runfiles...) {
-		p := rf + "/" + f.ShortPath
-		if seen[p] {
-			continue
+		for _, rp := range rules.RunfilesPaths(wsName, f) {
+			p := RunfilesDir(exe) + "/" + rp
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			abs := filepath.Join(e.Root, filepath.FromSlash(f.Path()))
+			info, err := os.Stat(abs)
+			if err != nil {
+				return nil, err
+			}
+			mf, err := merkle.FileFromDisk(p, abs, info.Mode()&0o111 != 0)
+			if err != nil {
+				return nil, err
+			}
+			act.Inputs = append(act.Inputs, mf)
 		}
-		seen[p] = true
-		abs := filepath.Join(e.Root, filepath.FromSlash(f.Path()))
-		info, err := os.Stat(abs)
-		if err != nil {
-			return nil, err
-		}
-		mf, err := merkle.FileFromDisk(p, abs, info.Mode()&0o111 != 0)
-		if err != nil {
-			return nil, err
-		}
-		act.Inputs = append(act.Inputs, mf)
 	}
 	return e.Exec.Run(ctx, act, e.Root)
 }

@@ -419,7 +419,9 @@ func (s *Session) Outputs(ctx context.Context, pattern string) ([]Staged, error)
 		if exe := c.Executable; exe != nil {
 			add(exe.ShortPath, exe)
 			for _, f := range append([]*rules.File{exe}, sum.Runfiles[exe.Path()]...) {
-				add(exe.ShortPath+".runfiles/"+s.ws.Name+"/"+f.ShortPath, f)
+				for _, p := range rules.RunfilesPaths(s.ws.Name, f) {
+					add(exe.ShortPath+".runfiles/"+p, f)
+				}
 			}
 		}
 	}
