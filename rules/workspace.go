@@ -115,28 +115,41 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	return w, nil
 }
 
-// nameRules gives each rule and provider a module exports its global name,
-// as Bazel does.
+// nameRules gives each rule, provider, macro and aspect a module exports
+// its global name, as Bazel does.
 func nameRules(_ loader.Module, globals starlark.StringDict) {
 	for name, v := range globals {
-		switch x := v.(type) {
-		case *RuleClass:
-			if x.name == "" {
-				x.name = name
-			}
-		case *Provider:
-			if x.name == "provider" {
-				x.name = name
-			}
-		case *MacroClass:
-			if x.name == "" {
-				x.name = name
-			}
-		case *AspectClass:
-			if x.name == "" {
-				x.name = name
-			}
+		if x, ok := v.(exported); ok {
+			x.export(name)
 		}
+	}
+}
+
+// exported is a value that takes the name of the global it is first
+// exported as.
+type exported interface{ export(name string) }
+
+func (r *RuleClass) export(name string) {
+	if r.name == "" {
+		r.name = name
+	}
+}
+
+func (p *Provider) export(name string) {
+	if p.name == "provider" {
+		p.name = name
+	}
+}
+
+func (m *MacroClass) export(name string) {
+	if m.name == "" {
+		m.name = name
+	}
+}
+
+func (a *AspectClass) export(name string) {
+	if a.name == "" {
+		a.name = name
 	}
 }
 

@@ -258,25 +258,10 @@ func New(cfg Config, st *store.State) (*Core, error) {
 	if cfg.PreemptGrace == 0 {
 		cfg.PreemptGrace = 30 * time.Second
 	}
-	c := &Core{
-		cfg:     cfg,
-		queues:  map[string]Queue{},
-		nextID:  max(st.NextID, 1),
-		jobs:    map[Key]*job{},
-		pending: map[Key]*job{},
-		counts:  map[State]int64{},
-		open:    map[int64]int{},
-		arrays:  map[int64][]*job{},
-		byTask:  map[string]*job{},
-		workers: map[string]*worker{},
-		stdins:  map[Key]*stdin{},
-		dirty:   map[Key]*job{},
-		seen:    map[Key]bool{},
-
-		preempting:   map[Key][]*job{},
-		windows:      map[string]*jobspb.Reservation{},
-		windowsDirty: map[string]*jobspb.Reservation{},
-	}
+	c := emptyCore(cfg)
+	c.nextID = max(st.NextID, 1)
+	c.stdins, c.dirty, c.seen = map[Key]*stdin{}, map[Key]*job{}, map[Key]bool{}
+	c.preempting, c.windowsDirty = map[Key][]*job{}, map[string]*jobspb.Reservation{}
 	for _, r := range st.Reservations {
 		c.windows[r.Name] = r
 	}
@@ -328,6 +313,23 @@ func New(cfg Config, st *store.State) (*Core, error) {
 	}
 	c.Publish(true)
 	return c, nil
+}
+
+// emptyCore is a Core holding no job, worker or window yet: what New fills
+// from the store, and what a View's replica starts from.
+func emptyCore(cfg Config) *Core {
+	return &Core{
+		cfg:     cfg,
+		queues:  map[string]Queue{},
+		jobs:    map[Key]*job{},
+		pending: map[Key]*job{},
+		counts:  map[State]int64{},
+		open:    map[int64]int{},
+		arrays:  map[int64][]*job{},
+		byTask:  map[string]*job{},
+		workers: map[string]*worker{},
+		windows: map[string]*jobspb.Reservation{},
+	}
 }
 
 func (c *Core) add(j *job) {

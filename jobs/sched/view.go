@@ -44,19 +44,9 @@ func (v *View) Read(fn func(r *Core)) {
 
 // newView returns an empty View for c.
 func newView(c *Core) *View {
-	return &View{r: &Core{
-		cfg:     c.cfg,
-		queues:  c.queues,
-		defQ:    c.defQ,
-		jobs:    map[Key]*job{},
-		pending: map[Key]*job{},
-		counts:  map[State]int64{},
-		open:    map[int64]int{},
-		arrays:  map[int64][]*job{},
-		byTask:  map[string]*job{},
-		workers: map[string]*worker{},
-		windows: map[string]*jobspb.Reservation{},
-	}}
+	r := emptyCore(c.cfg)
+	r.queues, r.defQ = c.queues, c.defQ
+	return &View{r: r}
 }
 
 // View returns the Core's View.
