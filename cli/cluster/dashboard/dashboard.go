@@ -13,11 +13,11 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -258,49 +258,42 @@ func (d *Dashboard) output(w http.ResponseWriter, r *http.Request) {
 func (d *Dashboard) find(ctx context.Context, root digest.Digest, p string) (digest.Digest, error) {
 	dir := root
 	parts := strings.Split(p, "/")
-	for i, name := range parts {
-		if dir.Size() > maxDirectory {
-			return digest.Digest{}, status.Errorf(codes.FailedPrecondition, "directory %s is too large to read", dir)
-		}
-		rc, err := d.cfg.CAS.Get(ctx, dir, 0)
+	for _, name := range parts[:len(parts)-1] {
+		pb, err := d.directory(ctx, dir)
 		if err != nil {
 			return digest.Digest{}, err
 		}
-		b, err := io.ReadAll(io.LimitReader(rc, maxDirectory))
-		rc.Close()
-		if err != nil {
-			return digest.Digest{}, err
-		}
-		var pb repb.Directory
-		if err := proto.Unmarshal(b, &pb); err != nil {
-			return digest.Digest{}, fmt.Errorf("directory %s: %w", dir, err)
-		}
-		last := i == len(parts)-1
-		next, found := digest.Digest{}, false
-		for _, f := range pb.Files {
-			if f.Name == name && last {
-				next, err = digest.FromProto(f.Digest)
-				found = true
-			}
-		}
-		for _, sd := range pb.Directories {
-			if sd.Name == name && !last {
-				next, err = digest.FromProto(sd.Digest)
-				found = true
-			}
-		}
-		if err != nil {
-			return digest.Digest{}, err
-		}
-		if !found {
+		i := slices.IndexFunc(pb.Directories, func(n *repb.DirectoryNode) bool { return n.Name == name })
+		if i < 0 {
 			return digest.Digest{}, status.Errorf(codes.NotFound, "no output file %s", p)
 		}
-		if last {
-			return next, nil
+		if dir, err = digest.FromProto(pb.Directories[i].Digest); err != nil {
+			return digest.Digest{}, err
 		}
-		dir = next
 	}
-	return digest.Digest{}, errors.New("empty output path")
+	pb, err := d.directory(ctx, dir)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	i := slices.IndexFunc(pb.Files, func(n *repb.FileNode) bool { return n.Name == parts[len(parts)-1] })
+	if i < 0 {
+		return digest.Digest{}, status.Errorf(codes.NotFound, "no output file %s", p)
+	}
+	return digest.FromProto(pb.Files[i].Digest)
+}
+
+// directory reads the Directory dir from the CAS, refusing one over
+// maxDirectory bytes.
+func (d *Dashboard) directory(ctx context.Context, dir digest.Digest) (*repb.Directory, error) {
+	b, err := blobstore.GetBytesMax(ctx, d.cfg.CAS, dir, maxDirectory)
+	if err != nil {
+		return nil, err
+	}
+	pb := &repb.Directory{}
+	if err := proto.Unmarshal(b, pb); err != nil {
+		return nil, fmt.Errorf("directory %s: %w", dir, err)
+	}
+	return pb, nil
 }
 
 func (d *Dashboard) actions(w http.ResponseWriter, _ *http.Request) {
