@@ -182,19 +182,12 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-ratio() { awk -v s="$1" -v r="$2" 'BEGIN{printf "%.2fx", s/r}'; }
-ar=$(median < "$work/a_rbs"); as=$(median < "$work/a_slurm")
-br=$(median < "$work/b_rbs"); bs=$(median < "$work/b_slurm")
-pr=$(median < "$work/poll_rbs"); ps=$(median < "$work/poll_slurm")
-fr=$(median < "$work/floor_rbs"); fs=$(median < "$work/floor_slurm")
-or=$(median < "$work/over_rbs"); os=$(median < "$work/over_slurm")
-obr=$(median < "$work/overb_rbs"); obs=$(median < "$work/overb_slurm")
 echo
 echo "a $GANG-node gang on $NODES busy nodes; median of $ROUNDS rounds (seconds)"
 printf '%-46s %8s %8s %10s\n' "measurement" "rbs" "Slurm" "Slurm/rbs"
-printf '%-46s %8s %8s %10s\n' "(a) submit -> RUNNING (polled)" "$ar" "$as" "$(ratio "$as" "$ar")"
-printf '%-46s %8s %8s %10s\n' "(b) submit -> command started on all $GANG nodes" "$br" "$bs" "$(ratio "$bs" "$br")"
-printf '%-46s %8s %8s %10s\n' "(c) (a) less the floor" "$or" "$os" "$(ratio "$os" "$or")"
-printf '%-46s %8s %8s %10s\n' "(d) (b) less the floor" "$obr" "$obs" "$(ratio "$obs" "$obr")"
-printf '%-46s %8s %8s\n' "    the floor: $GANG nodes free, nothing new" "$fr" "$fs"
-printf '%-46s %8s %8s\n' "    poll period (ms): the resolution of (a)" "$pr" "$ps"
+row "(a) submit -> RUNNING (polled)" a
+row "(b) submit -> command started on all $GANG nodes" b
+row "(c) (a) less the floor" over
+row "(d) (b) less the floor" overb
+row "    the floor: $GANG nodes free, nothing new" floor -
+row "    poll period (ms): the resolution of (a)" poll -

@@ -2,7 +2,7 @@
 # nodes of this machine (gang-vs-slurm.sh, preempt-vs-slurm.sh); source it
 # after setting NODES. It makes $work (removed at exit, with every process
 # in $pids and Slurm stopped), builds rbs into $rbs (or copies $RBS), and
-# gives sub, median and the two clusters: start_rbs [serve flags...] runs a
+# gives sub, median, row (a line of the results table) and the two clusters: start_rbs [serve flags...] runs a
 # server and NODES `rbs remote worker` processes and exports RBS_REMOTE;
 # start_slurm CONF runs Slurm with NODES slurmd (n1..nN), CONF's lines
 # replacing those of bench/slurm/start.sh, and exports SLURM_CONF.
@@ -26,6 +26,18 @@ command -v sbatch >/dev/null || { echo "slurm-wlm is not installed (apt-get inst
 
 sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
 median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# row LABEL NAME prints a line of the results table: the medians of
+# $work/NAME_rbs and $work/NAME_slurm and their ratio; row LABEL NAME - leaves
+# the ratio out (for figures that are not timings to compare).
+row() {
+  local r s
+  r=$(median < "$work/$2_rbs"); s=$(median < "$work/$2_slurm")
+  if [ "${3:-}" = - ]; then
+    printf '%-46s %8s %8s\n' "$1" "$r" "$s"
+  else
+    printf '%-46s %8s %8s %10s\n' "$1" "$r" "$s" "$(awk -v s="$s" -v r="$r" 'BEGIN{printf "%.2fx", s/r}')"
+  fi
+}
 
 # RBS=/path/to/rbs uses that binary instead of building this tree's.
 if [ -n "${RBS:-}" ]; then cp "$RBS" "$work/rbs"; else (cd "$root" && go build -o "$work/rbs" ./cmd/rbs); fi

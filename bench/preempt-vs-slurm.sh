@@ -151,19 +151,12 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-ratio() { awk -v s="$1" -v r="$2" 'BEGIN{printf "%.2fx", s/r}'; }
-ar=$(median < "$work/a_rbs"); as=$(median < "$work/a_slurm")
-br=$(median < "$work/b_rbs"); bs=$(median < "$work/b_slurm")
-cr=$(median < "$work/c_rbs"); cs=$(median < "$work/c_slurm")
-dr=$(median < "$work/d_rbs"); ds=$(median < "$work/d_slurm")
-sr=$(median < "$work/s_rbs"); ss=$(median < "$work/s_slurm")
-pr=$(median < "$work/poll_rbs"); ps=$(median < "$work/poll_slurm")
 echo
 echo "a preemptor on $NODES nodes full of preemptible jobs; median of $ROUNDS rounds (seconds)"
 printf '%-46s %8s %8s %10s\n' "measurement" "rbs" "Slurm" "Slurm/rbs"
-printf '%-46s %8s %8s %10s\n' "(a) submit -> RUNNING (polled)" "$ar" "$as" "$(ratio "$as" "$ar")"
-printf '%-46s %8s %8s %10s\n' "(b) submit -> started (its own clock)" "$br" "$bs" "$(ratio "$bs" "$br")"
-printf '%-46s %8s %8s %10s\n' "(c) submit called -> the victim's SIGTERM" "$cr" "$cs" "$(ratio "$cs" "$cr")"
-printf '%-46s %8s %8s %10s\n' "(d) the victim's SIGTERM -> started" "$dr" "$ds" "$(ratio "$ds" "$dr")"
-printf '%-46s %8s %8s\n' "    the submit call itself" "$sr" "$ss"
-printf '%-46s %8s %8s\n' "    poll period (ms): the resolution of (a)" "$pr" "$ps"
+row "(a) submit -> RUNNING (polled)" a
+row "(b) submit -> started (its own clock)" b
+row "(c) submit called -> the victim's SIGTERM" c
+row "(d) the victim's SIGTERM -> started" d
+row "    the submit call itself" s -
+row "    poll period (ms): the resolution of (a)" poll -
