@@ -9,15 +9,7 @@
 #   bench/build-vs-bazel.sh [P]
 set -euo pipefail
 P=${1:-1000}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/rbs-bench-build.XXXXXX)
-cleanup() {
-  (cd "$work/bazel" 2>/dev/null && bazel --output_user_root="$work/bazel-root" shutdown 2>/dev/null) || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-command -v bazel >/dev/null || { echo "bazel is not installed (apt-get install bazel-bootstrap)" >&2; exit 1; }
-(cd "$root" && go build -o "$work/rbs" ./cmd/rbs)
+. "$(dirname "$0")/bazel.sh"
 
 gen() {
   local ws=$1
@@ -36,10 +28,6 @@ gen "$work/rbs-ws"; echo 'module(name = "bench")' > "$work/rbs-ws/MODULE.bazel"
 gen "$work/bazel"; echo 'workspace(name = "bench")' > "$work/bazel/WORKSPACE"
 echo 'build --nosandbox_debug' > "$work/bazel/.bazelrc"
 
-now() { date +%s.%N; }
-sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f\n", a-b}'; }
-rbs() { (cd "$work/rbs-ws" && XDG_CACHE_HOME="$work/cache" "$work/rbs" "$@"); }
-bz() { (cd "$work/bazel" && bazel --output_user_root="$work/bazel-root" "$@"); }
 
 # Bazel's server start is not part of what is measured.
 bz version >/dev/null 2>&1 || true
@@ -52,7 +40,6 @@ rbs build //... >/dev/null
 bz build //... >/dev/null 2>&1
 
 # No-op rebuilds, alternating, median of three each.
-median() { sort -n | sed -n 2p; }
 for _ in 1 2 3; do
   t0=$(now); rbs build //... > "$work/rbs-noop.txt"; sub "$(now)" "$t0" >> "$work/rbs-noop-times"
   t0=$(now); bz build //... > "$work/bazel-noop.txt" 2>&1; sub "$(now)" "$t0" >> "$work/bazel-noop-times"

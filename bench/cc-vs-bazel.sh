@@ -27,15 +27,7 @@
 # their objects came out the same, so no archive or link ran again.)
 set -euo pipefail
 N=${1:-200}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/rbs-bench-cc.XXXXXX)
-cleanup() {
-  (cd "$work/bazel" 2>/dev/null && bazel --output_user_root="$work/bazel-root" shutdown 2>/dev/null) || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-command -v bazel >/dev/null || { echo "bazel is not installed (apt-get install bazel-bootstrap)" >&2; exit 1; }
-(cd "$root" && go build -o "$work/rbs" ./cmd/rbs)
+. "$(dirname "$0")/bazel.sh"
 
 half=$((N / 2))
 gen() {
@@ -61,27 +53,9 @@ gen() {
 }
 gen "$work/rbs-ws"; echo 'module(name = "bench")' > "$work/rbs-ws/MODULE.bazel"
 gen "$work/bazel"; echo 'workspace(name = "bench")' > "$work/bazel/WORKSPACE"
-# Offline, Bazel 4.2.3 cannot fetch @rules_cc, which its C++ toolchain
-# loads: a stub gives what it needs.
-stub=$work/stub_rules_cc
-mkdir -p "$stub/cc"; touch "$stub/WORKSPACE" "$stub/BUILD"
-printf 'package(default_visibility = ["//visibility:public"])\nalias(name = "toolchain_type", actual = "@bazel_tools//tools/cpp:toolchain_type")\n' > "$stub/cc/BUILD"
-for r in cc_binary cc_library cc_test cc_import cc_proto_library cc_toolchain cc_toolchain_suite objc_library; do
-  echo "def $r(**kw): native.$r(**kw)"
-done > "$stub/cc/defs.bzl"
-jstub=$work/stub_rules_java   # and its Java toolchains, registered by default, load @rules_java
-mkdir -p "$jstub/java"; touch "$jstub/WORKSPACE" "$jstub/BUILD"
-echo 'package(default_visibility = ["//visibility:public"])' > "$jstub/java/BUILD"
-for r in java_binary java_import java_library java_plugin java_runtime java_test java_toolchain java_proto_library java_lite_proto_library; do
-  echo "def $r(**kw): native.$r(**kw)"
-done > "$jstub/java/defs.bzl"
-printf 'build --nosandbox_debug\nbuild --override_repository=rules_cc=%s\nbuild --override_repository=rules_java=%s\n' "$stub" "$jstub" > "$work/bazel/.bazelrc"
+echo 'build --nosandbox_debug' > "$work/bazel/.bazelrc"
+bazel_offline_stubs
 
-now() { date +%s.%N; }
-sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f\n", a-b}'; }
-rbs() { (cd "$work/rbs-ws" && XDG_CACHE_HOME="$work/cache" "$work/rbs" "$@"); }
-bz() { (cd "$work/bazel" && bazel --output_user_root="$work/bazel-root" "$@"); }
-median() { sort -n | sed -n 2p; }
 timed() { local t0; t0=$(now); "$@" > "$work/last.txt" 2>&1 || { cat "$work/last.txt" >&2; exit 1; }; sub "$(now)" "$t0"; }
 
 # Bazel's server start and its C++ toolchain's configuration are not part
