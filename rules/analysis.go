@@ -151,10 +151,7 @@ func (an *analyzer) file(pkg *Package, l label.Label) (*Configured, error) {
 // configure analyses a rule target: its dependencies first, then its
 // implementation function.
 func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error) {
-	ctx := &ruleContext{
-		an: an, def: def, pkg: pkg, declared: map[string]*File{}, deps: map[string]*Configured{}, values: map[string]starlark.Value{},
-		file: starlark.StringDict{}, files: starlark.StringDict{}, exe: starlark.StringDict{}, outputs: starlark.StringDict{},
-	}
+	ctx := an.newContext(pkg, def)
 	attrs := starlark.StringDict{"name": starlark.String(def.Label.Name)}
 	for _, name := range sortedKeys(def.Rule.attrs) {
 		v, err := an.ws.configured(def.Label, def.Attrs[name])
@@ -193,6 +190,14 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 	}
 	ctx.frozen = true
 	return an.finish(ctx, ret)
+}
+
+// newContext is an empty ctx for target def of pkg.
+func (an *analyzer) newContext(pkg *Package, def *TargetDef) *ruleContext {
+	return &ruleContext{
+		an: an, def: def, pkg: pkg, declared: map[string]*File{}, deps: map[string]*Configured{}, values: map[string]starlark.Value{},
+		file: starlark.StringDict{}, files: starlark.StringDict{}, exe: starlark.StringDict{}, outputs: starlark.StringDict{},
+	}
 }
 
 // fillAttrs gives ctx the attributes attrDefs of its target, from

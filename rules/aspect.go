@@ -138,9 +138,12 @@ func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspe
 	if err != nil {
 		return nil, err
 	}
-	// The visited target's attributes, as ctx.rule.attr shows them.
+	// The visited target's attributes, as ctx.rule.attr shows them: its
+	// label attributes as its implementation saw them, with this aspect's
+	// providers on the targets of those it propagates along.
+	view := an.newContext(pkg, def)
+	viewAttrs := map[string]*Attr{}
 	ruleAttrs := starlark.StringDict{"name": starlark.String(def.Label.Name)}
-	ruleFiles := starlark.StringDict{}
 	for _, name := range sortedKeys(def.Rule.attrs) {
 		v, err := an.ws.configured(def.Label, def.Attrs[name])
 		if err != nil {
@@ -151,49 +154,22 @@ func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspe
 			ruleAttrs[name] = v
 			continue
 		}
-		propagate := slices.Contains(a.attrAspects, name) || slices.Contains(a.attrAspects, "*")
-		var targets, files []starlark.Value
-		for _, s := range labelStrings(v) {
-			dl, err := label.ParseRelative(s, def.Label.Pkg)
-			if err != nil {
-				return nil, err
-			}
-			sub, err := an.analyze(dl)
-			if err != nil {
-				return nil, err
-			}
-			t := &Target{configured: sub}
-			if propagate {
-				r, err := an.apply(a, dl, sub)
-				if err != nil {
-					return nil, err
-				}
-				t.extra = r.providers
-			}
-			targets = append(targets, t)
-			for _, f := range sub.Files {
-				files = append(files, f)
-			}
+		va := *at
+		va.aspects = nil
+		if slices.Contains(a.attrAspects, name) || slices.Contains(a.attrAspects, "*") {
+			va.aspects = []*AspectClass{a}
 		}
-		ruleFiles[name] = starlark.NewList(files)
-		if at.kind == attrLabel {
-			ruleAttrs[name] = starlark.None
-			if len(targets) == 1 {
-				ruleAttrs[name] = targets[0]
-			}
-		} else {
-			ruleAttrs[name] = starlark.NewList(targets)
-		}
+		viewAttrs[name], view.values[name] = &va, v
 	}
-	ctx := &ruleContext{
-		an: an, def: def, pkg: pkg, declared: map[string]*File{}, deps: map[string]*Configured{}, values: map[string]starlark.Value{},
-		file: starlark.StringDict{}, files: starlark.StringDict{}, exe: starlark.StringDict{}, outputs: starlark.StringDict{},
-		aspect: starlarkstruct.FromStringDict(starlark.String("rule"), starlark.StringDict{
-			"attr":  starlarkstruct.FromStringDict(starlark.String("attr"), ruleAttrs),
-			"files": starlarkstruct.FromStringDict(starlark.String("files"), ruleFiles),
-			"kind":  starlark.String(def.Rule.Name()),
-		}),
+	if err := an.fillAttrs(view, viewAttrs, ruleAttrs); err != nil {
+		return nil, err
 	}
+	ctx := an.newContext(pkg, def)
+	ctx.aspect = starlarkstruct.FromStringDict(starlark.String("rule"), starlark.StringDict{
+		"attr":  starlarkstruct.FromStringDict(starlark.String("attr"), ruleAttrs),
+		"files": starlarkstruct.FromStringDict(starlark.String("files"), view.files),
+		"kind":  starlark.String(def.Rule.Name()),
+	})
 	for name, at := range a.attrs {
 		ctx.values[name] = at.zero()
 	}
