@@ -34,8 +34,8 @@ var Embedded embed.FS
 var wellKnown embed.FS
 
 // repositories are the repositories load() reaches: @rbs and the
-// well-known ones.
-func repositories() map[string]fs.FS {
+// well-known ones, found once.
+var repositories = sync.OnceValue(func() map[string]fs.FS {
 	repos := map[string]fs.FS{"rbs": Embedded}
 	dirs, err := wellKnown.ReadDir("wellknown")
 	if err != nil {
@@ -49,7 +49,7 @@ func repositories() map[string]fs.FS {
 		repos[d.Name()] = sub
 	}
 	return repos
-}
+})
 
 // builtinModules are loaded into every BUILD file's globals.
 var builtinModules = []loader.Module{
