@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rbs-build/rbs/cli/cluster"
 	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/auth"
@@ -34,6 +36,8 @@ type RemoteCmd struct {
 type RemoteServeCmd struct {
 	Listen          string        `help:"Address to listen on (port 0 picks a free one; default: :8980 with a token and no --workers, else 127.0.0.1:8980). Without a token only a loopback address is served."`
 	DataDir         string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path"`
+	State           string        `help:"Where the batch scheduler's state is kept: postgres://USER@HOST:PORT/DB, a PostgreSQL database that several servers may share (password from --state-password-file, PGPASSFILE or ~/.pgpass, never the URL); default: SQLite in DATA_DIR/jobs.db."`
+	StatePassword   string        `name:"state-password-file" help:"File holding the password of the --state database." type:"existingfile"`
 	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
 	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
 	TokenFile       string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile"`
@@ -85,6 +89,14 @@ func (c *RemoteServeCmd) Run() error {
 	if c.Workers < 0 {
 		return fmt.Errorf("--workers %d: want a number of workers, 0 or more", c.Workers)
 	}
+	var state *url.URL
+	if c.State != "" {
+		if state, err = store.ParsePostgresURL(c.State); err != nil {
+			return fmt.Errorf("--state: %w", err)
+		}
+	} else if c.StatePassword != "" {
+		return fmt.Errorf("--state-password-file is the password of a --state database; give --state too")
+	}
 	dataDir := c.DataDir
 	if dataDir == "" {
 		dataDir = cluster.DefaultDataDir()
@@ -110,6 +122,8 @@ func (c *RemoteServeCmd) Run() error {
 	return cluster.Serve(ctx, cluster.Config{
 		Listen:         c.Listen,
 		DataDir:        dataDir,
+		State:          state,
+		StatePassword:  c.StatePassword,
 		CASMaxSize:     int64(c.CASMaxSize),
 		ACMaxSize:      int64(c.ACMaxSize),
 		Token:          token,

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,10 +38,15 @@ import (
 
 // Config is what `rbs remote serve` is given.
 type Config struct {
-	Listen     string // host:port; port 0 picks a free port
-	DataDir    string
-	CASMaxSize int64 // bytes; 0 for no bound
-	ACMaxSize  int64 // bytes; 0 for no bound
+	Listen  string // host:port; port 0 picks a free port
+	DataDir string
+	// State is the PostgreSQL database the batch scheduler's state is kept
+	// in; nil keeps it in SQLite under DataDir. StatePassword is a file
+	// holding its password ("": as libpq finds it).
+	State         *url.URL
+	StatePassword string
+	CASMaxSize    int64 // bytes; 0 for no bound
+	ACMaxSize     int64 // bytes; 0 for no bound
 	// Token is the user token; "" serves without authentication, which
 	// is allowed on loopback only unless InsecureNoAuth.
 	Token string
@@ -179,7 +185,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	if c.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	if c.store, err = store.Open(cfg.DataDir); err != nil {
+	if c.store, err = openState(cfg); err != nil {
 		return nil, err
 	}
 	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention, MaxJobOutput: cfg.MaxJobOutput, PreemptGrace: cfg.PreemptGrace}
@@ -232,6 +238,17 @@ func Open(cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	return c, nil
+}
+
+// openState opens the batch scheduler's state: the --state database, or
+// SQLite in the data directory.
+func openState(cfg Config) (*store.Store, error) {
+	if cfg.State == nil {
+		return store.Open(cfg.DataDir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return store.OpenPostgres(ctx, cfg.State, cfg.StatePassword)
 }
 
 // Addr is the address the cluster listens on.

@@ -1,15 +1,20 @@
 // Package store provides Store, the durable state of the batch scheduler:
-// job records and job output in SQLite (modernc.org/sqlite, WAL, full
-// synchronous commits) under the server's data directory. Callers group
-// every state change of a scheduling round into one Commit, which returns
-// only once the transaction is on disk, so nothing is acknowledged before
-// it is durable.
+// job records, their specs, job output, maintenance windows and counters,
+// in SQLite (modernc.org/sqlite, WAL, full synchronous commits) under the
+// server's data directory by default (Open), or in a PostgreSQL database
+// that several servers share (OpenPostgres). Callers group every state
+// change of a scheduling round into one Commit, which returns only once the
+// transaction is durable, so nothing is acknowledged before it is.
+//
+// The schema's versions are numbered (schema.go); opening a database
+// migrates it to this rbs's version, and refuses one at a newer version.
 package store
 
 import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -20,40 +25,11 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
 
-const schema = `
-CREATE TABLE IF NOT EXISTS jobs (
-	id INTEGER NOT NULL,
-	idx INTEGER NOT NULL,
-	state TEXT NOT NULL,
-	record BLOB NOT NULL,
-	PRIMARY KEY (id, idx)
-);
-CREATE TABLE IF NOT EXISTS logs (
-	seq INTEGER PRIMARY KEY AUTOINCREMENT,
-	id INTEGER NOT NULL,
-	idx INTEGER NOT NULL,
-	data BLOB NOT NULL,
-	rank INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS logs_by_job ON logs (id, idx, seq);
-CREATE TABLE IF NOT EXISTS specs (
-	id INTEGER PRIMARY KEY,
-	spec BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS reservations (
-	name TEXT PRIMARY KEY,
-	record BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (
-	key TEXT PRIMARY KEY,
-	value INTEGER NOT NULL
-);
-`
-
 // Store is the scheduler's database.
 type Store struct {
-	db  *sql.DB
-	dir string
+	db      *sql.DB
+	dialect dialect
+	dir     string // the SQLite database's directory; "" for PostgreSQL
 }
 
 // Open opens (creating if needed) the database in dir.
@@ -69,26 +45,11 @@ func Open(dir string) (*Store, error) {
 	// One connection: the scheduler writes from one goroutine, and SQLite
 	// serializes writers anyway.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
+	if err := migrate(db, sqlite, path); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("creating the schema in %s: %w", path, err)
+		return nil, err
 	}
-	if err := addRank(db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("adding the rank of output to %s: %w", path, err)
-	}
-	return &Store{db: db, dir: dir}, nil
-}
-
-// addRank adds the rank column to the logs of a database made before
-// multi-node jobs.
-func addRank(db *sql.DB) error {
-	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('logs') WHERE name = 'rank'`).Scan(&n); err != nil || n > 0 {
-		return err
-	}
-	_, err := db.Exec(`ALTER TABLE logs ADD COLUMN rank INTEGER NOT NULL DEFAULT 0`)
-	return err
+	return &Store{db: db, dialect: sqlite, dir: dir}, nil
 }
 
 // Close closes the database.
@@ -160,14 +121,19 @@ func IsFull(err error) bool {
 	if errors.As(err, &coded) && coded.Code()&0xff == sqliteFull {
 		return true
 	}
-	return errors.Is(err, syscall.ENOSPC)
+	return errors.Is(err, syscall.ENOSPC) || isPostgresFull(err)
 }
 
 // sqliteFull is SQLite's primary result code SQLITE_FULL.
 const sqliteFull = 13
 
 // SpaceLeft returns the bytes free for the database on its file system.
+// A database on another machine (PostgreSQL) reports no bound: its
+// commit succeeding is all that can be known here.
 func (s *Store) SpaceLeft() (int64, error) {
+	if s.dir == "" {
+		return math.MaxInt64, nil
+	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(s.dir, &st); err != nil {
 		return 0, err
@@ -186,7 +152,7 @@ func (s *Store) Commit(b *Batch) error {
 	}
 	defer tx.Rollback()
 	for id, sp := range b.Specs {
-		if err := putSpec(tx, id, sp); err != nil {
+		if err := s.putSpec(tx, id, sp); err != nil {
 			return err
 		}
 	}
@@ -198,26 +164,26 @@ func (s *Store) Commit(b *Batch) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(`INSERT INTO jobs (id, idx, state, record) VALUES (?, ?, ?, ?)
+		if _, err := s.exec(tx, `INSERT INTO jobs (id, idx, state, record) VALUES (?, ?, ?, ?)
 			ON CONFLICT (id, idx) DO UPDATE SET state = excluded.state, record = excluded.record`, j.Id, j.Index, j.State, rec); err != nil {
 			return fmt.Errorf("saving job %d: %w", j.Id, err)
 		}
 	}
 	for _, l := range b.Logs {
-		if _, err := tx.Exec(`INSERT INTO logs (id, idx, rank, data) VALUES (?, ?, ?, ?)`, l.ID, l.Index, l.Rank, l.Data); err != nil {
+		if _, err := s.exec(tx, `INSERT INTO logs (id, idx, rank, data) VALUES (?, ?, ?, ?)`, l.ID, l.Index, l.Rank, l.Data); err != nil {
 			return fmt.Errorf("saving output of job %d: %w", l.ID, err)
 		}
 	}
 	for _, id := range b.Forget {
 		for _, table := range []string{"jobs", "logs", "specs"} {
-			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE id = ?`, id); err != nil {
+			if _, err := s.exec(tx, `DELETE FROM `+table+` WHERE id = ?`, id); err != nil {
 				return fmt.Errorf("forgetting job %d: %w", id, err)
 			}
 		}
 	}
 	// A name is in at most one of the two lists (see Merge).
 	for _, name := range b.Unreserve {
-		if _, err := tx.Exec(`DELETE FROM reservations WHERE name = ?`, name); err != nil {
+		if _, err := s.exec(tx, `DELETE FROM reservations WHERE name = ?`, name); err != nil {
 			return fmt.Errorf("removing reservation %s: %w", name, err)
 		}
 	}
@@ -226,13 +192,13 @@ func (s *Store) Commit(b *Batch) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(`INSERT INTO reservations (name, record) VALUES (?, ?)
+		if _, err := s.exec(tx, `INSERT INTO reservations (name, record) VALUES (?, ?)
 			ON CONFLICT (name) DO UPDATE SET record = excluded.record`, r.Name, rec); err != nil {
 			return fmt.Errorf("saving reservation %s: %w", r.Name, err)
 		}
 	}
 	if b.NextID != 0 {
-		if _, err := tx.Exec(`INSERT INTO meta (key, value) VALUES ('next_id', ?)
+		if _, err := s.exec(tx, `INSERT INTO meta (key, value) VALUES ('next_id', ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, b.NextID); err != nil {
 			return err
 		}
@@ -240,16 +206,24 @@ func (s *Store) Commit(b *Batch) error {
 	return tx.Commit()
 }
 
-func putSpec(tx *sql.Tx, id int64, sp *jobspb.JobSpec) error {
+func (s *Store) putSpec(tx *sql.Tx, id int64, sp *jobspb.JobSpec) error {
 	b, err := proto.Marshal(sp)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(`INSERT INTO specs (id, spec) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, b); err != nil {
+	if _, err := s.exec(tx, `INSERT INTO specs (id, spec) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, b); err != nil {
 		return fmt.Errorf("saving the spec of job %d: %w", id, err)
 	}
 	return nil
 }
+
+// exec runs a statement written with ? placeholders in the transaction.
+func (s *Store) exec(tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	return tx.Exec(s.rebind(q), args...)
+}
+
+// rebind writes a query in the store's dialect.
+func (s *Store) rebind(q string) string { return s.dialect.rebind(q) }
 
 // State is what Load reads back: every job record (without its spec), the
 // specs by job id, and the next job id to hand out.
@@ -263,7 +237,7 @@ type State struct {
 // Load reads the whole state. Every record's job has a spec in Specs.
 func (s *Store) Load() (*State, error) {
 	st := &State{Specs: map[int64]*jobspb.JobSpec{}, NextID: 1}
-	err := s.db.QueryRow(`SELECT value FROM meta WHERE key = 'next_id'`).Scan(&st.NextID)
+	err := s.db.QueryRow(s.rebind(`SELECT value FROM meta WHERE key = 'next_id'`)).Scan(&st.NextID)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
@@ -273,7 +247,7 @@ func (s *Store) Load() (*State, error) {
 	if err := s.loadReservations(st); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(`SELECT record FROM jobs ORDER BY id, idx`)
+	rows, err := s.db.Query(s.rebind(`SELECT record FROM jobs ORDER BY id, idx`))
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +288,7 @@ func (s *Store) Load() (*State, error) {
 }
 
 func (s *Store) loadSpecs(st *State) error {
-	rows, err := s.db.Query(`SELECT id, spec FROM specs`)
+	rows, err := s.db.Query(s.rebind(`SELECT id, spec FROM specs`))
 	if err != nil {
 		return err
 	}
@@ -340,7 +314,7 @@ func (s *Store) loadSpecs(st *State) error {
 // that brings the total to max bytes or more, so a caller reads long output
 // a part at a time until a call returns nothing.
 func (s *Store) Logs(id int64, index int32, after int64, max int) ([]LogChunk, int64, error) {
-	rows, err := s.db.Query(`SELECT seq, rank, data FROM logs WHERE id = ? AND idx = ? AND seq > ? ORDER BY seq`, id, index, after)
+	rows, err := s.db.Query(s.rebind(`SELECT seq, rank, data FROM logs WHERE id = ? AND idx = ? AND seq > ? ORDER BY seq`), id, index, after)
 	if err != nil {
 		return nil, after, err
 	}
@@ -365,7 +339,7 @@ func (s *Store) Logs(id int64, index int32, after int64, max int) ([]LogChunk, i
 }
 
 func (s *Store) loadReservations(st *State) error {
-	rows, err := s.db.Query(`SELECT record FROM reservations ORDER BY name`)
+	rows, err := s.db.Query(s.rebind(`SELECT record FROM reservations ORDER BY name`))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -8,13 +10,16 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rbs-build/rbs/jobs/store/pgtest"
+
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"google.golang.org/protobuf/proto"
 )
 
-func TestCommitLoadAndReopen(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir)
+func TestCommitLoadAndReopen(t *testing.T) { forEachBackend(t, testCommitLoadAndReopen) }
+
+func testCommitLoadAndReopen(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +47,7 @@ func TestCommitLoadAndReopen(t *testing.T) {
 	}
 	s.Close()
 
-	s, err = Open(dir)
+	s, err = open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +81,10 @@ func TestCommitLoadAndReopen(t *testing.T) {
 
 // Records written when each carried its own spec load with the spec moved
 // to the specs table, where it stays once the records are rewritten.
-func TestLoadMovesSpecsOutOfRecords(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir)
+func TestLoadMovesSpecsOutOfRecords(t *testing.T) { forEachBackend(t, testLoadMovesSpecsOutOfRecords) }
+
+func testLoadMovesSpecsOutOfRecords(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +96,7 @@ func TestLoadMovesSpecsOutOfRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.db.Exec(`INSERT INTO jobs (id, idx, state, record) VALUES (?, ?, ?, ?)`, r.Id, r.Index, r.State, b); err != nil {
+		if _, err := s.db.Exec(s.rebind(`INSERT INTO jobs (id, idx, state, record) VALUES (?, ?, ?, ?)`), r.Id, r.Index, r.State, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +119,11 @@ func TestLoadMovesSpecsOutOfRecords(t *testing.T) {
 
 // A record whose spec is missing is an error, not a job without a command.
 func TestLoadRejectsRecordWithoutSpec(t *testing.T) {
-	s, err := Open(t.TempDir())
+	forEachBackend(t, testLoadRejectsRecordWithoutSpec)
+}
+
+func testLoadRejectsRecordWithoutSpec(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +136,10 @@ func TestLoadRejectsRecordWithoutSpec(t *testing.T) {
 	}
 }
 
-func TestEmptyStore(t *testing.T) {
-	s, err := Open(t.TempDir())
+func TestEmptyStore(t *testing.T) { forEachBackend(t, testEmptyStore) }
+
+func testEmptyStore(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +154,10 @@ func TestEmptyStore(t *testing.T) {
 }
 
 // Two rounds merged commit as the two would have one after the other.
-func TestMergedBatches(t *testing.T) {
-	s, err := Open(t.TempDir())
+func TestMergedBatches(t *testing.T) { forEachBackend(t, testMergedBatches) }
+
+func testMergedBatches(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +244,28 @@ func TestOpenEscapesThePath(t *testing.T) {
 	}
 }
 
+// forEachBackend runs a test on SQLite and on PostgreSQL, each time with a
+// database of its own that open opens (again, after a Close).
+func forEachBackend(t *testing.T, test func(t *testing.T, open func() (*Store, error))) {
+	t.Run("sqlite", func(t *testing.T) {
+		dir := t.TempDir()
+		test(t, func() (*Store, error) { return Open(dir) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		u, err := ParsePostgresURL(pgtest.Shared(t).NewDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		test(t, func() (*Store, error) { return OpenPostgres(context.Background(), u, pgtest.Shared(t).PasswordFile) })
+	})
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.StopShared()
+	os.Exit(code)
+}
+
 // text is the output Logs read, joined.
 func text(cs []LogChunk, last int64, err error) (string, int64, error) {
 	var b []byte
@@ -237,4 +273,100 @@ func text(cs []LogChunk, last int64, err error) (string, int64, error) {
 		b = append(b, c.Data...)
 	}
 	return string(b), last, err
+}
+
+// A database at a newer schema version than this rbs knows is refused, by
+// name and version, and left as it was.
+func TestNewerSchemaIsRefused(t *testing.T) { forEachBackend(t, testNewerSchemaIsRefused) }
+
+func testNewerSchemaIsRefused(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := len(migrations) + 1
+	if _, err := s.db.Exec(s.rebind(`UPDATE meta SET value = ? WHERE key = ?`), newer, schemaKey); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err = open()
+	want := fmt.Sprintf("schema version %d, newer than this rbs knows (%d)", newer, len(migrations))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("opening a newer schema: %v; want an error saying %q", err, want)
+	}
+}
+
+// A SQLite database made before schema versions were numbered, and before
+// output had a rank, is migrated in place and keeps its jobs.
+func TestMigratesUnversionedSQLite(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", "file:"+dir+"/jobs.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := proto.Marshal(&jobspb.JobRecord{Id: 1, Index: -1, State: "COMPLETED"})
+	spec, _ := proto.Marshal(&jobspb.JobSpec{Name: "old"})
+	for _, q := range []string{
+		`CREATE TABLE jobs (id INTEGER NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL, record BLOB NOT NULL, PRIMARY KEY (id, idx))`,
+		`CREATE TABLE logs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id INTEGER NOT NULL, idx INTEGER NOT NULL, data BLOB NOT NULL)`,
+		`CREATE TABLE specs (id INTEGER PRIMARY KEY, spec BLOB NOT NULL)`,
+		`CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)`,
+		`INSERT INTO meta VALUES ('next_id', 2)`,
+		`INSERT INTO logs (id, idx, data) VALUES (1, -1, 'before')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO jobs VALUES (1, -1, 'COMPLETED', ?)`, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO specs VALUES (1, ?)`, spec); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Load()
+	if err != nil || len(st.Jobs) != 1 || st.Specs[1].GetName() != "old" || st.NextID != 2 {
+		t.Fatalf("Load after migrating = %v, %v", st, err)
+	}
+	if err := s.Commit(&Batch{Logs: []LogChunk{{ID: 1, Index: -1, Rank: 1, Data: []byte(" after")}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := text(s.Logs(1, -1, 0, 1<<20))
+	if err != nil || out != "before after" {
+		t.Fatalf("Logs = %q, %v", out, err)
+	}
+	var version int
+	if err := s.db.QueryRow(`SELECT value FROM meta WHERE key = ?`, schemaKey).Scan(&version); err != nil || version != len(migrations) {
+		t.Fatalf("schema version %d, %v; want %d", version, err, len(migrations))
+	}
+}
+
+func TestParsePostgresURL(t *testing.T) {
+	tests := []struct {
+		in, err string
+	}{
+		{in: "postgres://rbs@db.example:5432/rbs"},
+		{in: "postgresql://rbs@127.0.0.1/state?sslmode=disable"},
+		{in: "postgres://rbs:hunter2@db:5432/rbs", err: "holds a password"},
+		{in: "postgres://rbs@db/rbs?password=hunter2", err: "holds a password"},
+		{in: "mysql://rbs@db/rbs", err: "not a PostgreSQL URL"},
+		{in: "postgres://rbs@db:5432", err: "with a host and a database"},
+		{in: "postgres:///rbs", err: "with a host and a database"},
+		{in: "postgres://rbs@db:x/rbs", err: "not a PostgreSQL URL"},
+	}
+	for _, tt := range tests {
+		_, err := ParsePostgresURL(tt.in)
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("ParsePostgresURL(%q) = %v, want %q", tt.in, err, tt.err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("ParsePostgresURL(%q): the error shows the password: %v", tt.in, err)
+		}
+	}
 }
