@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/proto/jobspb"
@@ -146,7 +147,9 @@ func (c *JobSubmitCmd) Run() error {
 	if c.Interactive && len(ms) > 1 {
 		return fmt.Errorf("--interactive attaches to one job: not to a pipeline")
 	}
-	req := &jobspb.SubmitRequest{User: clientUser()}
+	// A retry of this request (after a failover, say) takes the same key,
+	// so that it makes no second job.
+	req := &jobspb.SubmitRequest{User: clientUser(), IdempotencyKey: uuid.NewString()}
 	for i, m := range ms {
 		if _, err := m.Job(i + 1); err != nil {
 			return flagError(err)

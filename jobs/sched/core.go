@@ -226,6 +226,12 @@ type Core struct {
 	newSpecs map[int64]*jobspb.JobSpec
 	logs     []store.LogChunk
 	out      []Outbound
+	// submits are the ids of submissions by their idempotency keys, and
+	// keyOf each such submission's key by its last job id, which forgets
+	// it; newSubmits are those taken since the last Flush.
+	submits    map[string][]int64
+	keyOf      map[int64]string
+	newSubmits []store.Submit
 }
 
 // New returns a Core holding the state read from the store (nil for
@@ -262,6 +268,10 @@ func New(cfg Config, st *store.State) (*Core, error) {
 	c.nextID = max(st.NextID, 1)
 	c.stdins, c.dirty, c.seen = map[Key]*stdin{}, map[Key]*job{}, map[Key]bool{}
 	c.preempting, c.windowsDirty = map[Key][]*job{}, map[string]*jobspb.Reservation{}
+	c.submits, c.keyOf = map[string][]int64{}, map[int64]string{}
+	for key, ids := range st.Submits {
+		c.submits[key], c.keyOf[ids[len(ids)-1]] = ids, key
+	}
 	for _, r := range st.Reservations {
 		c.windows[r.Name] = r
 	}
@@ -371,8 +381,8 @@ func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
 // Flush returns the changes since the last Flush: the store batch to commit
 // and the messages to send once it is committed.
 func (c *Core) Flush() (*store.Batch, []Outbound) {
-	b := &store.Batch{Specs: c.newSpecs, Logs: c.logs, Forget: c.forget}
-	c.newSpecs, c.forget = nil, nil
+	b := &store.Batch{Specs: c.newSpecs, Logs: c.logs, Forget: c.forget, Submits: c.newSubmits}
+	c.newSpecs, c.forget, c.newSubmits = nil, nil, nil
 	for _, j := range c.dirty {
 		b.Jobs = append(b.Jobs, j.rec)
 	}
@@ -434,6 +444,26 @@ func (c *Core) SubmitPipeline(jobs []*manifest.Job) ([]int64, error) {
 		}
 		ids[i] = c.insert(j.Spec, limits[i], j.Indices)
 	}
+	return ids, nil
+}
+
+// SubmitOnce is SubmitPipeline for a submission with an idempotency key
+// (none: ""): a key already taken returns the ids its jobs were given, and
+// submits nothing, so that a client retrying a submission whose answer it
+// lost (to a failover, say) makes no second job.
+func (c *Core) SubmitOnce(key string, jobs []*manifest.Job) ([]int64, error) {
+	if ids, ok := c.submits[key]; ok && key != "" {
+		if len(ids) != len(jobs) {
+			return nil, status.Errorf(codes.InvalidArgument, "submission key %q was taken by a submission of %d jobs, and this one has %d", key, len(ids), len(jobs))
+		}
+		return ids, nil
+	}
+	ids, err := c.SubmitPipeline(jobs)
+	if err != nil || key == "" {
+		return ids, err
+	}
+	c.submits[key], c.keyOf[ids[len(ids)-1]] = ids, key
+	c.newSubmits = append(c.newSubmits, store.Submit{Key: key, IDs: ids})
 	return ids, nil
 }
 

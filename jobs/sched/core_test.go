@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -729,5 +730,42 @@ func TestLostAfterARestart(t *testing.T) {
 	h.c.Tick()
 	if r := h.rec(id, -1); r.State != string(Pending) || !strings.Contains(r.Message, "did not come back after the server restarted") {
 		t.Fatalf("after LostAfter: %s %q", r.State, r.Message)
+	}
+}
+
+// A submission retried with its idempotency key gets the ids it was given
+// the first time, and no second job, across a restart too; another key, or
+// none, submits anew.
+func TestSubmitOnce(t *testing.T) {
+	h := newHarness(t)
+	submit := func(key string, names ...string) []int64 {
+		t.Helper()
+		var jobs []*manifest.Job
+		for _, n := range names {
+			jobs = append(jobs, typed(t, &jobspb.JobSpec{Name: n, Command: []string{"true"}}))
+		}
+		ids, err := h.c.SubmitOnce(key, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	first := submit("k1", "a", "b")
+	if again := submit("k1", "a", "b"); !slices.Equal(again, first) {
+		t.Fatalf("retried submission got %v, want %v", again, first)
+	}
+	h.restart()
+	if again := submit("k1", "a", "b"); !slices.Equal(again, first) {
+		t.Fatalf("after a restart the retried submission got %v, want %v", again, first)
+	}
+	if _, err := h.c.SubmitOnce("k1", []*manifest.Job{typed(t, &jobspb.JobSpec{Name: "c", Command: []string{"true"}})}); err == nil {
+		t.Fatal("a key taken by two jobs was accepted for one")
+	}
+	other, none := submit("k2", "c"), submit("", "d")
+	if other[0] == first[1] || none[0] == other[0] {
+		t.Fatalf("new submissions got ids %v and %v after %v", other, none, first)
+	}
+	if n := len(h.c.jobs); n != 4 {
+		t.Fatalf("%d jobs, want 4", n)
 	}
 }

@@ -68,6 +68,10 @@ func (c *Core) forgetOld(now time.Time) {
 			c.counts[j.state()]--
 		}
 		delete(c.arrays, e.id)
+		if key, ok := c.keyOf[e.id]; ok {
+			delete(c.submits, key)
+			delete(c.keyOf, e.id)
+		}
 		c.forget = append(c.forget, e.id)
 	}
 	c.ended = append(c.ended, again...)

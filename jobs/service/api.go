@@ -19,6 +19,9 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 	if len(req.Manifests) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no job manifest in the request")
 	}
+	if len(req.IdempotencyKey) > maxKey {
+		return nil, status.Errorf(codes.InvalidArgument, "idempotency key of %d bytes: at most %d", len(req.IdempotencyKey), maxKey)
+	}
 	// Who submits: the user of a named token, else whom the client says
 	// it runs as.
 	user := auth.UserName(ctx)
@@ -45,7 +48,7 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 	var ids []int64
 	err := s.doWrite(ctx, func(c *sched.Core) error {
 		var err error
-		ids, err = c.SubmitPipeline(jobs)
+		ids, err = c.SubmitOnce(req.IdempotencyKey, jobs)
 		return err
 	})
 	if err != nil {
@@ -53,6 +56,9 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 	}
 	return &jobspb.SubmitResponse{JobId: ids[len(ids)-1], JobIds: ids}, nil
 }
+
+// maxKey bounds a submission's idempotency key.
+const maxKey = 128
 
 // checkUser holds the user a client says it runs as to a name's length and
 // characters.

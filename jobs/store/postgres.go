@@ -58,6 +58,8 @@ func OpenPostgres(ctx context.Context, u *url.URL, passwordFile string) (*Store,
 		}
 		cfg.Password = strings.TrimRight(string(b), "\r\n")
 	}
+	holder := holderName()
+	cfg.RuntimeParams["application_name"] = holder
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
 	}
@@ -74,7 +76,7 @@ func OpenPostgres(ctx context.Context, u *url.URL, passwordFile string) (*Store,
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db, dialect: postgres}, nil
+	return &Store{db: db, dialect: postgres, holder: holder}, nil
 }
 
 // connectTimeout bounds a connection attempt to the database server.

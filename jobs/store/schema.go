@@ -74,6 +74,21 @@ var migrations = []migration{
 		},
 		check: addRank,
 	},
+	// 2: the lease of the active server (PostgreSQL), the epoch each row
+	// was written at, and the keys of submissions already taken.
+	{
+		sqlite: []string{
+			`ALTER TABLE jobs ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0`,
+			`ALTER TABLE logs ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0`,
+			`CREATE TABLE submits (key TEXT PRIMARY KEY, id INTEGER NOT NULL, ids TEXT NOT NULL)`,
+		},
+		postgres: []string{
+			`ALTER TABLE jobs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0`,
+			`ALTER TABLE logs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0`,
+			`CREATE TABLE submits (key TEXT PRIMARY KEY, id BIGINT NOT NULL, ids TEXT NOT NULL)`,
+			`CREATE TABLE lease (id INTEGER PRIMARY KEY CHECK (id = 1), epoch BIGINT NOT NULL, holder TEXT NOT NULL, address TEXT NOT NULL, renewed TIMESTAMPTZ NOT NULL)`,
+		},
+	},
 }
 
 // metaTable holds the schema's version and the store's counters. It is

@@ -11,6 +11,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -18,7 +19,10 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"google.golang.org/protobuf/proto"
@@ -30,7 +34,16 @@ type Store struct {
 	db      *sql.DB
 	dialect dialect
 	dir     string // the SQLite database's directory; "" for PostgreSQL
+	// epoch is the lease's epoch this server commits at (see Lease); 0
+	// where no lease is held (SQLite).
+	epoch int64
+	// holder names this server's PostgreSQL sessions.
+	holder string
 }
+
+// commitTimeout bounds one Commit: a database that does not answer fails
+// the round rather than hanging the scheduler.
+const commitTimeout = time.Minute
 
 // Open opens (creating if needed) the database in dir.
 func Open(dir string) (*Store, error) {
@@ -80,12 +93,22 @@ type Batch struct {
 	// ones to delete. A name is in at most one of them.
 	Reservations []*jobspb.Reservation
 	Unreserve    []string
+	// Submits are the idempotency keys of submissions taken in the round,
+	// with the ids they were given.
+	Submits []Submit
+}
+
+// A Submit is a submission's idempotency key and the ids of its jobs: the
+// same key submitted again gets the same ids, not new jobs.
+type Submit struct {
+	Key string
+	IDs []int64
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Specs) == 0 && len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0 && len(b.Forget) == 0 &&
-		len(b.Reservations) == 0 && len(b.Unreserve) == 0
+		len(b.Reservations) == 0 && len(b.Unreserve) == 0 && len(b.Submits) == 0
 }
 
 // Merge adds the changes of a later round to b, so that both commit as one.
@@ -100,6 +123,7 @@ func (b *Batch) Merge(later *Batch) {
 	b.Jobs = append(b.Jobs, later.Jobs...)
 	b.Logs = append(b.Logs, later.Logs...)
 	b.Forget = append(b.Forget, later.Forget...)
+	b.Submits = append(b.Submits, later.Submits...)
 	// A later change of a reservation replaces an earlier one: a name is
 	// in at most one of the two lists.
 	for _, name := range later.Unreserve {
@@ -146,11 +170,16 @@ func (s *Store) Commit(b *Batch) error {
 	if b.Empty() {
 		return nil
 	}
-	tx, err := s.db.Begin()
+	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	if err := s.fence(ctx, tx); err != nil {
+		return err
+	}
 	for id, sp := range b.Specs {
 		if err := s.putSpec(tx, id, sp); err != nil {
 			return err
@@ -164,18 +193,18 @@ func (s *Store) Commit(b *Batch) error {
 		if err != nil {
 			return err
 		}
-		if _, err := s.exec(tx, `INSERT INTO jobs (id, idx, state, record) VALUES (?, ?, ?, ?)
-			ON CONFLICT (id, idx) DO UPDATE SET state = excluded.state, record = excluded.record`, j.Id, j.Index, j.State, rec); err != nil {
+		if _, err := s.exec(tx, `INSERT INTO jobs (id, idx, state, record, epoch) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id, idx) DO UPDATE SET state = excluded.state, record = excluded.record, epoch = excluded.epoch`, j.Id, j.Index, j.State, rec, s.epoch); err != nil {
 			return fmt.Errorf("saving job %d: %w", j.Id, err)
 		}
 	}
 	for _, l := range b.Logs {
-		if _, err := s.exec(tx, `INSERT INTO logs (id, idx, rank, data) VALUES (?, ?, ?, ?)`, l.ID, l.Index, l.Rank, l.Data); err != nil {
+		if _, err := s.exec(tx, `INSERT INTO logs (id, idx, rank, data, epoch) VALUES (?, ?, ?, ?, ?)`, l.ID, l.Index, l.Rank, l.Data, s.epoch); err != nil {
 			return fmt.Errorf("saving output of job %d: %w", l.ID, err)
 		}
 	}
 	for _, id := range b.Forget {
-		for _, table := range []string{"jobs", "logs", "specs"} {
+		for _, table := range []string{"jobs", "logs", "specs", "submits"} {
 			if _, err := s.exec(tx, `DELETE FROM `+table+` WHERE id = ?`, id); err != nil {
 				return fmt.Errorf("forgetting job %d: %w", id, err)
 			}
@@ -195,6 +224,11 @@ func (s *Store) Commit(b *Batch) error {
 		if _, err := s.exec(tx, `INSERT INTO reservations (name, record) VALUES (?, ?)
 			ON CONFLICT (name) DO UPDATE SET record = excluded.record`, r.Name, rec); err != nil {
 			return fmt.Errorf("saving reservation %s: %w", r.Name, err)
+		}
+	}
+	for _, sub := range b.Submits {
+		if _, err := s.exec(tx, `INSERT INTO submits (key, id, ids) VALUES (?, ?, ?)`, sub.Key, sub.IDs[len(sub.IDs)-1], formatIDs(sub.IDs)); err != nil {
+			return fmt.Errorf("saving submission key %q: %w", sub.Key, err)
 		}
 	}
 	if b.NextID != 0 {
@@ -232,11 +266,13 @@ type State struct {
 	Specs        map[int64]*jobspb.JobSpec
 	NextID       int64
 	Reservations []*jobspb.Reservation
+	// Submits are the ids of submissions by their idempotency keys.
+	Submits map[string][]int64
 }
 
 // Load reads the whole state. Every record's job has a spec in Specs.
 func (s *Store) Load() (*State, error) {
-	st := &State{Specs: map[int64]*jobspb.JobSpec{}, NextID: 1}
+	st := &State{Specs: map[int64]*jobspb.JobSpec{}, NextID: 1, Submits: map[string][]int64{}}
 	err := s.db.QueryRow(s.rebind(`SELECT value FROM meta WHERE key = 'next_id'`)).Scan(&st.NextID)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
@@ -245,6 +281,9 @@ func (s *Store) Load() (*State, error) {
 		return nil, err
 	}
 	if err := s.loadReservations(st); err != nil {
+		return nil, err
+	}
+	if err := s.loadSubmits(st); err != nil {
 		return nil, err
 	}
 	rows, err := s.db.Query(s.rebind(`SELECT record FROM jobs ORDER BY id, idx`))
@@ -356,4 +395,45 @@ func (s *Store) loadReservations(st *State) error {
 		st.Reservations = append(st.Reservations, r)
 	}
 	return rows.Err()
+}
+
+func (s *Store) loadSubmits(st *State) error {
+	rows, err := s.db.Query(`SELECT key, ids FROM submits`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key, ids string
+		if err := rows.Scan(&key, &ids); err != nil {
+			return err
+		}
+		parsed, err := parseIDs(ids)
+		if err != nil {
+			return fmt.Errorf("the ids of submission key %q are unreadable: %w", key, err)
+		}
+		st.Submits[key] = parsed
+	}
+	return rows.Err()
+}
+
+// formatIDs writes job ids as a comma-separated list; parseIDs reads one.
+func formatIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseIDs(s string) ([]int64, error) {
+	var ids []int64
+	for _, p := range strings.Split(s, ",") {
+		id, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }

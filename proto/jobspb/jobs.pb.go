@@ -1377,9 +1377,14 @@ type SubmitRequest struct {
 	Manifests [][]byte `protobuf:"bytes,3,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	// user is the user the client runs as, recorded as the jobs' user where
 	// the server's token is not named.
-	User          string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	User string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	// idempotency_key, when set, makes the submission happen at most once:
+	// the server remembers it with the jobs' ids, and a request with a key it
+	// has taken returns those ids and submits nothing. Clients send a new
+	// random key for each submission and the same one when they retry it.
+	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubmitRequest) Reset() {
@@ -1422,6 +1427,13 @@ func (x *SubmitRequest) GetManifests() [][]byte {
 func (x *SubmitRequest) GetUser() string {
 	if x != nil {
 		return x.User
+	}
+	return ""
+}
+
+func (x *SubmitRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -2635,10 +2647,11 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"M\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"v\n" +
 	"\rSubmitRequest\x12\x1c\n" +
 	"\tmanifests\x18\x03 \x03(\fR\tmanifests\x12\x12\n" +
-	"\x04user\x18\x04 \x01(\tR\x04userJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"@\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12'\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKeyJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"@\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x17\n" +
 	"\ajob_ids\x18\x02 \x03(\x03R\x06jobIds\"\xb5\x01\n" +
