@@ -38,6 +38,7 @@ type RemoteServeCmd struct {
 	DataDir         string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path"`
 	State           string        `help:"Where the batch scheduler's state is kept: postgres://USER@HOST:PORT/DB, a PostgreSQL database that several servers may share (password from --state-password-file, PGPASSFILE or ~/.pgpass, never the URL); default: SQLite in DATA_DIR/jobs.db."`
 	StatePassword   string        `name:"state-password-file" help:"File holding the password of the --state database." type:"existingfile"`
+	Advertise       string        `help:"Address the other servers of a shared --state, and the clients they forward to, reach this one at (default: the --listen address, with this host's name for an unspecified host)." placeholder:"HOST:PORT"`
 	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
 	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
 	TokenFile       string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile"`
@@ -97,6 +98,11 @@ func (c *RemoteServeCmd) Run() error {
 	} else if c.StatePassword != "" {
 		return fmt.Errorf("--state-password-file is the password of a --state database; give --state too")
 	}
+	if c.Advertise != "" {
+		if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
+			return fmt.Errorf("--advertise %q: want HOST:PORT", c.Advertise)
+		}
+	}
 	dataDir := c.DataDir
 	if dataDir == "" {
 		dataDir = cluster.DefaultDataDir()
@@ -123,6 +129,7 @@ func (c *RemoteServeCmd) Run() error {
 		Listen:         c.Listen,
 		DataDir:        dataDir,
 		State:          state,
+		Advertise:      c.Advertise,
 		StatePassword:  c.StatePassword,
 		CASMaxSize:     int64(c.CASMaxSize),
 		ACMaxSize:      int64(c.ACMaxSize),
@@ -200,7 +207,7 @@ const workerTokenEnv = "RBS_WORKER_TOKEN"
 
 // RemoteWorkerCmd is `rbs remote worker`.
 type RemoteWorkerCmd struct {
-	Server           string     `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT." env:"RBS_REMOTE"`
+	Server           string     `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT, or a comma-separated list of a cluster's servers." env:"RBS_REMOTE"`
 	WorkerTokenFile  string     `name:"worker-token-file" help:"File holding the server's worker token (default: $RBS_WORKER_TOKEN)." type:"existingfile"`
 	TLSCA            string     `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
 	WorkDir          string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path"`

@@ -9,6 +9,8 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -30,10 +32,14 @@ import (
 	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/forward"
 	"github.com/rbs-build/rbs/rbe/scheduler"
 	"github.com/rbs-build/rbs/rbe/server"
 	"github.com/rbs-build/rbs/rbe/web"
 	"github.com/rbs-build/rbs/rbe/worker"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Config is what `rbs remote serve` is given.
@@ -65,6 +71,9 @@ type Config struct {
 	// Ready, when set, is called with the address the server listens on
 	// once it accepts connections.
 	Ready func(addr net.Addr)
+	// Advertise is the address other servers of a shared state and their
+	// clients reach this one at; "" for the address it listens on.
+	Advertise string
 	// Config is a cluster.rbs file defining queues; "" for the default
 	// "batch" queue.
 	Config string
@@ -123,9 +132,15 @@ type Cluster struct {
 	store    *store.Store
 	jobs     *service.Service
 	srv      *server.Server
-	tls      bool
+	tlsCfg   *tls.Config
 	jobsDone chan error
 	stopJobs context.CancelFunc
+	// casStore and acStore are the blob stores the services are composed
+	// on.
+	casStore, acStore blobstore.Store
+	// lease is this server's hold on a shared state, nil when the state
+	// is its own.
+	lease *store.Lease
 }
 
 // Open composes a server from cfg: it takes the data directory's lock,
@@ -165,12 +180,10 @@ func Open(cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	casDisk, err := blobstore.NewDisk(filepath.Join(cfg.DataDir, "cas"), cfg.CASMaxSize)
-	if err != nil {
+	if c.casStore, err = blobstore.NewDisk(filepath.Join(cfg.DataDir, "cas"), cfg.CASMaxSize); err != nil {
 		return nil, err
 	}
-	ac, err := blobstore.NewDisk(filepath.Join(cfg.DataDir, "ac"), cfg.ACMaxSize)
-	if err != nil {
+	if c.acStore, err = blobstore.NewDisk(filepath.Join(cfg.DataDir, "ac"), cfg.ACMaxSize); err != nil {
 		return nil, err
 	}
 	if !cfg.userTokens() && !loopback(cfg.Listen) {
@@ -188,11 +201,27 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	if c.store, err = openState(cfg); err != nil {
 		return nil, err
 	}
+	c.tlsCfg = tlsCfg
+	if cfg.State == nil {
+		// The state is this server's alone: it is the active one.
+		if err := c.compose(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// compose builds the services on the opened state: the batch scheduler
+// (loading its jobs), the execution queue, the gRPC and web endpoint and
+// the metrics, and starts the batch scheduler.
+func (c *Cluster) compose() error {
+	cfg := c.cfg
+	var err error
 	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention, MaxJobOutput: cfg.MaxJobOutput, PreemptGrace: cfg.PreemptGrace}
 	if cfg.Config != "" {
 		qc, err := config.Load(cfg.Config)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		schedCfg.Queues, schedCfg.AgeWeight, schedCfg.AgeInterval, schedCfg.AgeCap = qc.Queues, qc.AgeWeight, qc.AgeInterval, qc.AgeCap
 	}
@@ -202,26 +231,25 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	var execQueue *scheduler.Scheduler
 	jobsCfg := service.Config{Store: c.store, Sched: schedCfg, Log: cfg.Log, Maintenance: func(all bool, workers []string) { execQueue.SetMaintenance(all, workers) }}
 	if c.jobs, err = service.New(jobsCfg); err != nil {
-		return nil, err
+		return err
 	}
 	execQueue = scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout, Lost: c.jobs.WorkerLost})
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
 	c.stopJobs = stopJobs
 	c.jobsDone = make(chan error, 1)
 	go func() { c.jobsDone <- c.jobs.Run(jobsCtx) }()
-	c.tls = tlsCfg != nil
 	storeMetrics := blobstore.NewMetrics()
-	cas := blobstore.ContentAddressed(storeMetrics.Instrument("cas", casDisk))
+	cas := blobstore.ContentAddressed(storeMetrics.Instrument("cas", c.casStore))
 	board := dashboard.New(dashboard.Config{Jobs: c.jobs, CAS: cas, Actions: execQueue.Recent,
 		Status: func() *workerpb.StatusResponse { return c.srv.Status() }})
 	metrics := prometheus.NewRegistry()
 	c.srv = server.New(server.Config{
 		CAS:         cas,
-		AC:          storeMetrics.Instrument("ac", ac),
+		AC:          storeMetrics.Instrument("ac", c.acStore),
 		Token:       cfg.Token,
 		Users:       cfg.Users,
 		WorkerToken: c.cfg.WorkerToken,
-		TLS:         tlsCfg,
+		TLS:         c.tlsCfg,
 		Log:         cfg.Log,
 		Scheduler:   execQueue,
 		Jobs:        c.jobs,
@@ -234,10 +262,10 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	all = append(all, cfg.Collectors...)
 	for _, col := range all {
 		if err := metrics.Register(col); err != nil {
-			return nil, fmt.Errorf("registering metrics: %w", err)
+			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // openState opens the batch scheduler's state: the --state database, or
@@ -262,11 +290,24 @@ func (c *Cluster) Methods() []string { return c.srv.Methods() }
 // took.
 func (c *Cluster) Serve(ctx context.Context) error {
 	defer c.close()
-	done := make(chan error, 1)
-	go func() { done <- c.srv.Serve(c.lis) }()
+	lis := c.lis
 	if c.cfg.Ready != nil {
 		c.cfg.Ready(c.lis.Addr())
 	}
+	if c.srv == nil {
+		// The state is shared: stand by until this server holds its
+		// lease, then take over on the same port.
+		h := newHandoff(c.lis)
+		if err := c.standBy(ctx, h.listener()); err != nil || ctx.Err() != nil {
+			return err
+		}
+		if err := c.compose(); err != nil {
+			return err
+		}
+		lis = h.listener()
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.srv.Serve(lis) }()
 	workersCtx, stopWorkers := context.WithCancel(ctx)
 	var workers sync.WaitGroup
 	workerErr := make(chan error, len(c.cfg.Workers))
@@ -301,8 +342,104 @@ func (c *Cluster) Serve(ctx context.Context) error {
 		c.jobsDone <- err
 		stop()
 		<-done
+		if errors.Is(err, store.ErrFenced) {
+			return fmt.Errorf("stepping down: %w", err)
+		}
 		return fmt.Errorf("batch scheduler stopped: %w", err)
+	case <-c.leaseLost():
+		stop()
+		<-done
+		return fmt.Errorf("stepping down: %w", c.lease.Err())
 	}
+}
+
+// leaseLost is closed when this server's lease on a shared state is lost;
+// nil (never ready) when the state is its own.
+func (c *Cluster) leaseLost() <-chan struct{} {
+	if c.lease == nil {
+		return nil
+	}
+	return c.lease.Lost()
+}
+
+// standBy serves lis as a standby, forwarding every call to the active
+// server, until this server takes the lease of the shared state (or ctx
+// ends).
+func (c *Cluster) standBy(ctx context.Context, lis net.Listener) error {
+	log := c.cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	self := c.advertise()
+	proxy := forward.New(c.dialPeer)
+	defer proxy.Close()
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(peerMessageSize), grpc.MaxSendMsgSize(peerMessageSize), grpc.KeepaliveEnforcementPolicy(server.KeepalivePolicy)}
+	if c.tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(c.tlsCfg)))
+	}
+	srv := proxy.Server(opts...)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	log.Info("standing by for the shared state's lease", "addr", self)
+	lease, err := c.store.Acquire(ctx, self, func(active string) {
+		if active == self {
+			return // this server's own lease, from before it restarted
+		}
+		log.Info("standing by: forwarding calls to the active server", "active", active)
+		if err := proxy.SetTarget(active); err != nil {
+			log.Warn("cannot forward to the active server", "active", active, "err", err)
+		}
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("waiting for the lease of the shared state: %w", err)
+	}
+	c.lease = lease
+	log.Info("active: took the lease of the shared state", "epoch", lease.Epoch, "addr", self)
+	return nil
+}
+
+// peerMessageSize bounds a message forwarded between servers: the largest
+// a client or worker may send, with room for its framing.
+const peerMessageSize = 16<<20 + 1<<16
+
+// dialPeer connects to another server of the cluster, to forward calls to
+// it; the calls carry their own tokens.
+func (c *Cluster) dialPeer(target string) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if c.tlsCfg != nil {
+		pool := x509.NewCertPool()
+		for _, cert := range c.tlsCfg.Certificates {
+			for _, der := range cert.Certificate {
+				if parsed, err := x509.ParseCertificate(der); err == nil {
+					pool.AddCert(parsed)
+				}
+			}
+		}
+		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	}
+	return grpc.NewClient(target, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(peerMessageSize), grpc.MaxCallSendMsgSize(peerMessageSize)))
+}
+
+// advertise is the address other servers and clients reach this one at:
+// --advertise, else the address it listens on (this host's name for an
+// unspecified host).
+func (c *Cluster) advertise() string {
+	if c.cfg.Advertise != "" {
+		return c.cfg.Advertise
+	}
+	tcp, ok := c.lis.Addr().(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return c.lis.Addr().String()
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, fmt.Sprint(tcp.Port))
 }
 
 // workerOptions is how an in-process worker dials the server: at the
@@ -310,7 +447,7 @@ func (c *Cluster) Serve(ctx context.Context) error {
 // token, trusting the server's own certificate under TLS.
 func (c *Cluster) workerOptions() client.Options {
 	opts := client.Options{Target: dialAddr(c.lis.Addr()), Token: c.cfg.WorkerToken}
-	if c.tls {
+	if c.tlsCfg != nil {
 		opts.Target = "grpcs://" + opts.Target
 		opts.CACert = c.cfg.TLSCert
 	}
@@ -328,6 +465,10 @@ func dialAddr(addr net.Addr) string {
 
 // close releases what Open took, in the reverse order.
 func (c *Cluster) close() {
+	if c.lease != nil {
+		// A standby takes over at once, not once the lease is stale.
+		defer c.lease.Release()
+	}
 	if c.srv != nil {
 		c.srv.Stop()
 	}

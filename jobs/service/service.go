@@ -189,8 +189,8 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // apply runs one round: its requests, scheduling, and the commit. Only an
-// error that leaves the Core unusable (the store cannot be read back) stops
-// the loop.
+// error that leaves the Core unusable (the store cannot be read back) or a
+// commit fenced off by another server's lease stops the loop.
 func (s *Service) apply(round []*request) error {
 	writes := false
 	for _, r := range round {
@@ -208,6 +208,10 @@ func (s *Service) apply(round []*request) error {
 		batch, out = s.pending, append(s.pendingOut, out...)
 	}
 	if err := s.store.Commit(batch); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			// Another server is active: this one must not go on.
+			return err
+		}
 		if s.failing == nil {
 			s.log.Error("committing job state failed; clients' changes are refused until a commit succeeds", "err", err)
 		}

@@ -9,19 +9,29 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rbs-build/rbs/rbe/auth"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
 )
 
 // Options says how to reach a server.
 type Options struct {
 	// Target is "host:port", "grpc://host:port" (plaintext) or
-	// "grpcs://host:port" (TLS).
+	// "grpcs://host:port" (TLS), or a comma-separated list of them, the
+	// servers of one cluster: calls go to the first that answers, and a
+	// call that finds none available is retried for a while, as one of
+	// them takes over from another.
 	Target string
 	// Token is sent as "authorization: Bearer <token>" when set.
 	Token string
@@ -40,9 +50,9 @@ const (
 	windowSize = 16 << 20
 )
 
-// Dial connects to the server described by o.
+// Dial connects to the server, or the servers, described by o.
 func Dial(o Options) (*grpc.ClientConn, error) {
-	addr, secure, err := ParseTarget(o.Target)
+	addrs, secure, err := ParseTargets(o.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +62,25 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 		grpc.WithInitialConnWindowSize(windowSize),
 		grpc.WithChainUnaryInterceptor(readableUnary),
 		grpc.WithChainStreamInterceptor(readableStream),
+		// A server that stops answering (a stopped process, a machine
+		// cut off) is found gone while a stream is open, a worker's
+		// say, so that it goes to another server.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+	}
+	addr := addrs[0]
+	if len(addrs) > 1 {
+		// The first server that answers takes the calls (gRPC's
+		// pick_first over the list), and calls that find none
+		// available wait for a takeover.
+		r := manual.NewBuilderWithScheme("rbs-servers")
+		var list []resolver.Address
+		for _, a := range addrs {
+			host, _, _ := net.SplitHostPort(a)
+			list = append(list, resolver.Address{Addr: a, ServerName: host})
+		}
+		r.InitialState(resolver.State{Addresses: list})
+		opts = append(opts, grpc.WithResolvers(r), grpc.WithChainUnaryInterceptor(failoverUnary))
+		addr = r.Scheme() + ":///cluster"
 	}
 	if secure {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -79,6 +108,49 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.Bearer{Token: o.Token, Secure: secure}))
 	}
 	return grpc.NewClient(addr, opts...)
+}
+
+// ParseTargets splits a comma-separated list of server addresses (see
+// ParseTarget) into their host:port forms and whether they use TLS, which
+// all must or none.
+func ParseTargets(targets string) (addrs []string, secure bool, err error) {
+	for i, t := range strings.Split(targets, ",") {
+		addr, s, err := ParseTarget(strings.TrimSpace(t))
+		if err != nil {
+			return nil, false, err
+		}
+		if i > 0 && s != secure {
+			return nil, false, fmt.Errorf("servers %q: use grpcs:// for all of them or for none", targets)
+		}
+		addrs, secure = append(addrs, addr), s
+	}
+	return addrs, secure, nil
+}
+
+// failoverWait is how long a call to a cluster of several servers is
+// retried while it finds none available: longer than a standby takes to
+// take over.
+const failoverWait = 30 * time.Second
+
+// failoverUnary retries a call that failed UNAVAILABLE (no server of the
+// list reached, or a standby that knows no active server yet) until
+// failoverWait has passed. Every call rbs makes can be repeated: a
+// submission carries an idempotency key.
+func failoverUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	deadline := time.Now().Add(failoverWait)
+	backoff := 100 * time.Millisecond
+	for {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if status.Code(err) != codes.Unavailable || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // ParseTarget splits a server address into host:port and whether it uses TLS.

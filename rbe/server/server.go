@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 )
 
 const (
@@ -125,6 +126,9 @@ type Server struct {
 	once   sync.Once
 }
 
+// KeepalivePolicy lets clients ping as often as rbs's own do.
+var KeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Second}
+
 // New builds a Server from cfg.
 func New(cfg Config) *Server {
 	log := cfg.Log
@@ -143,6 +147,10 @@ func New(cfg Config) *Server {
 		// window updates.
 		grpc.InitialWindowSize(windowSize),
 		grpc.InitialConnWindowSize(windowSize),
+		// Clients with a stream open ping a silent server (see
+		// rbe/client) to find it gone: a stopped process, a machine
+		// cut off.
+		grpc.KeepaliveEnforcementPolicy(KeepalivePolicy),
 	}
 	// Counting comes first so that it sees what the others answer;
 	// recovery next so that it covers the interceptors after it.

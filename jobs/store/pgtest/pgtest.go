@@ -235,9 +235,13 @@ func (s *Server) URL(db string) string {
 	return u.String()
 }
 
-// Open connects to database db with the password.
-func (s *Server) Open(db string) (*sql.DB, error) {
-	u, _ := url.Parse(s.URL(db))
+// Open connects, with the password, to the database at address, a URL
+// that URL or NewDatabase returned.
+func (s *Server) Open(address string) (*sql.DB, error) {
+	u, err := url.Parse(address)
+	if err != nil {
+		return nil, err
+	}
 	u.User = url.UserPassword(User, Password)
 	return sql.Open("pgx", u.String())
 }
@@ -250,7 +254,7 @@ func (s *Server) NewDatabase(t testing.TB) string {
 	s.n++
 	name := fmt.Sprintf("test%d", s.n)
 	s.mu.Unlock()
-	db, err := s.Open("postgres")
+	db, err := s.Open(s.URL("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
