@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/store/pgtest"
+	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/rbe/client"
 )
 
 // haPair starts two servers on one PostgreSQL state, the first active and
@@ -186,5 +190,49 @@ func TestStoppedActiveStepsDown(t *testing.T) {
 	}
 	if got := rbs(t, both, "job", "logs", after); got != "after\n" {
 		t.Fatalf("the job submitted after the takeover printed %q", got)
+	}
+}
+
+// A submission retried with its idempotency key after a takeover (its
+// answer lost with the old active) gets the job it made, not a second one.
+func TestSubmitRetriedAcrossFailover(t *testing.T) {
+	_, _, a, b, both := haPair(t)
+	m, err := json.Marshal(&manifest.Manifest{Version: manifest.Version, Name: "once", Command: []string{"true"}, CPUs: 1, Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &jobspb.SubmitRequest{Manifests: [][]byte{m}, User: "tester", IdempotencyKey: "retry-me"}
+	submitTo := func(srv *server) int64 {
+		t.Helper()
+		conn, err := client.Dial(client.Options{Target: srv.Addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := jobspb.NewJobsClient(conn).Submit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.JobId
+	}
+	first := submitTo(a)
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	a.cmd.Wait()
+	waitLog(t, b, "active: took the lease")
+	if again := submitTo(b); again != first {
+		t.Fatalf("the retried submission made job %d; the first made %d", again, first)
+	}
+	req.IdempotencyKey = "another"
+	if other := submitTo(both); other == first {
+		t.Fatalf("a submission with another key got job %d again", first)
+	}
+	var listed []jobView
+	if err := json.Unmarshal([]byte(rbs(t, b, "job", "list", "--history", "--json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 2 {
+		t.Fatalf("%d jobs, want 2: %+v", len(listed), listed)
 	}
 }
