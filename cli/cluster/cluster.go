@@ -301,8 +301,12 @@ func (c *Cluster) Serve(ctx context.Context) error {
 		if err := c.standBy(ctx, h.listener()); err != nil || ctx.Err() != nil {
 			return err
 		}
+		start := time.Now()
 		if err := c.compose(); err != nil {
 			return err
+		}
+		if c.cfg.Log != nil {
+			c.cfg.Log.Info("active: loaded the shared state", "took", time.Since(start).Round(time.Millisecond).String())
 		}
 		lis = h.listener()
 	}
