@@ -57,14 +57,14 @@ func Open(ctx context.Context, s Spec, o Options) (Store, error) {
 func open(s Spec, o Options, conns *[]*grpc.ClientConn) (Store, error) {
 	switch s := s.(type) {
 	case *DiskSpec:
-		max := s.MaxSize
-		if max == UnsetSize {
-			max = o.DiskMaxSize
+		bound := s.MaxSize
+		if bound == UnsetSize {
+			bound = o.DiskMaxSize
 		}
 		if err := checkStoreDir(s.Dir); err != nil {
 			return nil, err
 		}
-		return NewDisk(s.Dir, max)
+		return NewDisk(s.Dir, bound)
 	case *GRPCSpec:
 		conn, err := client.Dial(client.Options{Target: s.target(), Token: o.Token, TokenFile: s.TokenFile, CACert: s.CACert})
 		if err != nil {
