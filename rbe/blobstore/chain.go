@@ -14,9 +14,10 @@ import (
 // CAS or its ActionCache service.
 type Kind int
 
+// The kinds of store Open builds.
 const (
-	CASKind Kind = iota
-	ACKind
+	CASKind Kind = iota // a CAS: grpc backends are the remote's CAS
+	ACKind              // an action cache: grpc backends are the remote's ActionCache
 )
 
 func (k Kind) String() string {

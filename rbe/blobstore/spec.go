@@ -12,8 +12,8 @@ import (
 	"github.com/rbs-build/rbs/jobs/units"
 )
 
-// A store spec is the text that names a chain of backends, for the CAS and
-// for the action cache alike:
+// Spec is a parsed store spec, the text that names a chain of backends, for
+// the CAS and for the action cache alike:
 //
 //	SPEC    = disk | grpc | s3 | shard | mirror | cache
 //	disk    = "disk:" DIR [ "?max_size=" SIZE ]
@@ -30,13 +30,12 @@ import (
 // of a combinator and around '*', not inside a backend. A backend's text runs
 // to the next ',' or ')', so a directory, file, instance or URL in a spec
 // cannot hold spaces, ',', '(' or ')' (nor '?', which starts the
-// parameters), and parameters are not %-decoded.
+// parameters), and parameters are not %-decoded. No disk directory may
+// appear twice in a spec, nor one backend twice in a shard or a mirror.
 //
-// Parse reads a spec into a tree of the types below; Open builds the Store.
-
-// Spec is a parsed store spec: a *DiskSpec, *GRPCSpec, *S3Spec, *ShardSpec,
-// *MirrorSpec or *CacheSpec. String gives it back as canonical text that
-// Parse reads to the same tree.
+// Parse reads the text into a tree of *DiskSpec, *GRPCSpec, *S3Spec,
+// *ShardSpec, *MirrorSpec and *CacheSpec; Open builds the Store. String
+// gives a Spec back as canonical text that Parse reads to the same tree.
 type Spec interface {
 	fmt.Stringer
 	// shardName identifies the backend among a shard's: what decides
@@ -328,11 +327,11 @@ func (p *parser) combinator(name string, start, pos int) (Spec, error) {
 		}
 		seen := map[string]bool{}
 		for i, a := range args {
-			if n := a.Spec.shardName(); seen[n] {
+			n := a.Spec.shardName()
+			if seen[n] {
 				return nil, p.errorf(cols[i], "shard has backend %s twice", n)
-			} else {
-				seen[n] = true
 			}
+			seen[n] = true
 		}
 		return &ShardSpec{Backends: args}, nil
 	case "mirror":
