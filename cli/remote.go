@@ -19,6 +19,7 @@ import (
 	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/auth"
+	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/gpu"
 	"github.com/rbs-build/rbs/rbe/platform"
@@ -39,8 +40,10 @@ type RemoteServeCmd struct {
 	State           string        `help:"Where the batch scheduler's state is kept: postgres://USER@HOST:PORT/DB, a PostgreSQL database that several servers may share (password from --state-password-file, PGPASSFILE or ~/.pgpass, never the URL); default: SQLite in DATA_DIR/jobs.db."`
 	StatePassword   string        `name:"state-password-file" help:"File holding the password of the --state database." type:"existingfile"`
 	Advertise       string        `help:"Address the other servers of a shared --state, and the clients they forward to, reach this one at (default: the --listen address, with this host's name for an unspecified host)." placeholder:"HOST:PORT"`
-	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the CAS's size; least recently used blobs are evicted beyond it." default:"50GiB"`
-	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the action cache's size." default:"1GiB"`
+	CAS             string        `name:"cas" placeholder:"SPEC" help:"The CAS's backends: disk:DIR[?max_size=SIZE], grpc://HOST:PORT[/INSTANCE][?token_file=FILE&ca=FILE] (grpcs:// for TLS; the token comes from token_file, else $RBS_CAS_TOKEN), shard([N*]A,B,...), mirror(A,B) or cache(disk:DIR,REMOTE), nested (default: disk:DATA_DIR/cas)."`
+	AC              string        `name:"ac" placeholder:"SPEC" help:"The action cache's backends, as --cas; a grpc backend is the remote's action cache (default: disk:DATA_DIR/ac)."`
+	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the size of each disk store of the CAS that names no max_size; least recently used blobs are evicted beyond it." default:"50GiB"`
+	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the size of each disk store of the action cache that names no max_size." default:"1GiB"`
 	TokenFile       string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile"`
 	UsersFile       string        `name:"users-file" help:"File of named user tokens, one 'NAME TOKEN' a line: each is good wherever the user token is, and jobs submitted with one are recorded as that user's." type:"existingfile"`
 	WorkerTokenFile string        `name:"worker-token-file" help:"File holding the token workers bear, the only one the worker stream takes (default: $RBS_WORKER_TOKEN, else one made in DATA_DIR/worker-token)." type:"existingfile"`
@@ -87,6 +90,17 @@ func (c *RemoteServeCmd) Run() error {
 			return fmt.Errorf("--users-file: %w", err)
 		}
 	}
+	var casSpec, acSpec blobstore.Spec
+	if c.CAS != "" {
+		if casSpec, err = blobstore.Parse(c.CAS); err != nil {
+			return fmt.Errorf("--cas %w", err)
+		}
+	}
+	if c.AC != "" {
+		if acSpec, err = blobstore.Parse(c.AC); err != nil {
+			return fmt.Errorf("--ac %w", err)
+		}
+	}
 	if c.Workers < 0 {
 		return fmt.Errorf("--workers %d: want a number of workers, 0 or more", c.Workers)
 	}
@@ -131,8 +145,11 @@ func (c *RemoteServeCmd) Run() error {
 		State:          state,
 		Advertise:      c.Advertise,
 		StatePassword:  c.StatePassword,
+		CAS:            casSpec,
+		AC:             acSpec,
 		CASMaxSize:     int64(c.CASMaxSize),
 		ACMaxSize:      int64(c.ACMaxSize),
+		StoreToken:     os.Getenv(storeTokenEnv),
 		Token:          token,
 		Users:          users,
 		WorkerToken:    workerToken,
@@ -152,6 +169,11 @@ func (c *RemoteServeCmd) Run() error {
 		},
 	})
 }
+
+// storeTokenEnv names the variable holding the bearer token `rbs remote
+// serve` sends to the grpc backends of --cas and --ac that name no
+// token_file.
+const storeTokenEnv = "RBS_CAS_TOKEN"
 
 // embeddedWorker is one of the workers `rbs remote serve --workers N` runs:
 // the `rbs remote worker` command it would be, and the GPUs it offers.

@@ -67,3 +67,21 @@ func TestLogFormat(t *testing.T) {
 		}
 	}
 }
+
+// A bad --cas or --ac is refused before anything is opened, naming the flag,
+// the spec and what is wrong with it.
+func TestServeStoreSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  RemoteServeCmd
+		want string
+	}{
+		{RemoteServeCmd{CAS: "mirror(disk:/a)"}, `--cas "mirror(disk:/a)": mirror takes exactly two backends, got 1 (column 1)`},
+		{RemoteServeCmd{AC: "disk:/a?max_size=big"}, `--ac "disk:/a?max_size=big": disk:/a?max_size=big: max_size: invalid size "big": unknown unit "big" (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB) (column 1)`},
+	} {
+		tc.cmd.LogFormat = "text"
+		tc.cmd.DataDir = t.TempDir()
+		if err := tc.cmd.Run(); err == nil || err.Error() != tc.want {
+			t.Errorf("Run: %v\nwant %s", err, tc.want)
+		}
+	}
+}

@@ -1,6 +1,6 @@
 // Package cluster is the composition root above rbe/ and jobs/: it composes
-// an rbs server from its parts (the disk-backed CAS and action cache under a
-// data directory, TLS material, the execution scheduler, the batch scheduler,
+// an rbs server from its parts (the CAS and action cache, disk stores under
+// a data directory unless other chains of backends are given, TLS material, the execution scheduler, the batch scheduler,
 // the gRPC services, and the web endpoint on the same port with the
 // Prometheus registry it serves at /metrics) and runs in-process workers
 // beside it. It is the one place where `rbs remote serve` is wired together.
@@ -51,8 +51,18 @@ type Config struct {
 	// holding its password ("": as libpq finds it).
 	State         *url.URL
 	StatePassword string
-	CASMaxSize    int64 // bytes; 0 for no bound
-	ACMaxSize     int64 // bytes; 0 for no bound
+	// CAS and AC are the chains of backends of the CAS and the action
+	// cache (blobstore.Spec); nil for a disk store under DataDir, cas/ and
+	// ac/.
+	CAS, AC blobstore.Spec
+	// CASMaxSize and ACMaxSize bound, in bytes, each disk backend of the
+	// CAS and of the action cache that names no max_size, the default
+	// ones included; 0 for no bound.
+	CASMaxSize int64
+	ACMaxSize  int64
+	// StoreToken is the bearer token sent to the grpc backends of CAS and
+	// AC whose spec names no token_file.
+	StoreToken string
 	// Token is the user token; "" serves without authentication, which
 	// is allowed on loopback only unless InsecureNoAuth.
 	Token string
@@ -141,6 +151,8 @@ type Cluster struct {
 	// lease is this server's hold on a shared state, nil when the state
 	// is its own.
 	lease *store.Lease
+	// stopStores closes the connections of the stores' remote backends.
+	stopStores context.CancelFunc
 }
 
 // Open composes a server from cfg: it takes the data directory's lock,
@@ -180,10 +192,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if c.casStore, err = blobstore.NewDisk(filepath.Join(cfg.DataDir, "cas"), cfg.CASMaxSize); err != nil {
-		return nil, err
-	}
-	if c.acStore, err = blobstore.NewDisk(filepath.Join(cfg.DataDir, "ac"), cfg.ACMaxSize); err != nil {
+	if c.casStore, c.acStore, err = c.openStores(); err != nil {
 		return nil, err
 	}
 	if !cfg.userTokens() && !loopback(cfg.Listen) {
@@ -277,6 +286,50 @@ func openState(cfg Config) (*store.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return store.OpenPostgres(ctx, cfg.State, cfg.StatePassword)
+}
+
+// openStores builds the CAS and the action cache: the chains of backends
+// given, else disk stores under the data directory (cas/, ac/), opened as
+// they always were. No two disk backends may share a directory.
+func (c *Cluster) openStores() (cas, ac blobstore.Store, err error) {
+	cfg := c.cfg
+	casSpec, acSpec := cfg.CAS, cfg.AC
+	if casSpec == nil {
+		casSpec = &blobstore.DiskSpec{Dir: filepath.Join(cfg.DataDir, "cas"), MaxSize: cfg.CASMaxSize}
+	}
+	if acSpec == nil {
+		acSpec = &blobstore.DiskSpec{Dir: filepath.Join(cfg.DataDir, "ac"), MaxSize: cfg.ACMaxSize}
+	}
+	casDirs := map[string]bool{}
+	for _, dir := range blobstore.DiskDirs(casSpec) {
+		casDirs[dir] = true
+	}
+	for _, dir := range blobstore.DiskDirs(acSpec) {
+		if casDirs[dir] {
+			return nil, nil, fmt.Errorf("the CAS (%s) and the action cache (%s) both use the disk directory %s: give each its own", casSpec, acSpec, dir)
+		}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	c.stopStores = stop
+	open := func(flag string, given blobstore.Spec, spec blobstore.Spec, o blobstore.Options) (blobstore.Store, error) {
+		if given == nil {
+			d := spec.(*blobstore.DiskSpec)
+			return blobstore.NewDisk(d.Dir, d.MaxSize)
+		}
+		o.Token = cfg.StoreToken
+		s, err := blobstore.Open(ctx, spec, o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		return s, nil
+	}
+	if cas, err = open("--cas", cfg.CAS, casSpec, blobstore.Options{Kind: blobstore.CASKind, DiskMaxSize: cfg.CASMaxSize}); err != nil {
+		return nil, nil, err
+	}
+	if ac, err = open("--ac", cfg.AC, acSpec, blobstore.Options{Kind: blobstore.ACKind, DiskMaxSize: cfg.ACMaxSize}); err != nil {
+		return nil, nil, err
+	}
+	return cas, ac, nil
 }
 
 // Addr is the address the cluster listens on.
@@ -479,6 +532,9 @@ func (c *Cluster) close() {
 	if c.stopJobs != nil {
 		c.stopJobs()
 		<-c.jobsDone
+	}
+	if c.stopStores != nil {
+		c.stopStores()
 	}
 	if c.store != nil {
 		c.store.Close()

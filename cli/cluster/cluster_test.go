@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
+	"github.com/rbs-build/rbs/rbe/digest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -199,4 +202,57 @@ func TestOneServerPerDataDir(t *testing.T) {
 		t.Fatalf("after the first server closed: %v", err)
 	}
 	again.close()
+}
+
+// A server whose CAS and action cache are another server's, over grpc://,
+// keeps what it is sent there.
+func TestStoresOnAnotherServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	upstream := serve(t, Config{})
+	spec, err := blobstore.Parse("grpc://" + upstream.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := serve(t, Config{CAS: spec, AC: spec})
+	dial := func(c *Cluster) *grpc.ClientConn {
+		conn, err := client.Dial(client.Options{Target: c.Addr().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	frontConn, upConn := dial(front), dial(upstream)
+
+	data := []byte("kept upstream")
+	d := digest.FromBytes(data)
+	if err := client.NewCAS(frontConn, "").Write(ctx, client.Blob{Digest: d, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	if missing, err := client.NewCAS(upConn, "").FindMissing(ctx, []digest.Digest{d}); err != nil || len(missing) != 0 {
+		t.Fatalf("upstream FindMissing = %v, %v; want the blob there", missing, err)
+	}
+	key := digest.FromBytes([]byte("an action"))
+	res := &repb.ActionResult{ExitCode: 7, StdoutDigest: d.Proto()}
+	if _, err := repb.NewActionCacheClient(frontConn).UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: key.Proto(), ActionResult: res}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := repb.NewActionCacheClient(upConn).GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: key.Proto()})
+	if err != nil || got.ExitCode != 7 {
+		t.Fatalf("upstream GetActionResult = %v, %v", got, err)
+	}
+}
+
+func TestStoreSpecsRefused(t *testing.T) {
+	dir := t.TempDir()
+	shared, _ := blobstore.Parse("disk:" + filepath.Join(dir, "store"))
+	if _, err := Open(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", CAS: shared, AC: shared}); err == nil ||
+		!strings.Contains(err.Error(), "both use the disk directory") {
+		t.Fatalf("CAS and action cache on one directory: %v", err)
+	}
+	s3, _ := blobstore.Parse("s3://bucket")
+	if _, err := Open(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", CAS: s3}); err == nil || !strings.HasPrefix(err.Error(), "--cas: s3://bucket: ") {
+		t.Fatalf("an s3 CAS: %v", err)
+	}
 }

@@ -1,19 +1,34 @@
 // Package blobstore provides Store, the one storage interface behind both the
-// content-addressable storage (CAS) and the action cache (AC), and its
-// backends and decorators:
+// content-addressable storage (CAS) and the action cache (AC), its backends,
+// the combinators that chain them, and its decorators:
 //
 //   - NewDisk: the default backend, content-addressed files written to a
 //     temporary file and renamed into place, bounded in size with
 //     least-recently-used eviction, and re-indexed from disk on restart.
 //   - NewMemory: an in-memory backend for tests.
+//   - NewRemote and NewRemoteActionCache: the CAS (ByteStream,
+//     FindMissingBlobs) and the action cache (GetActionResult,
+//     UpdateActionResult) of another REAPI server: another rbs,
+//     bazel-remote, Buildbarn.
+//   - NewShard: blobs spread over backends by weighted rendezvous hashing.
+//   - NewMirror: every blob on two backends, going on from one while the
+//     other is unavailable and repairing what one lacks when it is read.
+//   - NewCache: a local Disk in front of a remote store, read-through.
 //   - ContentAddressed: the CAS decorator, which rejects writes whose bytes
 //     do not match their digest before they become visible.
 //   - Metrics.Instrument: the metrics decorator, counting bytes read and
 //     written, lookups and hits, and a Disk's evictions and size, for
 //     Prometheus.
 //
+// A chain of backends is described by one spec, such as
+// "cache(disk:/var/cache/rbs?max_size=50GiB, grpc://cas.internal:8980)":
+// Parse checks the text once into a typed Spec (the grammar is at Spec), and
+// Open builds it as a CAS or an action cache. FindMissing stays exact
+// through every combinator.
+//
 // Errors use gRPC status codes as their vocabulary: a missing blob is
-// codes.NotFound, a corrupt write codes.InvalidArgument.
+// codes.NotFound, a corrupt write codes.InvalidArgument, a backend that
+// cannot be reached codes.Unavailable.
 package blobstore
 
 import (

@@ -264,12 +264,23 @@ func (c *CAS) write(ctx context.Context, b Blob, progress func(int64)) error {
 
 // Read streams the blob d into w, verifying its digest.
 func (c *CAS) Read(ctx context.Context, d digest.Digest, w io.Writer) error {
-	stream, err := c.bs.Read(ctx, &bspb.ReadRequest{ResourceName: fmt.Sprintf("%sblobs/%s/%d", c.prefix(), d.Hash(), d.Size())})
+	return c.ReadOffset(ctx, d, 0, w)
+}
+
+// ReadOffset streams the blob d into w from offset bytes in, with
+// ByteStream's read_offset. A whole blob (offset 0) is verified against its
+// digest; the rest of one is checked to have the length the digest says.
+func (c *CAS) ReadOffset(ctx context.Context, d digest.Digest, offset int64, w io.Writer) error {
+	stream, err := c.bs.Read(ctx, &bspb.ReadRequest{ResourceName: fmt.Sprintf("%sblobs/%s/%d", c.prefix(), d.Hash(), d.Size()), ReadOffset: offset})
 	if err != nil {
 		return err
 	}
-	v := digest.NewVerifier(d)
-	mw := io.MultiWriter(w, v)
+	var v *digest.Verifier
+	if offset == 0 {
+		v = digest.NewVerifier(d)
+		w = io.MultiWriter(w, v)
+	}
+	var n int64
 	for {
 		resp, err := stream.Recv()
 		if err == io.EOF {
@@ -278,11 +289,18 @@ func (c *CAS) Read(ctx context.Context, d digest.Digest, w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", d, err)
 		}
-		if _, err := mw.Write(resp.Data); err != nil {
+		if _, err := w.Write(resp.Data); err != nil {
 			return fmt.Errorf("reading %s: %w", d, err)
 		}
+		n += int64(len(resp.Data))
 	}
-	return v.Check()
+	if v != nil {
+		return v.Check()
+	}
+	if n != d.Size()-offset {
+		return fmt.Errorf("reading %s from offset %d: server sent %d bytes, want %d", d, offset, n, d.Size()-offset)
+	}
+	return nil
 }
 
 // BatchLimit is the largest blob ReadBatch fetches; larger ones must be read

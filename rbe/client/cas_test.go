@@ -128,3 +128,28 @@ func TestUploadReportsProgress(t *testing.T) {
 		t.Fatalf("uploading again: sent %d, %d bytes, %v; OnMissing %d times with %v; progress %v", sent, size, err, missingCalls, missing, amounts)
 	}
 }
+
+// ReadOffset reads a blob from any offset in it; a read from the start is
+// verified against the digest.
+func TestReadOffset(t *testing.T) {
+	cas, store := startCAS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data := bytes.Repeat([]byte("0123456789"), 250_000) // several chunks
+	d := digest.FromBytes(data)
+	if err := blobstore.PutBytes(ctx, store, d, data); err != nil {
+		t.Fatal(err)
+	}
+	for _, offset := range []int64{0, 1, 1 << 20, d.Size() - 1, d.Size()} {
+		var buf bytes.Buffer
+		if err := cas.ReadOffset(ctx, d, offset, &buf); err != nil || !bytes.Equal(buf.Bytes(), data[offset:]) {
+			t.Fatalf("ReadOffset %d: %d bytes, %v; want %d", offset, buf.Len(), err, d.Size()-offset)
+		}
+	}
+	if err := cas.ReadOffset(ctx, d, d.Size()+1, io.Discard); err == nil {
+		t.Fatal("ReadOffset past the end succeeded")
+	}
+	if err := cas.ReadOffset(ctx, digest.FromBytes([]byte("absent")), 0, io.Discard); !blobstore.IsNotFound(err) {
+		t.Fatalf("ReadOffset of an absent blob: %v, want NotFound", err)
+	}
+}
