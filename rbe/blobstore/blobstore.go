@@ -6,6 +6,9 @@
 //     temporary file and renamed into place, bounded in size with
 //     least-recently-used eviction, and re-indexed from disk on restart.
 //   - NewMemory: an in-memory backend for tests.
+//   - NewS3: a bucket of an S3-compatible object store (Amazon S3, Ceph's
+//     radosgw, MinIO), one object per blob under a key prefix. Package
+//     s3test starts a real S3 server for its tests.
 //   - ContentAddressed: the CAS decorator, which rejects writes whose bytes
 //     do not match their digest before they become visible.
 //   - Metrics.Instrument: the metrics decorator, counting bytes read and
