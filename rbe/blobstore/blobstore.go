@@ -14,6 +14,9 @@
 //   - NewMirror: every blob on two backends, going on from one while the
 //     other is unavailable and repairing what one lacks when it is read.
 //   - NewCache: a local Disk in front of a remote store, read-through.
+//   - NewS3: a bucket of an S3-compatible object store (Amazon S3, Ceph's
+//     radosgw, MinIO), one object per blob under a key prefix. Package
+//     s3test starts a real S3 server for its tests.
 //   - ContentAddressed: the CAS decorator, which rejects writes whose bytes
 //     do not match their digest before they become visible.
 //   - Metrics.Instrument: the metrics decorator, counting bytes read and

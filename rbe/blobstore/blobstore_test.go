@@ -33,71 +33,81 @@ func stores(t *testing.T) map[string]Store {
 }
 
 func TestStoreContract(t *testing.T) {
-	ctx := context.Background()
 	for name, s := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			d, b := blob("0123456789")
-			absent, _ := blob("absent")
-			if _, err := s.Get(ctx, d, 0); status.Code(err) != codes.NotFound {
-				t.Fatalf("Get before Put: %v, want NotFound", err)
+		t.Run(name, func(t *testing.T) { testContract(t, s) })
+	}
+}
+
+// testContract checks what every backend does: NotFound for an absent
+// blob, reads from offsets up to the end, OutOfRange past it, and an exact
+// FindMissing.
+func testContract(t *testing.T, s Store) {
+	ctx := context.Background()
+	d, b := blob("0123456789")
+	absent, _ := blob("absent")
+	if _, err := s.Get(ctx, d, 0); status.Code(err) != codes.NotFound {
+		t.Fatalf("Get before Put: %v, want NotFound", err)
+	}
+	if err := PutBytes(ctx, s, d, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := GetBytes(ctx, s, d)
+	if err != nil || string(got) != string(b) {
+		t.Fatalf("GetBytes = %q, %v", got, err)
+	}
+	for _, tc := range []struct {
+		offset int64
+		want   string
+		code   codes.Code
+	}{{0, "0123456789", codes.OK}, {4, "456789", codes.OK}, {10, "", codes.OK}, {11, "", codes.OutOfRange}, {-1, "", codes.OutOfRange}} {
+		rc, err := s.Get(ctx, d, tc.offset)
+		if status.Code(err) != tc.code {
+			t.Fatalf("Get offset %d: %v, want %v", tc.offset, err, tc.code)
+		}
+		if err == nil {
+			got, _ := io.ReadAll(rc)
+			rc.Close()
+			if string(got) != tc.want {
+				t.Fatalf("Get offset %d = %q, want %q", tc.offset, got, tc.want)
 			}
-			if err := PutBytes(ctx, s, d, b); err != nil {
-				t.Fatal(err)
-			}
-			got, err := GetBytes(ctx, s, d)
-			if err != nil || string(got) != string(b) {
-				t.Fatalf("GetBytes = %q, %v", got, err)
-			}
-			for _, tc := range []struct {
-				offset int64
-				want   string
-				code   codes.Code
-			}{{0, "0123456789", codes.OK}, {4, "456789", codes.OK}, {10, "", codes.OK}, {11, "", codes.OutOfRange}, {-1, "", codes.OutOfRange}} {
-				rc, err := s.Get(ctx, d, tc.offset)
-				if status.Code(err) != tc.code {
-					t.Fatalf("Get offset %d: %v, want %v", tc.offset, err, tc.code)
-				}
-				if err == nil {
-					got, _ := io.ReadAll(rc)
-					rc.Close()
-					if string(got) != tc.want {
-						t.Fatalf("Get offset %d = %q, want %q", tc.offset, got, tc.want)
-					}
-				}
-			}
-			missing, err := s.FindMissing(ctx, []digest.Digest{d, absent})
-			if err != nil || len(missing) != 1 || missing[0] != absent {
-				t.Fatalf("FindMissing = %v, %v; want [%v]", missing, err, absent)
-			}
-		})
+		}
+	}
+	missing, err := s.FindMissing(ctx, []digest.Digest{d, absent})
+	if err != nil || len(missing) != 1 || missing[0] != absent {
+		t.Fatalf("FindMissing = %v, %v; want [%v]", missing, err, absent)
 	}
 }
 
 func TestContentAddressedRejectsCorruptBlobs(t *testing.T) {
-	ctx := context.Background()
 	for name, backend := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			s := ContentAddressed(backend)
-			d, _ := blob("hello")
-			for _, bad := range []string{"jello", "hell", "hello!"} {
-				err := s.Put(ctx, d, strings.NewReader(bad))
-				if status.Code(err) != codes.InvalidArgument {
-					t.Fatalf("Put(%q) = %v, want InvalidArgument", bad, err)
-				}
-				if missing, _ := s.FindMissing(ctx, []digest.Digest{d}); len(missing) != 1 {
-					t.Fatalf("corrupt blob %q became visible", bad)
-				}
-			}
-			if err := s.Put(ctx, d, strings.NewReader("hello")); err != nil {
-				t.Fatalf("Put of matching bytes: %v", err)
-			}
-			if missing, _ := s.FindMissing(ctx, []digest.Digest{digest.Empty}); len(missing) != 0 {
-				t.Fatal("the empty blob is reported missing")
-			}
-			if b, err := GetBytes(ctx, s, digest.Empty); err != nil || len(b) != 0 {
-				t.Fatalf("GetBytes(empty) = %q, %v", b, err)
-			}
-		})
+		t.Run(name, func(t *testing.T) { testContentAddressed(t, backend) })
+	}
+}
+
+// testContentAddressed checks ContentAddressed over a backend: bytes that
+// do not match their digest never become visible, and the empty blob is
+// always present.
+func testContentAddressed(t *testing.T, backend Store) {
+	ctx := context.Background()
+	s := ContentAddressed(backend)
+	d, _ := blob("hello")
+	for _, bad := range []string{"jello", "hell", "hello!"} {
+		err := s.Put(ctx, d, strings.NewReader(bad))
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("Put(%q) = %v, want InvalidArgument", bad, err)
+		}
+		if missing, _ := s.FindMissing(ctx, []digest.Digest{d}); len(missing) != 1 {
+			t.Fatalf("corrupt blob %q became visible", bad)
+		}
+	}
+	if err := s.Put(ctx, d, strings.NewReader("hello")); err != nil {
+		t.Fatalf("Put of matching bytes: %v", err)
+	}
+	if missing, _ := s.FindMissing(ctx, []digest.Digest{digest.Empty}); len(missing) != 0 {
+		t.Fatal("the empty blob is reported missing")
+	}
+	if b, err := GetBytes(ctx, s, digest.Empty); err != nil || len(b) != 0 {
+		t.Fatalf("GetBytes(empty) = %q, %v", b, err)
 	}
 }
 

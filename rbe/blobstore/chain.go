@@ -27,6 +27,14 @@ func (k Kind) String() string {
 	return "CAS"
 }
 
+// prefix is where a store of the kind keeps its objects in a bucket.
+func (k Kind) prefix() string {
+	if k == ACKind {
+		return "ac/"
+	}
+	return "cas/"
+}
+
 // Options says how Open builds a spec's backends.
 type Options struct {
 	Kind Kind
@@ -44,7 +52,7 @@ type Options struct {
 // ctx is done.
 func Open(ctx context.Context, s Spec, o Options) (Store, error) {
 	var conns []*grpc.ClientConn
-	st, err := open(s, o, &conns)
+	st, err := open(ctx, s, o, &conns)
 	for _, c := range conns {
 		if err != nil {
 			c.Close()
@@ -55,7 +63,7 @@ func Open(ctx context.Context, s Spec, o Options) (Store, error) {
 	return st, err
 }
 
-func open(s Spec, o Options, conns *[]*grpc.ClientConn) (Store, error) {
+func open(ctx context.Context, s Spec, o Options, conns *[]*grpc.ClientConn) (Store, error) {
 	switch s := s.(type) {
 	case *DiskSpec:
 		bound := s.MaxSize
@@ -77,11 +85,21 @@ func open(s Spec, o Options, conns *[]*grpc.ClientConn) (Store, error) {
 		}
 		return NewRemote(conn, s.Instance), nil
 	case *S3Spec:
-		return nil, fmt.Errorf("%s: the s3 backend is not available in this build", s)
+		// The CAS and the action cache may share a bucket: each keeps its
+		// objects under a prefix of its own.
+		prefix := o.Kind.prefix()
+		if s.Prefix != "" {
+			prefix = s.Prefix + "/" + prefix
+		}
+		st, err := NewS3(ctx, S3Config{Bucket: s.Bucket, Endpoint: s.Endpoint, Region: s.Region, Prefix: prefix})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s, err)
+		}
+		return st, nil
 	case *ShardSpec:
 		backends := make([]ShardBackend, len(s.Backends))
 		for i, b := range s.Backends {
-			st, err := open(b.Spec, o, conns)
+			st, err := open(ctx, b.Spec, o, conns)
 			if err != nil {
 				return nil, err
 			}
@@ -89,21 +107,21 @@ func open(s Spec, o Options, conns *[]*grpc.ClientConn) (Store, error) {
 		}
 		return NewShard(backends)
 	case *MirrorSpec:
-		a, err := open(s.A, o, conns)
+		a, err := open(ctx, s.A, o, conns)
 		if err != nil {
 			return nil, err
 		}
-		b, err := open(s.B, o, conns)
+		b, err := open(ctx, s.B, o, conns)
 		if err != nil {
 			return nil, err
 		}
 		return NewMirror(a, b), nil
 	case *CacheSpec:
-		local, err := open(s.Disk, o, conns)
+		local, err := open(ctx, s.Disk, o, conns)
 		if err != nil {
 			return nil, err
 		}
-		remote, err := open(s.Remote, o, conns)
+		remote, err := open(ctx, s.Remote, o, conns)
 		if err != nil {
 			return nil, err
 		}
