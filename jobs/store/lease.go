@@ -35,9 +35,10 @@ const (
 // by each server that takes it. Every Commit checks the epoch in its
 // transaction, under a row lock that a takeover's bump waits for, so a
 // server that lost the lease (stopped, then resumed) writes nothing. The
-// active server renews the row every second; one that stops renewing for
-// three seconds is deemed gone, and the standby that takes over ends its
-// database sessions, which frees the lock.
+// active server renews the lease every second, in a row of its own that no
+// commit holds; one that stops renewing for three seconds is deemed gone,
+// and the standby that takes over ends its database sessions, which frees
+// the lock.
 type Lease struct {
 	// Epoch is the epoch this server commits at.
 	Epoch int64
@@ -102,10 +103,7 @@ func (s *Store) tryAcquire(ctx context.Context, address string) (*Lease, error) 
 		conn.Close()
 		return nil, err
 	}
-	var epoch int64
-	err = conn.QueryRowContext(ctx, s.rebind(`INSERT INTO lease (id, epoch, holder, address, renewed) VALUES (1, 1, ?, ?, now())
-		ON CONFLICT (id) DO UPDATE SET epoch = lease.epoch + 1, holder = excluded.holder, address = excluded.address, renewed = now()
-		RETURNING epoch`), s.holder, address).Scan(&epoch)
+	epoch, err := s.bump(ctx, conn, address)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("taking the lease: %w", err)
@@ -117,12 +115,33 @@ func (s *Store) tryAcquire(ctx context.Context, address string) (*Lease, error) 
 	return l, nil
 }
 
+// bump makes this server the lease's holder at the next epoch, in one
+// transaction on the lock's session.
+func (s *Store) bump(ctx context.Context, conn *sql.Conn, address string) (int64, error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	var epoch int64
+	if err := tx.QueryRowContext(ctx, s.rebind(`INSERT INTO lease (id, epoch, holder, address) VALUES (1, 1, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET epoch = lease.epoch + 1, holder = excluded.holder, address = excluded.address
+		RETURNING epoch`), s.holder, address).Scan(&epoch); err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO lease_renewal (id, holder, renewed) VALUES (1, ?, now())
+		ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, renewed = now()`), s.holder); err != nil {
+		return 0, err
+	}
+	return epoch, tx.Commit()
+}
+
 // breakStale returns the active server's address, first ending the
 // database sessions of a holder that has not renewed its lease in time.
 func (s *Store) breakStale(ctx context.Context) (string, error) {
 	var address, holder string
 	var stale bool
-	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT address, holder, now() - renewed > ? * interval '1 millisecond' FROM lease WHERE id = 1`),
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT l.address, r.holder, now() - r.renewed > ? * interval '1 millisecond' FROM lease l, lease_renewal r WHERE l.id = 1 AND r.id = 1`),
 		staleAfter.Milliseconds()).Scan(&address, &holder, &stale)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil // the lock's holder has not written the row yet
@@ -146,14 +165,14 @@ func (l *Lease) renew(ctx context.Context) {
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, staleAfter)
-		res, err := l.conn.ExecContext(rctx, l.s.rebind(`UPDATE lease SET renewed = now() WHERE id = 1 AND epoch = ? AND holder = ?`), l.Epoch, l.s.holder)
+		res, err := l.conn.ExecContext(rctx, l.s.rebind(`UPDATE lease_renewal SET renewed = now() WHERE id = 1 AND holder = ?`), l.s.holder)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil {
 			if n, _ := res.RowsAffected(); n == 0 {
-				err = fmt.Errorf("%w: the lease is at a newer epoch than this server's %d", ErrFenced, l.Epoch)
+				err = fmt.Errorf("%w: the lease has another holder than this server, at epoch %d", ErrFenced, l.Epoch)
 			}
 		}
 		if err != nil {

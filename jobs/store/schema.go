@@ -86,7 +86,10 @@ var migrations = []migration{
 			`ALTER TABLE jobs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0`,
 			`ALTER TABLE logs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0`,
 			`CREATE TABLE submits (key TEXT PRIMARY KEY, id BIGINT NOT NULL, ids TEXT NOT NULL)`,
-			`CREATE TABLE lease (id INTEGER PRIMARY KEY CHECK (id = 1), epoch BIGINT NOT NULL, holder TEXT NOT NULL, address TEXT NOT NULL, renewed TIMESTAMPTZ NOT NULL)`,
+			`CREATE TABLE lease (id INTEGER PRIMARY KEY CHECK (id = 1), epoch BIGINT NOT NULL, holder TEXT NOT NULL, address TEXT NOT NULL)`,
+			// Renewals have a row of their own, so that they never wait
+			// for a commit, which holds the lease's row.
+			`CREATE TABLE lease_renewal (id INTEGER PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, renewed TIMESTAMPTZ NOT NULL)`,
 		},
 	},
 }

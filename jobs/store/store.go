@@ -180,28 +180,18 @@ func (s *Store) Commit(b *Batch) error {
 	if err := s.fence(ctx, tx); err != nil {
 		return err
 	}
-	for id, sp := range b.Specs {
-		if err := s.putSpec(tx, id, sp); err != nil {
-			return err
-		}
+	if err := s.putSpecs(tx, b.Specs); err != nil {
+		return err
 	}
-	for _, j := range b.Jobs {
-		if j.Spec != nil {
-			return fmt.Errorf("saving job %d: its record carries its spec, which is stored apart", j.Id)
-		}
-		rec, err := proto.Marshal(j)
-		if err != nil {
-			return err
-		}
-		if _, err := s.exec(tx, `INSERT INTO jobs (id, idx, state, record, epoch) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (id, idx) DO UPDATE SET state = excluded.state, record = excluded.record, epoch = excluded.epoch`, j.Id, j.Index, j.State, rec, s.epoch); err != nil {
-			return fmt.Errorf("saving job %d: %w", j.Id, err)
-		}
+	if err := s.putJobs(tx, b.Jobs); err != nil {
+		return err
 	}
-	for _, l := range b.Logs {
-		if _, err := s.exec(tx, `INSERT INTO logs (id, idx, rank, data, epoch) VALUES (?, ?, ?, ?, ?)`, l.ID, l.Index, l.Rank, l.Data, s.epoch); err != nil {
-			return fmt.Errorf("saving output of job %d: %w", l.ID, err)
-		}
+	logs := make([][]any, len(b.Logs))
+	for i, l := range b.Logs {
+		logs[i] = []any{l.ID, l.Index, l.Rank, l.Data, s.epoch}
+	}
+	if err := s.insert(tx, `INSERT INTO logs (id, idx, rank, data, epoch) VALUES `, "", logs); err != nil {
+		return fmt.Errorf("saving job output: %w", err)
 	}
 	for _, id := range b.Forget {
 		for _, table := range []string{"jobs", "logs", "specs", "submits"} {
@@ -240,13 +230,79 @@ func (s *Store) Commit(b *Batch) error {
 	return tx.Commit()
 }
 
-func (s *Store) putSpec(tx *sql.Tx, id int64, sp *jobspb.JobSpec) error {
-	b, err := proto.Marshal(sp)
-	if err != nil {
-		return err
+func (s *Store) putSpecs(tx *sql.Tx, specs map[int64]*jobspb.JobSpec) error {
+	rows := make([][]any, 0, len(specs))
+	for id, sp := range specs {
+		b, err := proto.Marshal(sp)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, []any{id, b})
 	}
-	if _, err := s.exec(tx, `INSERT INTO specs (id, spec) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, b); err != nil {
-		return fmt.Errorf("saving the spec of job %d: %w", id, err)
+	if err := s.insert(tx, `INSERT INTO specs (id, spec) VALUES `, ` ON CONFLICT (id) DO NOTHING`, rows); err != nil {
+		return fmt.Errorf("saving job specs: %w", err)
+	}
+	return nil
+}
+
+// putJobs writes job records, the last of a job's records where a merged
+// batch holds several: one statement may change a row once only.
+func (s *Store) putJobs(tx *sql.Tx, jobs []*jobspb.JobRecord) error {
+	type key struct {
+		id  int64
+		idx int32
+	}
+	last := make(map[key]int, len(jobs))
+	for i, j := range jobs {
+		if j.Spec != nil {
+			return fmt.Errorf("saving job %d: its record carries its spec, which is stored apart", j.Id)
+		}
+		last[key{j.Id, j.Index}] = i
+	}
+	rows := make([][]any, 0, len(last))
+	for i, j := range jobs {
+		if last[key{j.Id, j.Index}] != i {
+			continue
+		}
+		rec, err := proto.Marshal(j)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, []any{j.Id, j.Index, j.State, rec, s.epoch})
+	}
+	if err := s.insert(tx, `INSERT INTO jobs (id, idx, state, record, epoch) VALUES `,
+		` ON CONFLICT (id, idx) DO UPDATE SET state = excluded.state, record = excluded.record, epoch = excluded.epoch`, rows); err != nil {
+		return fmt.Errorf("saving job records: %w", err)
+	}
+	return nil
+}
+
+// insertRows is how many rows one statement of insert writes: a round trip
+// per row would make a large round slow on a database across a network,
+// and SQLite takes at most 32766 parameters a statement.
+const insertRows = 500
+
+// insert writes rows, each the parameters of one, in statements of
+// insertRows rows each: head (ending in VALUES), the rows' tuples, then
+// tail. The rows are written in their order.
+func (s *Store) insert(tx *sql.Tx, head, tail string, rows [][]any) error {
+	for len(rows) > 0 {
+		n := min(len(rows), insertRows)
+		var q strings.Builder
+		q.WriteString(head)
+		args := make([]any, 0, n*len(rows[0]))
+		for i, r := range rows[:n] {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?" + strings.Repeat(", ?", len(r)-1) + ")")
+			args = append(args, r...)
+		}
+		q.WriteString(tail)
+		if _, err := s.exec(tx, q.String(), args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
 	}
 	return nil
 }
