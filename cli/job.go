@@ -112,6 +112,19 @@ type JobSubmitCmd struct {
 	// suggestion instead of the start of the command; from the first
 	// other word on, everything is the command's.
 	Command []string `arg:"" optional:"" passthrough:"partial" help:"-- followed by the command to run (or the script's arguments), or a //pkg:target job target."`
+
+	// o is what the flags set over a job's manifest, their text parsed
+	// once the command line is (AfterApply).
+	o manifest.Overrides `kong:"-"`
+}
+
+// AfterApply parses the text of the flags (a time, the dependencies,
+// --env …) as kong parses the command line, so that a bad value is an
+// error of the command line, before anything is built or sent.
+func (c *JobSubmitCmd) AfterApply() error {
+	var err error
+	c.o, err = c.overrides()
+	return err
 }
 
 // Run implements the command. A job target and a command typed after --
@@ -226,11 +239,7 @@ func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 			delete(m.Env, k)
 		}
 	}
-	o, err := c.overrides()
-	if err != nil {
-		return nil, err
-	}
-	o.Apply(m)
+	c.o.Apply(m)
 	if c.Platform != "" {
 		p, err := c.targetPlatform()
 		if err != nil {
