@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rbs-build/rbs/jobs/manifest"
+	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
@@ -33,7 +34,7 @@ type JobCmd struct {
 	List    JobListCmd    `cmd:"" help:"List jobs."`
 	Show    JobShowCmd    `cmd:"" help:"Show one job in detail."`
 	Logs    JobLogsCmd    `cmd:"" help:"Print a job's output."`
-	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end, across restarts of the server; exits non-zero unless all COMPLETED."`
+	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end, printing each as it ends, or as soon as it can never start (DependencyNeverSatisfied), across restarts of the server; exits non-zero unless all COMPLETED."`
 	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs."`
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
 	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
@@ -509,34 +510,135 @@ func untilServerBack(jobs jobspb.JobsClient, fn func() error) error {
 // JobWaitCmd is `rbs job wait`.
 type JobWaitCmd struct {
 	RemoteFlags
-	IDs []string `arg:"" name:"id" help:"Job ids."`
+	IDs     []string `arg:"" name:"id" help:"Job ids; an array's id waits for all its tasks."`
+	Timeout string   `help:"Give up after this long: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS, exiting non-zero and naming the jobs not ended (default: wait for ever)." placeholder:"DURATION"`
+
+	timeout time.Duration `kong:"-"`
 }
 
-// Run implements the command.
+// AfterApply parses --timeout with the command line.
+func (c *JobWaitCmd) AfterApply() error {
+	if c.Timeout == "" {
+		return nil
+	}
+	d, err := spec.ParseDuration(c.Timeout)
+	if err != nil {
+		return fmt.Errorf("--timeout: %w", err)
+	}
+	if d <= 0 {
+		return fmt.Errorf("--timeout %q: want a time above 0", c.Timeout)
+	}
+	c.timeout = d
+	return nil
+}
+
+// Run implements the command. Each job is printed as it ends, or as soon as
+// it can never start; a server that restarts meanwhile sends again those
+// already printed, which are skipped.
 func (c *JobWaitCmd) Run() error {
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	var ended []*jobspb.JobInfo
-	if err := untilServerBack(jobs, func() error {
-		ended, err = collect(jobs.Wait(context.Background(), &jobspb.WaitRequest{Ids: c.IDs}))
-		return err
-	}); err != nil {
-		return err
+	// The timeout is this client's alone: ctx ends only when it is up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if c.timeout > 0 {
+		defer time.AfterFunc(c.timeout, cancel).Stop()
 	}
+	printed := map[string]bool{}
 	var bad []string
-	for _, j := range ended {
-		fmt.Printf("%s\t%s\texit %d\n", j.Id, j.Record.State, j.Record.ExitCode)
-		if j.Record.State != "COMPLETED" {
-			bad = append(bad, j.Id+" "+j.Record.State)
+	err = untilServerBack(jobs, func() error {
+		stream, err := jobs.Wait(ctx, &jobspb.WaitRequest{Ids: c.IDs})
+		if err != nil {
+			return err
 		}
+		for {
+			page, err := stream.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			for _, j := range page.Jobs {
+				if printed[j.Id] {
+					continue
+				}
+				printed[j.Id] = true
+				fmt.Println(waitLine(j))
+				switch r := j.Record; {
+				case r.State == "PENDING":
+					bad = append(bad, j.Id+" can never start ("+r.PendingReason+")")
+				case r.State != "COMPLETED":
+					bad = append(bad, j.Id+" "+r.State)
+				}
+			}
+		}
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("timed out after %s: %s", c.timeout, notEnded(jobs, c.IDs, printed))
+	}
+	if err != nil {
+		return err
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d of %d jobs did not complete: %s", len(bad), len(ended), strings.Join(bad, ", "))
+		return fmt.Errorf("%d of %d jobs did not complete: %s", len(bad), len(printed), strings.Join(bad, ", "))
 	}
 	return nil
+}
+
+// waitLine is how rbs job wait prints a job that is done with: its id, its
+// state and its exit code, or why it can never start.
+func waitLine(j *jobspb.JobInfo) string {
+	r := j.Record
+	if r.State != "PENDING" {
+		return fmt.Sprintf("%s\t%s\texit %d", j.Id, r.State, r.ExitCode)
+	}
+	var never []string
+	for _, d := range j.Deps {
+		if d.NeverSatisfied {
+			never = append(never, fmt.Sprintf("%s:%s (%s)", d.Kind, d.Id, d.State))
+		}
+	}
+	why := r.PendingReason
+	if len(never) > 0 {
+		why += ": " + strings.Join(never, ", ") + " can never be satisfied"
+	}
+	return fmt.Sprintf("%s\tPENDING\t%s; the job can never start (cancel it with rbs job cancel %s)", j.Id, why, j.Id)
+}
+
+// maxNotEnded is how many jobs not ended a timed-out rbs job wait names.
+const maxNotEnded = 10
+
+// notEnded says which of the jobs ids name have not been printed, with
+// their states, as the server has them now.
+func notEnded(jobs jobspb.JobsClient, ids []string, printed map[string]bool) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var left []string
+	for _, id := range ids {
+		shown, err := collect(jobs.Show(ctx, &jobspb.ShowRequest{Id: id}))
+		if err != nil {
+			return fmt.Sprintf("jobs not ended among %s (listing them: %v)", strings.Join(ids, " "), err)
+		}
+		for _, j := range shown {
+			state := j.Record.State
+			if printed[j.Id] || sched.State(state).Terminal() {
+				continue
+			}
+			if state == "PENDING" && j.Record.PendingReason != "" {
+				state += " (" + j.Record.PendingReason + ")"
+			}
+			left = append(left, j.Id+" "+state)
+		}
+	}
+	n := len(left)
+	if n > maxNotEnded {
+		left = append(left[:maxNotEnded], fmt.Sprintf("and %d more", n-maxNotEnded))
+	}
+	return fmt.Sprintf("%s not ended: %s", plural(n, "job", "jobs"), strings.Join(left, ", "))
 }
 
 // JobCancelCmd is `rbs job cancel`.

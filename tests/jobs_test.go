@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,6 +59,7 @@ type jobView struct {
 	} `json:"priority"`
 	Dependencies []struct {
 		Kind, ID, State string
+		NeverSatisfied  bool `json:"never_satisfied"`
 	} `json:"dependencies"`
 }
 
@@ -931,4 +933,100 @@ func TestSubmitRejectsUnknownFlags(t *testing.T) {
 	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--json")), &listed); err != nil || len(listed) != 1 || strings.Join(listed[0].Command, " ") != "-weird --cpu" {
 		t.Fatalf("list after submit -- -weird: %+v, %v", listed, err)
 	}
+}
+
+// TestJobWait checks that rbs job wait prints each job as it ends, counts a
+// job that can never start as done (and failed), and gives up after
+// --timeout, naming the jobs not ended.
+func TestJobWait(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "4", "--job-slots", "4")
+	// A client that never ends fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wait := func(args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, rbsBin, append([]string{"job", "wait"}, args...)...)
+		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token)
+		return cmd
+	}
+
+	// Each job is printed as it ends: the quick one while the other still
+	// runs, held until the quick one's line has been read.
+	release := filepath.Join(t.TempDir(), "release")
+	slow := submit(t, srv, "--", "sh", "-c", `while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release)
+	quick := submit(t, srv, "--", "true")
+	cmd := wait(slow, quick)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(stdout)
+	if first, err := lines.ReadString('\n'); err != nil || first != quick+"\tCOMPLETED\texit 0\n" {
+		t.Fatalf("wait printed %q first (%v), want the quick job's end", first, err)
+	}
+	if j := show(t, srv, slow); j.State != "RUNNING" {
+		t.Fatalf("the slow job is %s before its release", j.State)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(lines)
+	if werr := cmd.Wait(); err != nil || werr != nil || string(rest) != slow+"\tCOMPLETED\texit 0\n" {
+		t.Fatalf("wait went on with %q (%v, %v), want the slow job's end", rest, err, werr)
+	}
+
+	// A job that can never start, and one afterok on it, are done with:
+	// wait prints why and fails.
+	failed := submit(t, srv, "--", "false")
+	never := submit(t, srv, "--deps", "afterok:"+failed, "--", "echo", "never")
+	chained := submit(t, srv, "--deps", "afterok:"+never, "--", "echo", "never")
+	cmd = wait(failed, never, chained)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("wait of jobs that failed or can never start: %v (%v); stdout %q", err, ctx.Err(), out)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	sort.Strings(got)
+	want := []string{
+		failed + "\tFAILED\texit 1",
+		never + "\tPENDING\tDependencyNeverSatisfied: afterok:" + failed + " (FAILED) can never be satisfied; the job can never start (cancel it with rbs job cancel " + never + ")",
+		chained + "\tPENDING\tDependencyNeverSatisfied: afterok:" + never + " (PENDING) can never be satisfied; the job can never start (cancel it with rbs job cancel " + chained + ")",
+	}
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("wait printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(stderr.String(), "3 of 3 jobs did not complete") || !strings.Contains(stderr.String(), never+" can never start (DependencyNeverSatisfied)") {
+		t.Fatalf("wait's error: %q", stderr.String())
+	}
+	// Following its output ends too: there is none to come.
+	if got := rbs(t, srv, "job", "logs", "-f", never); got != "" {
+		t.Fatalf("logs -f of a job that can never start: %q", got)
+	}
+	if j := show(t, srv, chained); j.State != "PENDING" || j.PendingReason != "DependencyNeverSatisfied" || len(j.Dependencies) != 1 || !j.Dependencies[0].NeverSatisfied {
+		t.Fatalf("the job that can never start is left as %+v, want PENDING (DependencyNeverSatisfied) with its dependency never satisfied", j)
+	}
+	if got := rbs(t, srv, "job", "show", chained); !strings.Contains(got, "afterok:"+never+" (PENDING, can never be satisfied)") {
+		t.Fatalf("show of a job that can never start:\n%s", got)
+	}
+
+	// --timeout gives up, naming what has not ended.
+	held := submit(t, srv, "--", "sh", "-c", `while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release+"-never")
+	waitFor(t, srv, held, "RUNNING", inState("RUNNING"))
+	cmd = wait("--timeout", "1s", quick, held)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	if err == nil || ctx.Err() != nil || string(out) != quick+"\tCOMPLETED\texit 0\n" {
+		t.Fatalf("wait --timeout 1s: %v (%v), stdout %q", err, ctx.Err(), out)
+	}
+	if want := "timed out after 1s: 1 job not ended: " + held + " RUNNING"; !strings.Contains(stderr.String(), want) {
+		t.Fatalf("wait --timeout 1s: stderr %q, want %q", stderr.String(), want)
+	}
+	rbs(t, srv, "job", "cancel", held)
 }

@@ -31,6 +31,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"job", "submit", "--script", bad}, "bad.sh:3: #RBS --tim 5m: unknown flag --tim"},
 		{[]string{"job", "lst"}, `unexpected argument lst, did you mean "list"?`},
 		{[]string{"job", "wait"}, `expected "<id> ..."`},
+		{[]string{"job", "wait", "--timeout", "soon", "1"}, `--timeout: invalid time limit "soon"`},
 		{[]string{"job", "logs", "1", "--rank", "first"}, `--rank: expected a valid 32 bit int but got "first"`},
 		{[]string{"build", "--jobz", "3", "//..."}, `unknown flag --jobz, did you mean "--jobs"?`},
 		{[]string{"remote", "worker", "--job-slots", "many"}, `"many"`},

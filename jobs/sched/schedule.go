@@ -29,33 +29,67 @@ func (c *Core) priorityOf(j *job, now time.Time) *jobspb.Priority {
 // depsState says whether a job's dependencies allow it to start: "" when
 // they do, else the pending reason.
 func (c *Core) depsState(j *job) string {
+	return c.specDeps(j.spec, map[*jobspb.JobSpec]bool{})
+}
+
+// specDeps is depsState for the jobs of spec sp. never holds, for the
+// question asked, whether the jobs of each spec met so far can never
+// start: the tasks of an array share their spec, and so the answer.
+func (c *Core) specDeps(sp *jobspb.JobSpec, never map[*jobspb.JobSpec]bool) string {
 	reason := ""
-	for _, d := range j.spec.Deps {
-		for _, t := range c.depTargets(Key{d.JobId, d.Index}) {
-			s := t.state()
-			switch spec.DepKind(d.Kind) {
-			case spec.AfterOK:
-				if s.Terminal() && s != Completed {
-					return ReasonDependencyNeverSatisfied
-				}
-				if s != Completed {
-					reason = ReasonDependency
-				}
-			case spec.AfterNotOK:
-				if s == Completed {
-					return ReasonDependencyNeverSatisfied
-				}
-				if !s.Terminal() {
-					reason = ReasonDependency
-				}
-			case spec.AfterAny:
-				if !s.Terminal() {
-					reason = ReasonDependency
-				}
+	for _, d := range sp.Deps {
+		switch r := c.depState(d, never); r {
+		case ReasonDependencyNeverSatisfied:
+			return r
+		case ReasonDependency:
+			reason = r
+		}
+	}
+	return reason
+}
+
+// depState says whether dependency d lets its job start: "" when it does,
+// else the pending reason: Dependency while it may yet, or
+// DependencyNeverSatisfied when it never can, as when an afterok target
+// ended otherwise than COMPLETED, or can itself never start (a job that
+// never starts never completes).
+func (c *Core) depState(d *jobspb.Dependency, never map[*jobspb.JobSpec]bool) string {
+	reason := ""
+	for _, t := range c.depTargets(Key{d.JobId, d.Index}) {
+		s := t.state()
+		switch spec.DepKind(d.Kind) {
+		case spec.AfterOK:
+			if s.Terminal() && s != Completed || s == Pending && c.neverStarts(t, never) {
+				return ReasonDependencyNeverSatisfied
+			}
+			if s != Completed {
+				reason = ReasonDependency
+			}
+		case spec.AfterNotOK:
+			if s == Completed {
+				return ReasonDependencyNeverSatisfied
+			}
+			if !s.Terminal() {
+				reason = ReasonDependency
+			}
+		case spec.AfterAny:
+			if !s.Terminal() {
+				reason = ReasonDependency
 			}
 		}
 	}
 	return reason
+}
+
+// neverStarts reports whether pending job j can never start: one of its
+// dependencies can never be satisfied.
+func (c *Core) neverStarts(j *job, never map[*jobspb.JobSpec]bool) bool {
+	if n, ok := never[j.spec]; ok {
+		return n
+	}
+	n := c.specDeps(j.spec, never) == ReasonDependencyNeverSatisfied
+	never[j.spec] = n
+	return n
 }
 
 func (c *Core) sortedWorkers() []*worker {

@@ -177,7 +177,9 @@ func (s *Service) QueueList() (queues []*jobspb.QueueInfo) {
 	return queues
 }
 
-// Wait implements the Jobs API: it answers once every named job has ended.
+// Wait implements the Jobs API: it sends each named job once it is done
+// with (sched.Core.Done), those of one round together, and ends once it
+// has sent them all.
 func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) error {
 	ctx := stream.Context()
 	var keys []sched.Key
@@ -187,14 +189,25 @@ func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) e
 		return err
 	}
 	for {
-		var jobs []*jobspb.JobInfo
+		var done []*jobspb.JobInfo
 		changed := s.readNext(func(c *sched.Core) {
-			if c.AllEnded(keys) {
-				jobs = c.Infos(keys, false)
+			var ended []sched.Key
+			left := keys[:0]
+			for _, k := range keys {
+				if c.Done(k) {
+					ended = append(ended, k)
+				} else {
+					left = append(left, k)
+				}
 			}
+			keys = left
+			done = c.Infos(ended, false)
 		})
-		if jobs != nil {
-			return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.WaitResponse{Jobs: p}) })
+		if err := sendPages(done, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.WaitResponse{Jobs: p}) }); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
 		}
 		if err := s.await(ctx, changed); err != nil {
 			return err
@@ -248,7 +261,7 @@ func (s *Service) one(ctx context.Context, id string) (sched.Key, error) {
 
 // output sends job k's stored output, as tr gives it, from offset skip
 // on, in pieces of at most 1 MiB, and, with follow, what arrives until the
-// job ends or ctx is done.
+// job is done with (it ends, or is found never to start) or ctx is done.
 func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bool, tr *ranks, send func([]byte) error) error {
 	emit := func(data []byte) error {
 		n := min(skip, int64(len(data)))
@@ -265,7 +278,7 @@ func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bo
 	var after int64
 	for {
 		ended := false
-		next := s.readNext(func(c *sched.Core) { ended = c.AllEnded([]sched.Key{k}) })
+		next := s.readNext(func(c *sched.Core) { ended = c.Done(k) })
 		// Everything committed up to the round readers see is in the store.
 		for {
 			chunks, last, err := s.store.Logs(k.ID, k.Index, after, logsPart)
