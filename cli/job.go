@@ -35,7 +35,7 @@ type JobCmd struct {
 	Show    JobShowCmd    `cmd:"" help:"Show one job in detail."`
 	Logs    JobLogsCmd    `cmd:"" help:"Print a job's output."`
 	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end, printing each as it ends, or as soon as it can never start (DependencyNeverSatisfied), across restarts of the server; exits non-zero unless all COMPLETED."`
-	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs."`
+	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs; exits non-zero, naming them, for jobs that had already ended, as scancel does."`
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
 	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
 	Reserve JobReserveCmd `cmd:"" help:"Reserve workers for a maintenance window or a team."`
@@ -609,9 +609,6 @@ func waitLine(j *jobspb.JobInfo) string {
 	return fmt.Sprintf("%s\tPENDING\t%s; the job can never start (cancel it with rbs job cancel %s)", j.Id, why, j.Id)
 }
 
-// maxNotEnded is how many jobs not ended a timed-out rbs job wait names.
-const maxNotEnded = 10
-
 // notEnded says which of the jobs ids name have not been printed, with
 // their states, as the server has them now.
 func notEnded(jobs jobspb.JobsClient, ids []string, printed map[string]bool) string {
@@ -634,36 +631,84 @@ func notEnded(jobs jobspb.JobsClient, ids []string, printed map[string]bool) str
 			left = append(left, j.Id+" "+state)
 		}
 	}
-	n := len(left)
-	if n > maxNotEnded {
-		left = append(left[:maxNotEnded], fmt.Sprintf("and %d more", n-maxNotEnded))
+	return fmt.Sprintf("%s not ended: %s", plural(len(left), "job", "jobs"), listed(left))
+}
+
+// maxListed is how many jobs an error names, of an array say.
+const maxListed = 10
+
+// listed joins items, the first maxListed of them and how many more.
+func listed(items []string) string {
+	if n := len(items); n > maxListed {
+		items = append(items[:maxListed:maxListed], fmt.Sprintf("and %d more", n-maxListed))
 	}
-	return fmt.Sprintf("%s not ended: %s", plural(n, "job", "jobs"), strings.Join(left, ", "))
+	return strings.Join(items, ", ")
 }
 
 // JobCancelCmd is `rbs job cancel`.
 type JobCancelCmd struct {
 	RemoteFlags
-	IDs []string `arg:"" name:"id" help:"Job ids."`
+	IDs []string `arg:"" name:"id" help:"Job ids; an array's id cancels its tasks not yet ended."`
 }
 
-// Run implements the command.
+// Run implements the command. It prints the jobs it cancelled; an id whose
+// jobs had all ended already is an error, as with scancel, once the others
+// are cancelled.
 func (c *JobCancelCmd) Run() error {
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	cancelled, err := collect(jobs.Cancel(context.Background(), &jobspb.CancelRequest{Ids: c.IDs}))
+	stream, err := jobs.Cancel(context.Background(), &jobspb.CancelRequest{Ids: c.IDs})
 	if err != nil {
 		return err
 	}
-	for _, j := range cancelled {
+	var all []*jobspb.JobInfo
+	ended := map[string]bool{}
+	for {
+		page, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		all = append(all, page.Jobs...)
+		for _, id := range page.AlreadyEnded {
+			ended[id] = true
+		}
+	}
+	for _, j := range all {
+		if ended[j.Id] {
+			continue
+		}
 		note := ""
 		if j.Record.CancelRequested && j.Record.State == "RUNNING" {
 			note = " (stopping)"
 		}
 		fmt.Printf("%s\t%s%s\n", j.Id, j.Record.State, note)
+	}
+	var over []string
+	for _, id := range c.IDs {
+		var named []string
+		for _, j := range all {
+			if j.Id == id || fmt.Sprint(j.Record.Id) == id {
+				if !ended[j.Id] {
+					named = nil
+					break
+				}
+				named = append(named, j.Id+" "+j.Record.State)
+			}
+		}
+		over = append(over, named...)
+	}
+	switch {
+	case len(over) == 1:
+		id, state, _ := strings.Cut(over[0], " ")
+		return fmt.Errorf("job %s had already ended: %s", id, state)
+	case len(over) > 1:
+		return fmt.Errorf("%d jobs had already ended: %s", len(over), listed(over))
 	}
 	return nil
 }

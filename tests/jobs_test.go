@@ -1030,3 +1030,33 @@ func TestJobWait(t *testing.T) {
 	}
 	rbs(t, srv, "job", "cancel", held)
 }
+
+// TestJobCancelEnded checks that cancelling a job that had already ended
+// says so and fails, as scancel does, while the jobs it does cancel are
+// cancelled and printed.
+func TestJobCancelEnded(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	done := submit(t, srv, "--", "true")
+	arr := submit(t, srv, "--array", "0-1", "--", "true")
+	rbs(t, srv, "job", "wait", done, arr)
+	long := submit(t, srv, "--", "sleep", "60")
+	waitFor(t, srv, long, "RUNNING", inState("RUNNING"))
+	blocked := submit(t, srv, "--deps", "afterok:"+long, "--", "true")
+	for _, tc := range []struct {
+		ids            []string
+		stdout, stderr string // stderr "" when the command must succeed
+	}{
+		{[]string{done}, "", "rbs: error: job " + done + " had already ended: COMPLETED\n"},
+		{[]string{done, blocked}, blocked + "\tCANCELLED\n", "rbs: error: job " + done + " had already ended: COMPLETED\n"},
+		{[]string{long}, long + "\tRUNNING (stopping)\n", ""},
+		{[]string{blocked}, "", "rbs: error: job " + blocked + " had already ended: CANCELLED\n"},
+		{[]string{arr, done}, "", "rbs: error: 3 jobs had already ended: " + arr + "_0 COMPLETED, " + arr + "_1 COMPLETED, " + done + " COMPLETED\n"},
+	} {
+		out, stderr, err := rbsRun(srv, append([]string{"job", "cancel"}, tc.ids...)...)
+		if out != tc.stdout || stderr != tc.stderr || (err == nil) != (tc.stderr == "") {
+			t.Errorf("cancel %v: %v, stdout %q, stderr %q; want stdout %q, stderr %q", tc.ids, err, out, stderr, tc.stdout, tc.stderr)
+		}
+	}
+	waitFor(t, srv, long, "CANCELLED", inState("CANCELLED"))
+}

@@ -368,7 +368,9 @@ func TestCancel(t *testing.T) {
 	running := h.submit(&jobspb.JobSpec{})
 	pending := h.submit(&jobspb.JobSpec{})
 	h.step()
-	h.c.Cancel([]Key{{pending, -1}, {running, -1}})
+	if ended := h.c.Cancel([]Key{{pending, -1}, {running, -1}}); len(ended) != 0 {
+		t.Fatalf("cancelling a pending and a running job: %v had already ended", ended)
+	}
 	_, out := h.c.Flush()
 	if len(out) != 1 || out[0].Msg.GetCancel() == nil {
 		t.Fatalf("messages %v, want one Cancel", out)
@@ -379,6 +381,9 @@ func TestCancel(t *testing.T) {
 	h.finish(running, -1, Failed)
 	if s := h.rec(running, -1).State; s != string(Cancelled) {
 		t.Fatalf("cancelled job ended as %s", s)
+	}
+	if ended := h.c.Cancel([]Key{{pending, -1}, {running, -1}}); fmt.Sprint(ended) != fmt.Sprint([]Key{{pending, -1}, {running, -1}}) {
+		t.Fatalf("cancelling ended jobs again: %v had already ended, want both", ended)
 	}
 }
 

@@ -115,27 +115,39 @@ func (s *Service) ShowJob(id string) ([]*jobspb.JobInfo, error) {
 
 // Cancel implements the Jobs API.
 func (s *Service) Cancel(req *jobspb.CancelRequest, stream jobspb.Jobs_CancelServer) error {
-	jobs, err := s.CancelJobs(stream.Context(), req.Ids)
+	jobs, ended, err := s.CancelJobs(stream.Context(), req.Ids)
 	if err != nil {
 		return err
 	}
-	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.CancelResponse{Jobs: p}) })
+	return sendPages(jobs, func(p []*jobspb.JobInfo) error {
+		resp := &jobspb.CancelResponse{Jobs: p}
+		for _, j := range p {
+			if ended[j.Id] {
+				resp.AlreadyEnded = append(resp.AlreadyEnded, j.Id)
+			}
+		}
+		return stream.Send(resp)
+	})
 }
 
 // CancelJobs cancels jobs (an array id: all its tasks) and returns them as
-// they are once that is durable.
-func (s *Service) CancelJobs(ctx context.Context, ids []string) ([]*jobspb.JobInfo, error) {
+// they are once that is durable, with the ids of those that had already
+// ended, which it left as they were.
+func (s *Service) CancelJobs(ctx context.Context, ids []string) ([]*jobspb.JobInfo, map[string]bool, error) {
 	var jobs []*jobspb.JobInfo
+	ended := map[string]bool{}
 	err := s.doWrite(ctx, func(c *sched.Core) error {
 		keys, err := s.lookup(c, ids)
 		if err != nil {
 			return err
 		}
-		c.Cancel(keys)
+		for _, k := range c.Cancel(keys) {
+			ended[k.String()] = true
+		}
 		jobs = c.Infos(keys, false)
 		return nil
 	})
-	return jobs, err
+	return jobs, ended, err
 }
 
 // lookup resolves job ids, array ids standing for all their tasks.

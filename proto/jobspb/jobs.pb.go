@@ -1949,8 +1949,11 @@ func (x *CancelRequest) GetIds() []string {
 }
 
 type CancelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobs          []*JobInfo             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Jobs  []*JobInfo             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// already_ended are the ids, among jobs, of those that had ended before
+	// the call, which left them as they were.
+	AlreadyEnded  []string `protobuf:"bytes,2,rep,name=already_ended,json=alreadyEnded,proto3" json:"already_ended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1988,6 +1991,13 @@ func (*CancelResponse) Descriptor() ([]byte, []int) {
 func (x *CancelResponse) GetJobs() []*JobInfo {
 	if x != nil {
 		return x.Jobs
+	}
+	return nil
+}
+
+func (x *CancelResponse) GetAlreadyEnded() []string {
+	if x != nil {
+		return x.AlreadyEnded
 	}
 	return nil
 }
@@ -2678,9 +2688,10 @@ const file_jobs_proto_rawDesc = "" +
 	"\fWaitResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"!\n" +
 	"\rCancelRequest\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\":\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"_\n" +
 	"\x0eCancelResponse\x12(\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"\x0f\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\x12#\n" +
+	"\ralready_ended\x18\x02 \x03(\tR\falreadyEnded\"\x0f\n" +
 	"\rQueuesRequest\"@\n" +
 	"\x0eQueuesResponse\x12.\n" +
 	"\x06queues\x18\x01 \x03(\v2\x16.rbs.jobs.v1.QueueInfoR\x06queues\"\xae\x01\n" +
