@@ -730,6 +730,20 @@ func TestJobEnvironment(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, `"NONE,X"`) {
 		t.Errorf("--export NONE,X: %v, stderr %q; want an error naming the value", err, stderr)
 	}
+
+	// Slurm's variables, beside rbs's, for scripts written for Slurm.
+	slurm := `echo "$SLURM_JOB_ID $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURM_NNODES $SLURM_NODEID $SLURM_PROCID $SLURM_CPUS_PER_TASK $SLURM_JOB_NAME $SLURM_JOB_PARTITION"`
+	arr := submit(t, srv, "--array", "0-1", "-c", "2", "-J", "sim", "--", "sh", "-c", slurm)
+	plain := submit(t, srv, "--", "sh", "-c", slurm)
+	rbs(t, srv, "job", "wait", arr, plain)
+	for id, want := range map[string]string{
+		arr + "_1": arr + " " + arr + " 1 1 0 0 2 sim batch",
+		plain:      plain + "   1 0 0 1 sh batch",
+	} {
+		if got := strings.TrimSpace(rbs(t, srv, "job", "logs", id)); got != want {
+			t.Errorf("job %s saw Slurm's variables as %q, want %q", id, got, want)
+		}
+	}
 }
 
 // TestLargestArray submits an array of the most tasks allowed and drives
