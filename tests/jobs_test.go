@@ -866,9 +866,40 @@ echo "$STAGE $KEEP $1 $2"
 		t.Fatalf("show: %+v, want the #RBS name, cpus and time limit", j)
 	}
 
+	// A script written for sbatch: its #SBATCH options that rbs has are
+	// honoured, and the others named in a warning.
+	slurm := filepath.Join(t.TempDir(), "slurm.sh")
+	os.WriteFile(slurm, []byte(`#!/bin/sh
+#SBATCH --job-name=sim
+#SBATCH --time=00:02:00
+#SBATCH --array=0-1 --mem=100M
+#SBATCH --mail-type=END
+echo "task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID"
+`), 0o755)
+	out, stderr, err := rbsRun(srv, "job", "submit", "--parsable", "--script", slurm)
+	arr := strings.TrimSpace(out)
+	if err != nil || stderr != "rbs: warning: "+slurm+":5: #SBATCH --mail-type=END: ignored --mail-type, which rbs has no equivalent of\n" {
+		t.Fatalf("submit of an sbatch script: %v, stdout %q, stderr %q", err, out, stderr)
+	}
+	rbs(t, srv, "job", "wait", arr)
+	if got := rbs(t, srv, "job", "logs", arr+"_1"); got != "task 1 of "+arr+"\n" {
+		t.Fatalf("logs of task 1 of the sbatch script's array: %q", got)
+	}
+	var task struct {
+		Name        string `json:"name"`
+		TimeLimit   int64  `json:"time_limit_seconds"`
+		MemoryBytes int64  `json:"memory_bytes"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", arr+"_1")), &task); err != nil {
+		t.Fatal(err)
+	}
+	if task.Name != "sim" || task.TimeLimit != 120 || task.MemoryBytes != 100<<20 {
+		t.Fatalf("show: %+v, want the #SBATCH name, time limit and memory", task)
+	}
+
 	bad := filepath.Join(t.TempDir(), "bad.sh")
 	os.WriteFile(bad, []byte("#!/bin/sh\n#RBS --time soon\necho never\n"), 0o755)
-	_, stderr, err := rbsRun(srv, "job", "submit", "--script", bad)
+	_, stderr, err = rbsRun(srv, "job", "submit", "--script", bad)
 	if err == nil || !strings.Contains(stderr, "bad.sh:2") || !strings.Contains(stderr, `"soon"`) {
 		t.Fatalf("a bad #RBS line: %v, %q", err, stderr)
 	}
