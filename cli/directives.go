@@ -13,13 +13,14 @@ import (
 	"github.com/google/shlex"
 )
 
-// ExpandDirectives gives the arguments of `rbs job submit --script FILE`
-// with the flags of FILE's directives put in front of those typed, so that
-// typed flags win, as with sbatch. Directives are the "#RBS --flag value
-// ..." and "#SBATCH --option=value ..." lines among the comments and blank
-// lines that open the script (after its #! line); the first other line
-// ends them. What they hold that rbs ignores is said to warn. Other command
-// lines come back as they are.
+// ExpandDirectives gives the arguments of `rbs job submit` with a script,
+// --script FILE or, as with sbatch, a local script file given as the
+// command (see scriptOf), with the flags of the script's directives put in
+// front of those typed, so that typed flags win, as with sbatch. Directives
+// are the "#RBS --flag value ..." and "#SBATCH --option=value ..." lines
+// among the comments and blank lines that open the script (after its #!
+// line); the first other line ends them. What they hold that rbs ignores
+// is said to warn. Other command lines come back as they are.
 func ExpandDirectives(args []string, warn io.Writer) ([]string, error) {
 	words := 0
 	for i, a := range args {
@@ -30,33 +31,74 @@ func ExpandDirectives(args []string, warn io.Writer) ([]string, error) {
 			return args, nil
 		}
 		if words++; words == 2 {
-			path, ok := scriptFlag(args[i+1:])
-			if !ok {
+			rest, path := scriptOf(args[i+1:])
+			if path == "" {
 				return args, nil
 			}
 			flags, err := directives(path, warn)
 			if err != nil {
 				return nil, err
 			}
-			return append(append(append([]string{}, args[:i+1]...), flags...), args[i+1:]...), nil
+			return append(append(append([]string{}, args[:i+1]...), flags...), rest...), nil
 		}
 	}
 	return args, nil
 }
 
-// scriptFlag finds --script's value among submit's flags.
-func scriptFlag(args []string) (string, bool) {
-	for i, a := range args {
-		switch {
-		case a == "--":
-			return "", false
-		case a == "--script" && i+1 < len(args):
-			return args[i+1], true
-		case strings.HasPrefix(a, "--script="):
-			return strings.TrimPrefix(a, "--script="), true
-		}
+// scriptOf finds the script among submit's arguments args: --script's
+// value, or a local script file named as the command without -- before it
+// (the sbatch habit, `rbs job submit ./run.sh ARGS`), for which it returns
+// args as --script FILE -- ARGS. It finds none when args do not parse: the
+// command line's own parse then says why.
+func scriptOf(args []string) (_ []string, path string) {
+	d, err := parseSubmit(args)
+	if err != nil {
+		return args, ""
 	}
-	return "", false
+	if d.Script != "" {
+		return args, d.Script
+	}
+	cmd := d.Command
+	if len(cmd) == 0 || cmd[0] == "--" || !isScript(cmd[0]) {
+		return args, ""
+	}
+	extra := cmd[1:]
+	if len(extra) > 0 && extra[0] == "--" {
+		extra = extra[1:]
+	}
+	flags := args[:len(args)-len(cmd)]
+	return append(append(append([]string{}, flags...), "--script", cmd[0], "--"), extra...), cmd[0]
+}
+
+// isScript reports whether path names a local script file: a regular file
+// that opens with a #! line, as sbatch asks of the scripts it takes.
+func isScript(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return false
+	}
+	head := make([]byte, 2)
+	_, err = io.ReadFull(f, head)
+	return err == nil && string(head) == "#!"
+}
+
+// parseSubmit parses args as submit's flags and arguments alone, quietly
+// (a --help among them prints nothing): a look at them apart from the
+// command line's own parse.
+func parseSubmit(args []string) (*JobSubmitCmd, error) {
+	var d JobSubmitCmd
+	k, err := kong.New(&d, kong.Exit(func(int) {}), kong.Writers(io.Discard, io.Discard))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := k.Parse(args); err != nil {
+		return nil, err
+	}
+	return &d, nil
 }
 
 // directives reads a script's #RBS and #SBATCH lines. An #RBS line must
@@ -204,12 +246,8 @@ func checkDirective(words []string) error {
 			return errors.New("--script cannot be given in #RBS lines")
 		}
 	}
-	var d JobSubmitCmd
-	k, err := kong.New(&d, kong.Exit(func(int) {}))
+	d, err := parseSubmit(words)
 	if err != nil {
-		return err
-	}
-	if _, err := k.Parse(words); err != nil {
 		return err
 	}
 	if len(d.Command) > 0 {

@@ -38,6 +38,12 @@ python3 train.py
 		{[]string{"job", "list"}, []string{"job", "list"}},
 		{[]string{"build", "--script", train}, []string{"build", "--script", train}},
 		{[]string{"job", "submit", "--script", filepath.Join(dir, "missing.sh")}, []string{"job", "submit", "--script", filepath.Join(dir, "missing.sh")}},
+		// A script file given as the command, as to sbatch, is the script.
+		{[]string{"job", "submit", "--cpus", "8", train, "a", "--b"}, []string{"job", "submit", "--name", "train model", "--cpus", "4", "--time=2h", "--env", "DATA=/data", "--cpus", "8", "--script", train, "--", "a", "--b"}},
+		{[]string{"job", "submit", train, "--", "a"}, []string{"job", "submit", "--name", "train model", "--cpus", "4", "--time=2h", "--env", "DATA=/data", "--script", train, "--", "a"}},
+		{[]string{"job", "submit", "--", train, "a"}, []string{"job", "submit", "--", train, "a"}},
+		{[]string{"job", "submit", plain}, []string{"job", "submit", plain}},
+		{[]string{"job", "submit", "--cpu", "8", train}, []string{"job", "submit", "--cpu", "8", train}},
 	} {
 		got, err := ExpandDirectives(tc.in, io.Discard)
 		if err != nil || strings.Join(got, "|") != strings.Join(tc.want, "|") {

@@ -9,8 +9,10 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,7 +114,7 @@ type JobSubmitCmd struct {
 	// are all parsed as flags, so a mistyped flag is an error with a
 	// suggestion instead of the start of the command; from the first
 	// other word on, everything is the command's.
-	Command []string `arg:"" optional:"" passthrough:"partial" help:"-- followed by the command to run (or the script's arguments), or a //pkg:target job target."`
+	Command []string `arg:"" optional:"" passthrough:"partial" help:"-- followed by the command to run (or the script's arguments), a //pkg:target job target, or, as with sbatch, a local script file (one that opens with #!) and its arguments, taken as --script FILE -- ARGS."`
 
 	// o is what the flags set over a job's manifest, their text parsed
 	// once the command line is (AfterApply).
@@ -155,6 +157,7 @@ func (c *JobSubmitCmd) Run() error {
 			}
 			trees = append(trees, inputs)
 		}
+		warnLocalFiles(m.Command, trees)
 		ms = []*manifest.Manifest{m}
 	}
 	if c.Interactive && len(ms) > 1 {
@@ -249,6 +252,30 @@ func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 		m.Platform = p.String()
 	}
 	return m, nil
+}
+
+// warnLocalFiles says on stderr which words of a command name a file here,
+// relative to the working directory, that the job's directory will not
+// hold (trees are its inputs, if any): the job runs on a worker, with
+// only what it is sent.
+func warnLocalFiles(command []string, trees []*merkle.Tree) {
+	for _, w := range command {
+		if strings.HasPrefix(w, "-") || filepath.IsAbs(w) {
+			continue
+		}
+		if info, err := os.Stat(w); err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		p := path.Clean(filepath.ToSlash(w))
+		staged := false
+		for _, t := range trees {
+			_, found := slices.BinarySearchFunc(t.Files, p, func(f merkle.File, p string) int { return strings.Compare(f.Path, p) })
+			staged = staged || found
+		}
+		if !staged {
+			fmt.Fprintf(os.Stderr, "rbs: warning: %s is a local file; pass --inputs . to send it, or --script for a script\n", w)
+		}
+	}
 }
 
 // flags names the submit flag that sets each manifest field.

@@ -1105,3 +1105,49 @@ func TestJobCancelEnded(t *testing.T) {
 	}
 	waitFor(t, srv, long, "CANCELLED", inState("CANCELLED"))
 }
+
+// TestSubmitLocalFiles submits from a project directory: a command naming a
+// local file that is not sent gets a warning, --inputs . sends it, and a
+// local script file given as the command runs as --script does, its
+// directives honoured, as with sbatch.
+func TestSubmitLocalFiles(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "shard.sh"), []byte("echo shard $RBS_ARRAY_INDEX\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n#SBATCH --job-name=runner\n#RBS --env X=1\necho \"$X $1 $SLURM_JOB_NAME\"\n"), 0o755)
+	submitIn := func(args ...string) (id, stderr string) {
+		t.Helper()
+		cmd := exec.Command(rbsBin, append([]string{"job", "submit", "--parsable"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token)
+		var e strings.Builder
+		cmd.Stderr = &e
+		out, err := cmd.Output()
+		id = strings.TrimSpace(string(out))
+		if _, perr := strconv.Atoi(id); err != nil || perr != nil {
+			t.Fatalf("submit %q: %v, stdout %q, stderr %q", args, err, out, e.String())
+		}
+		return id, e.String()
+	}
+	warning := "rbs: warning: shard.sh is a local file; pass --inputs . to send it, or --script for a script\n"
+	if _, stderr := submitIn("--", "sh", "shard.sh"); stderr != warning {
+		t.Fatalf("submit of a command naming a local file not sent: stderr %q, want %q", stderr, warning)
+	}
+	id, stderr := submitIn("--inputs", ".", "--array", "0-1", "--", "sh", "shard.sh")
+	if !strings.HasPrefix(stderr, "rbs: inputs: ") || strings.Contains(stderr, "warning") {
+		t.Fatalf("submit with --inputs .: stderr %q, want the upload's line alone", stderr)
+	}
+	rbs(t, srv, "job", "wait", id)
+	if got := rbs(t, srv, "job", "logs", id+"_1"); got != "shard 1\n" {
+		t.Fatalf("logs of the shard sent with --inputs .: %q", got)
+	}
+	id, stderr = submitIn("./run.sh", "first")
+	if stderr != "" {
+		t.Fatalf("submit ./run.sh: stderr %q", stderr)
+	}
+	rbs(t, srv, "job", "wait", id)
+	if got := rbs(t, srv, "job", "logs", id); got != "1 first runner\n" {
+		t.Fatalf("logs of ./run.sh submitted as sbatch takes it: %q", got)
+	}
+}
