@@ -1,13 +1,17 @@
 package cli
 
-import "strings"
+import (
+	"os"
+	"strings"
+)
 
-// Args rewrites a command line before it is parsed: the #RBS lines of a
-// submitted script become flags (ExpandDirectives), and Bazel's build
+// Args rewrites a command line before it is parsed: the #RBS and #SBATCH
+// lines of a submitted script become flags (ExpandDirectives, warning on
+// stderr of what it ignores), and Bazel's build
 // setting flags, --//pkg:flag=value, --//pkg:flag and --no//pkg:flag, become
 // --set //pkg:flag=value (true, false), which the build commands take.
 func Args(args []string) ([]string, error) {
-	args, err := ExpandDirectives(args)
+	args, err := ExpandDirectives(args, os.Stderr)
 	if err != nil {
 		return nil, err
 	}

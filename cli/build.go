@@ -199,17 +199,12 @@ func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 	cmd.Env = append(os.Environ(), "RUNFILES_DIR="+filepath.Dir(dir), "BUILD_WORKSPACE_DIRECTORY="+s.Root())
 	if err := cmd.Run(); err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
-			return exitCode(ee.ExitCode())
+			return exitError{ee, ee.ExitCode()}
 		}
 		return err
 	}
 	return nil
 }
-
-// exitCode is a program's non-zero exit, passed on as rbs's own.
-type exitCode int
-
-func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // QueryCmd is `rbs query`.
 type QueryCmd struct {
@@ -237,6 +232,3 @@ type CleanCmd struct{}
 func (c *CleanCmd) Run() error {
 	return withSession(session.Options{}, func(s *session.Session) error { return s.Clean() })
 }
-
-// ExitCode makes rbs exit with the program's status.
-func (e exitCode) ExitCode() int { return int(e) }

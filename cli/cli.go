@@ -4,6 +4,8 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"runtime/debug"
 
@@ -35,10 +37,49 @@ func Options() []kong.Option {
 	return []kong.Option{
 		kong.Name("rbs"),
 		kong.Description("rbs: a Starlark build tool, a remote execution cluster, and a batch scheduler."),
-		kong.UsageOnError(),
 		kong.Vars{"version": Version(), "worker_cache": units.Size(defaultWorkerCache).String()},
 	}
 }
+
+// Parse reads rbs's command line: Args rewrites it, then k parses it. A
+// command line used wrongly (an unknown flag, a bad value, a missing
+// argument, a bad #RBS line) is an error of one line, kong's suggestion
+// included, that names the command whose --help shows its usage, with exit
+// status 2, as most commands use; the usage itself is never printed
+// unasked.
+func Parse(k *kong.Kong, args []string) (*kong.Context, error) {
+	args, err := Args(args)
+	if err != nil {
+		return nil, exitError{err, usageStatus}
+	}
+	ctx, err := k.Parse(args)
+	if err != nil {
+		cmd := k.Model.Name
+		var pe *kong.ParseError
+		if errors.As(err, &pe) && pe.Context.Selected() != nil {
+			cmd = pe.Context.Selected().FullPath()
+		}
+		return nil, exitError{fmt.Errorf("%w (see %s --help)", err, cmd), usageStatus}
+	}
+	return ctx, nil
+}
+
+// usageStatus is the exit status of a command line used wrongly.
+const usageStatus = 2
+
+// exitError is a failure that sets rbs's exit status: a program's or a
+// job's, passed on, or usageStatus.
+type exitError struct {
+	err  error
+	code int
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+
+func (e exitError) Unwrap() error { return e.err }
+
+// ExitCode is the status rbs exits with (kong.ExitCoder).
+func (e exitError) ExitCode() int { return e.code }
 
 // Version is the rbs version: the link-time version, else the module
 // version, else "devel".

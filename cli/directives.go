@@ -3,20 +3,25 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/google/shlex"
 )
 
-// ExpandDirectives gives the arguments of `rbs job submit --script FILE`
-// with the flags of FILE's #RBS lines put in front of those typed, so that
-// typed flags win, as with sbatch's #SBATCH lines. Directives are the
-// "#RBS --flag value ..." lines among the comments and blank lines that
-// open the script (after its #! line); the first other line ends them.
-// Other command lines come back as they are.
-func ExpandDirectives(args []string) ([]string, error) {
+// ExpandDirectives gives the arguments of `rbs job submit` with a script,
+// --script FILE or, as with sbatch, a local script file given as the
+// command (see scriptOf), with the flags of the script's directives put in
+// front of those typed, so that typed flags win, as with sbatch. Directives
+// are the "#RBS --flag value ..." and "#SBATCH --option=value ..." lines
+// among the comments and blank lines that open the script (after its #!
+// line); the first other line ends them. What they hold that rbs ignores
+// is said to warn. Other command lines come back as they are.
+func ExpandDirectives(args []string, warn io.Writer) ([]string, error) {
 	words := 0
 	for i, a := range args {
 		if strings.HasPrefix(a, "-") {
@@ -26,39 +31,83 @@ func ExpandDirectives(args []string) ([]string, error) {
 			return args, nil
 		}
 		if words++; words == 2 {
-			path, ok := scriptFlag(args[i+1:])
-			if !ok {
+			rest, path := scriptOf(args[i+1:])
+			if path == "" {
 				return args, nil
 			}
-			flags, err := directives(path)
+			flags, err := directives(path, warn)
 			if err != nil {
 				return nil, err
 			}
-			return append(append(append([]string{}, args[:i+1]...), flags...), args[i+1:]...), nil
+			return append(append(append([]string{}, args[:i+1]...), flags...), rest...), nil
 		}
 	}
 	return args, nil
 }
 
-// scriptFlag finds --script's value among submit's flags.
-func scriptFlag(args []string) (string, bool) {
-	for i, a := range args {
-		switch {
-		case a == "--":
-			return "", false
-		case a == "--script" && i+1 < len(args):
-			return args[i+1], true
-		case strings.HasPrefix(a, "--script="):
-			return strings.TrimPrefix(a, "--script="), true
-		}
+// scriptOf finds the script among submit's arguments args: --script's
+// value, or a local script file named as the command without -- before it
+// (the sbatch habit, `rbs job submit ./run.sh ARGS`), for which it returns
+// args as --script FILE -- ARGS. It finds none when args do not parse: the
+// command line's own parse then says why.
+func scriptOf(args []string) (_ []string, path string) {
+	d, err := parseSubmit(args)
+	if err != nil {
+		return args, ""
 	}
-	return "", false
+	if d.Script != "" {
+		return args, d.Script
+	}
+	cmd := d.Command
+	if len(cmd) == 0 || cmd[0] == "--" || !isScript(cmd[0]) {
+		return args, ""
+	}
+	extra := cmd[1:]
+	if len(extra) > 0 && extra[0] == "--" {
+		extra = extra[1:]
+	}
+	flags := args[:len(args)-len(cmd)]
+	return append(append(append([]string{}, flags...), "--script", cmd[0], "--"), extra...), cmd[0]
 }
 
-// directives reads a script's #RBS lines. Each must hold submit flags and
-// nothing else; an error names the file and line. A script that cannot be
-// read gives none, and --script's own check reports it.
-func directives(path string) ([]string, error) {
+// isScript reports whether path names a local script file: a regular file
+// that opens with a #! line, as sbatch asks of the scripts it takes.
+func isScript(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return false
+	}
+	head := make([]byte, 2)
+	_, err = io.ReadFull(f, head)
+	return err == nil && string(head) == "#!"
+}
+
+// parseSubmit parses args as submit's flags and arguments alone, quietly
+// (a --help among them prints nothing): a look at them apart from the
+// command line's own parse.
+func parseSubmit(args []string) (*JobSubmitCmd, error) {
+	var d JobSubmitCmd
+	k, err := kong.New(&d, kong.Exit(func(int) {}), kong.Writers(io.Discard, io.Discard))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := k.Parse(args); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// directives reads a script's #RBS and #SBATCH lines. An #RBS line must
+// hold submit flags and nothing else; an #SBATCH line holds sbatch options,
+// those rbs has an equivalent of becoming its flags (sbatchFlags), the
+// others ignored with a warning to warn that names the line and the option.
+// An error names the file and line. A script that cannot be read gives
+// none, and --script's own check reports it.
+func directives(path string, warn io.Writer) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil
@@ -72,20 +121,122 @@ func directives(path string) ([]string, error) {
 		if !strings.HasPrefix(t, "#") {
 			break
 		}
-		rest, ok := strings.CutPrefix(t, "#RBS")
-		if !ok || rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+		rbs, isRBS := directive(t, "#RBS")
+		sbatch, isSbatch := directive(t, "#SBATCH")
+		if !isRBS && !isSbatch {
 			continue
 		}
-		words, err := shlex.Split(rest)
+		words, err := shlex.Split(rbs + sbatch)
+		var ignored []string
+		if err == nil && isSbatch {
+			words, ignored, err = sbatchFlags(words)
+		}
 		if err == nil {
 			err = checkDirective(words)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %s: %v", path, n+1, t, err)
 		}
+		for _, o := range ignored {
+			fmt.Fprintf(warn, "rbs: warning: %s:%d: %s: ignored %s, which rbs has no equivalent of\n", path, n+1, t, o)
+		}
 		flags = append(flags, words...)
 	}
 	return flags, nil
+}
+
+// directive returns what follows the word prefix, such as #RBS, that opens
+// the comment t, and whether it does.
+func directive(t, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(t, prefix)
+	if !ok || rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+		return "", false
+	}
+	return rest, true
+}
+
+// sbatchOptions are the sbatch options rbs has an equivalent of, by their
+// long and short names, with the submit flag each becomes ("" for
+// --requeue, which is what rbs does anyway).
+var sbatchOptions = map[string]string{
+	"--job-name": "--name", "-J": "--name",
+	"--partition": "--queue", "-p": "--queue",
+	"--cpus-per-task": "--cpus", "-c": "--cpus",
+	"--time": "--time", "-t": "--time",
+	"--dependency": "--deps", "-d": "--deps",
+	"--array": "--array", "-a": "--array",
+	"--nodes": "--nodes", "-N": "--nodes",
+	"--gpus": "--gpus", "-G": "--gpus",
+	"--mem":        "--memory-gb",
+	"--export":     "--export",
+	"--no-requeue": "--no-requeue",
+	"--requeue":    "",
+}
+
+// sbatchSwitches are the sbatchOptions that take no value.
+var sbatchSwitches = map[string]bool{"--no-requeue": true, "--requeue": true}
+
+// sbatchFlags turns the words of an #SBATCH line into submit flags, and
+// names the options it ignores: those rbs has no equivalent of (with the
+// words after them up to the next option, their values) and words that are
+// no option at all.
+func sbatchFlags(words []string) (flags, ignored []string, err error) {
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		name, value, hasValue := w, "", false
+		switch {
+		case strings.HasPrefix(w, "--"):
+			name, value, hasValue = strings.Cut(w, "=")
+		case strings.HasPrefix(w, "-") && len(w) > 2:
+			name, value, hasValue = w[:2], w[2:], true
+		}
+		flag, ok := sbatchOptions[name]
+		if !ok {
+			ignored = append(ignored, name)
+			for i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") {
+				i++
+			}
+			continue
+		}
+		switch {
+		case sbatchSwitches[name]:
+			if hasValue {
+				return nil, nil, fmt.Errorf("%s takes no value", name)
+			}
+			if flag != "" {
+				flags = append(flags, flag)
+			}
+			continue
+		case !hasValue && i+1 == len(words):
+			return nil, nil, fmt.Errorf("%s needs a value", name)
+		case !hasValue:
+			i++
+			value = words[i]
+		}
+		if flag == "--memory-gb" {
+			if value, err = sbatchMem(value); err != nil {
+				return nil, nil, err
+			}
+		}
+		flags = append(flags, flag+"="+value)
+	}
+	return flags, ignored, nil
+}
+
+// sbatchMem turns sbatch's --mem, a whole number with the unit K, M, G or
+// T (default M, as sbatch has it), into GiB, --memory-gb's value.
+func sbatchMem(v string) (string, error) {
+	digits := strings.TrimRight(v, "KMGTkmgt")
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || len(v)-len(digits) > 1 {
+		return "", fmt.Errorf("--mem %q: want a whole number with the unit K, M, G or T, as in 4G or 4000M (M when none)", v)
+	}
+	unit := "M"
+	if len(v) > len(digits) {
+		unit = strings.ToUpper(v[len(digits):])
+	}
+	shift := map[string]int{"K": -20, "M": -10, "G": 0, "T": 10}[unit]
+	return strconv.FormatFloat(math.Ldexp(float64(n), shift), 'g', -1, 64), nil
 }
 
 // checkDirective parses one line's words as submit flags alone.
@@ -95,12 +246,8 @@ func checkDirective(words []string) error {
 			return errors.New("--script cannot be given in #RBS lines")
 		}
 	}
-	var d JobSubmitCmd
-	k, err := kong.New(&d, kong.Exit(func(int) {}))
+	d, err := parseSubmit(words)
 	if err != nil {
-		return err
-	}
-	if _, err := k.Parse(words); err != nil {
 		return err
 	}
 	if len(d.Command) > 0 {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,13 +38,55 @@ python3 train.py
 		{[]string{"job", "list"}, []string{"job", "list"}},
 		{[]string{"build", "--script", train}, []string{"build", "--script", train}},
 		{[]string{"job", "submit", "--script", filepath.Join(dir, "missing.sh")}, []string{"job", "submit", "--script", filepath.Join(dir, "missing.sh")}},
+		// A script file given as the command, as to sbatch, is the script.
+		{[]string{"job", "submit", "--cpus", "8", train, "a", "--b"}, []string{"job", "submit", "--name", "train model", "--cpus", "4", "--time=2h", "--env", "DATA=/data", "--cpus", "8", "--script", train, "--", "a", "--b"}},
+		{[]string{"job", "submit", train, "--", "a"}, []string{"job", "submit", "--name", "train model", "--cpus", "4", "--time=2h", "--env", "DATA=/data", "--script", train, "--", "a"}},
+		{[]string{"job", "submit", "--", train, "a"}, []string{"job", "submit", "--", train, "a"}},
+		{[]string{"job", "submit", plain}, []string{"job", "submit", plain}},
+		{[]string{"job", "submit", "--cpu", "8", train}, []string{"job", "submit", "--cpu", "8", train}},
 	} {
-		got, err := ExpandDirectives(tc.in)
+		got, err := ExpandDirectives(tc.in, io.Discard)
 		if err != nil || strings.Join(got, "|") != strings.Join(tc.want, "|") {
 			t.Errorf("%q:\n got %q, %v\nwant %q", tc.in, got, err, tc.want)
 		}
 	}
+	// #SBATCH lines: the options rbs has become its flags; the others are
+	// ignored, each named in a warning with its line.
+	sbatch := script("sbatch.sh", `#!/bin/bash
+#SBATCH --job-name=sim
+#SBATCH -t 1:00:00
+#SBATCH --array=0-9%2 --mem=4G
+#SBATCH --mail-type=END --mail-user me@example.com -c2
+#SBATCH -o out.%j
+#SBATCH --requeue
+#RBS --env A=1
+#SBATCH -N 2 --no-requeue --mem 512
+#SBATCHX --cpus 99
+srun hostname
+#SBATCH --cpus-per-task 98
+`)
+	var warned strings.Builder
+	got, err := ExpandDirectives([]string{"job", "submit", "--script", sbatch}, &warned)
+	want := []string{"job", "submit", "--name=sim", "--time=1:00:00", "--array=0-9%2", "--memory-gb=4", "--cpus=2", "--env", "A=1", "--nodes=2", "--no-requeue", "--memory-gb=0.5", "--script", sbatch}
+	if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("#SBATCH lines:\n got %q, %v\nwant %q", got, err, want)
+	}
+	if want := sbatch + ":5: #SBATCH --mail-type=END --mail-user me@example.com -c2: ignored --mail-type, which rbs has no equivalent of\n" +
+		sbatch + ":5: #SBATCH --mail-type=END --mail-user me@example.com -c2: ignored --mail-user, which rbs has no equivalent of\n" +
+		sbatch + ":6: #SBATCH -o out.%j: ignored -o, which rbs has no equivalent of\n"; warned.String() != strings.ReplaceAll(want, sbatch, "rbs: warning: "+sbatch) {
+		t.Errorf("#SBATCH warnings:\n%s", warned.String())
+	}
+	for _, tc := range []struct{ mem, gib string }{{"4000", "3.90625"}, {"1T", "1024"}, {"2g", "2"}, {"1024K", "0.0009765625"}} {
+		if got, err := sbatchMem(tc.mem); got != tc.gib || err != nil {
+			t.Errorf("--mem %s: %q, %v; want %s GiB", tc.mem, got, err, tc.gib)
+		}
+	}
 	for _, tc := range []struct{ text, want string }{
+		{"#SBATCH --time=soon\n", `bad.sh:1: #SBATCH --time=soon: invalid time limit "soon"`},
+		{"#SBATCH --mem=4GB\n", `bad.sh:1: #SBATCH --mem=4GB: --mem "4GB": want a whole number with the unit K, M, G or T`},
+		{"#SBATCH -J\n", "bad.sh:1: #SBATCH -J: -J needs a value"},
+		{"#SBATCH --gpus=a100:2\n", `bad.sh:1: #SBATCH --gpus=a100:2: --gpus: expected a valid 32 bit int but got "a100:2"`},
+		{"#SBATCH --requeue=1\n", "bad.sh:1: #SBATCH --requeue=1: --requeue takes no value"},
 		{"#RBS --cpus many\n", `bad.sh:1: #RBS --cpus many: --cpus: expected a valid 32 bit int but got "many"`},
 		{"#!/bin/sh\n#RBS extra\n", `bad.sh:2: #RBS extra: "extra" is not a submit flag`},
 		{"#RBS --script other.sh\n", "bad.sh:1: #RBS --script other.sh: --script cannot be given"},
@@ -55,7 +98,7 @@ python3 train.py
 		{"#RBS -- true\n", `bad.sh:1: #RBS -- true: "--" is not a submit flag`},
 	} {
 		p := script("bad.sh", tc.text)
-		_, err := ExpandDirectives([]string{"job", "submit", "--script", p})
+		_, err := ExpandDirectives([]string{"job", "submit", "--script", p}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error containing %q", tc.text, err, tc.want)
 		}

@@ -9,13 +9,16 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/rbs-build/rbs/jobs/manifest"
+	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
@@ -34,8 +37,8 @@ type JobCmd struct {
 	List    JobListCmd    `cmd:"" help:"List jobs."`
 	Show    JobShowCmd    `cmd:"" help:"Show one job in detail."`
 	Logs    JobLogsCmd    `cmd:"" help:"Print a job's output."`
-	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end, across restarts of the server; exits non-zero unless all COMPLETED."`
-	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs."`
+	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end, printing each as it ends, or as soon as it can never start (DependencyNeverSatisfied), across restarts of the server; exits non-zero unless all COMPLETED."`
+	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs; exits non-zero, naming them, for jobs that had already ended, as scancel does."`
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
 	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
 	Reserve JobReserveCmd `cmd:"" help:"Reserve workers for a maintenance window or a team."`
@@ -103,16 +106,29 @@ type JobSubmitCmd struct {
 	MaxRetries    int32    `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
 	CheckpointDir string   `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
 	Parsable      bool     `help:"Print only the job id."`
-	Interactive   bool     `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's, as with rbs job wait."`
+	Interactive   bool     `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's exit code, as with srun (1 for a job that ended without one, such as one cancelled before it ran)."`
 	Inputs        []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
 	Platform      string   `help:"Build the job target and the --inputs labels for this platform, OS-ARCH such as linux-arm64 (default: $RBS_TARGET_PLATFORM, else this machine's), and run the job only on workers of it. Another platform than this machine's is not built here: its outputs come from the cluster's action cache, filled by rbs build --platform P --remote on that cluster."`
 	Outputs       []string `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
-	Script        string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, as #SBATCH lines do; flags on the command line win." type:"existingfile"`
+	Script        string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, and its #SBATCH lines the sbatch options rbs has (--job-name, --partition, --cpus-per-task, --time, --dependency, --array, --nodes, --gpus, --mem, --export, --no-requeue, --requeue and their short names), warning of the others; flags on the command line win." type:"existingfile"`
 	// Partial passthrough: the words before the command (or before --)
 	// are all parsed as flags, so a mistyped flag is an error with a
 	// suggestion instead of the start of the command; from the first
 	// other word on, everything is the command's.
-	Command []string `arg:"" optional:"" passthrough:"partial" help:"-- followed by the command to run (or the script's arguments), or a //pkg:target job target."`
+	Command []string `arg:"" optional:"" passthrough:"partial" help:"-- followed by the command to run (or the script's arguments), a //pkg:target job target, or, as with sbatch, a local script file (one that opens with #!) and its arguments, taken as --script FILE -- ARGS."`
+
+	// o is what the flags set over a job's manifest, their text parsed
+	// once the command line is (AfterApply).
+	o manifest.Overrides `kong:"-"`
+}
+
+// AfterApply parses the text of the flags (a time, the dependencies,
+// --env …) as kong parses the command line, so that a bad value is an
+// error of the command line, before anything is built or sent.
+func (c *JobSubmitCmd) AfterApply() error {
+	var err error
+	c.o, err = c.overrides()
+	return err
 }
 
 // Run implements the command. A job target and a command typed after --
@@ -142,6 +158,7 @@ func (c *JobSubmitCmd) Run() error {
 			}
 			trees = append(trees, inputs)
 		}
+		warnLocalFiles(m.Command, trees)
 		ms = []*manifest.Manifest{m}
 	}
 	if c.Interactive && len(ms) > 1 {
@@ -229,11 +246,7 @@ func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 			delete(m.Env, k)
 		}
 	}
-	o, err := c.overrides()
-	if err != nil {
-		return nil, err
-	}
-	o.Apply(m)
+	c.o.Apply(m)
 	if c.Platform != "" {
 		p, err := c.targetPlatform()
 		if err != nil {
@@ -242,6 +255,30 @@ func (c *JobSubmitCmd) manifest() (*manifest.Manifest, error) {
 		m.Platform = p.String()
 	}
 	return m, nil
+}
+
+// warnLocalFiles says on stderr which words of a command name a file here,
+// relative to the working directory, that the job's directory will not
+// hold (trees are its inputs, if any): the job runs on a worker, with
+// only what it is sent.
+func warnLocalFiles(command []string, trees []*merkle.Tree) {
+	for _, w := range command {
+		if strings.HasPrefix(w, "-") || filepath.IsAbs(w) {
+			continue
+		}
+		if info, err := os.Stat(w); err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		p := path.Clean(filepath.ToSlash(w))
+		staged := false
+		for _, t := range trees {
+			_, found := slices.BinarySearchFunc(t.Files, p, func(f merkle.File, p string) int { return strings.Compare(f.Path, p) })
+			staged = staged || found
+		}
+		if !staged {
+			fmt.Fprintf(os.Stderr, "rbs: warning: %s is a local file; pass --inputs . to send it, or --script for a script\n", w)
+		}
+	}
 }
 
 // flags names the submit flag that sets each manifest field.
@@ -503,59 +540,205 @@ func untilServerBack(jobs jobspb.JobsClient, fn func() error) error {
 // JobWaitCmd is `rbs job wait`.
 type JobWaitCmd struct {
 	RemoteFlags
-	IDs []string `arg:"" name:"id" help:"Job ids."`
+	IDs     []string `arg:"" name:"id" help:"Job ids; an array's id waits for all its tasks."`
+	Timeout string   `help:"Give up after this long: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS, exiting non-zero and naming the jobs not ended (default: wait for ever)." placeholder:"DURATION"`
+
+	timeout time.Duration `kong:"-"`
 }
 
-// Run implements the command.
+// AfterApply parses --timeout with the command line.
+func (c *JobWaitCmd) AfterApply() error {
+	if c.Timeout == "" {
+		return nil
+	}
+	d, err := spec.ParseDuration(c.Timeout)
+	if err != nil {
+		return fmt.Errorf("--timeout: %w", err)
+	}
+	if d <= 0 {
+		return fmt.Errorf("--timeout %q: want a time above 0", c.Timeout)
+	}
+	c.timeout = d
+	return nil
+}
+
+// Run implements the command. Each job is printed as it ends, or as soon as
+// it can never start; a server that restarts meanwhile sends again those
+// already printed, which are skipped.
 func (c *JobWaitCmd) Run() error {
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	var ended []*jobspb.JobInfo
-	if err := untilServerBack(jobs, func() error {
-		ended, err = collect(jobs.Wait(context.Background(), &jobspb.WaitRequest{Ids: c.IDs}))
-		return err
-	}); err != nil {
-		return err
+	// The timeout is this client's alone: ctx ends only when it is up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if c.timeout > 0 {
+		defer time.AfterFunc(c.timeout, cancel).Stop()
 	}
+	printed := map[string]bool{}
 	var bad []string
-	for _, j := range ended {
-		fmt.Printf("%s\t%s\texit %d\n", j.Id, j.Record.State, j.Record.ExitCode)
-		if j.Record.State != "COMPLETED" {
-			bad = append(bad, j.Id+" "+j.Record.State)
+	err = untilServerBack(jobs, func() error {
+		stream, err := jobs.Wait(ctx, &jobspb.WaitRequest{Ids: c.IDs})
+		if err != nil {
+			return err
 		}
+		for {
+			page, err := stream.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			for _, j := range page.Jobs {
+				if printed[j.Id] {
+					continue
+				}
+				printed[j.Id] = true
+				fmt.Println(waitLine(j))
+				switch r := j.Record; {
+				case r.State == "PENDING":
+					bad = append(bad, j.Id+" can never start ("+r.PendingReason+")")
+				case r.State != "COMPLETED":
+					bad = append(bad, j.Id+" "+r.State)
+				}
+			}
+		}
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("timed out after %s: %s", c.timeout, notEnded(jobs, c.IDs, printed))
+	}
+	if err != nil {
+		return err
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d of %d jobs did not complete: %s", len(bad), len(ended), strings.Join(bad, ", "))
+		return fmt.Errorf("%d of %d jobs did not complete: %s", len(bad), len(printed), strings.Join(bad, ", "))
 	}
 	return nil
+}
+
+// waitLine is how rbs job wait prints a job that is done with: its id, its
+// state and its exit code, or why it can never start.
+func waitLine(j *jobspb.JobInfo) string {
+	r := j.Record
+	if r.State != "PENDING" {
+		return fmt.Sprintf("%s\t%s\texit %d", j.Id, r.State, r.ExitCode)
+	}
+	var never []string
+	for _, d := range j.Deps {
+		if d.NeverSatisfied {
+			never = append(never, fmt.Sprintf("%s:%s (%s)", d.Kind, d.Id, d.State))
+		}
+	}
+	why := r.PendingReason
+	if len(never) > 0 {
+		why += ": " + strings.Join(never, ", ") + " can never be satisfied"
+	}
+	return fmt.Sprintf("%s\tPENDING\t%s; the job can never start (cancel it with rbs job cancel %s)", j.Id, why, j.Id)
+}
+
+// notEnded says which of the jobs ids name have not been printed, with
+// their states, as the server has them now.
+func notEnded(jobs jobspb.JobsClient, ids []string, printed map[string]bool) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var left []string
+	for _, id := range ids {
+		shown, err := collect(jobs.Show(ctx, &jobspb.ShowRequest{Id: id}))
+		if err != nil {
+			return fmt.Sprintf("jobs not ended among %s (listing them: %v)", strings.Join(ids, " "), err)
+		}
+		for _, j := range shown {
+			state := j.Record.State
+			if printed[j.Id] || sched.State(state).Terminal() {
+				continue
+			}
+			if state == "PENDING" && j.Record.PendingReason != "" {
+				state += " (" + j.Record.PendingReason + ")"
+			}
+			left = append(left, j.Id+" "+state)
+		}
+	}
+	return fmt.Sprintf("%s not ended: %s", plural(len(left), "job", "jobs"), listed(left))
+}
+
+// maxListed is how many jobs an error names, of an array say.
+const maxListed = 10
+
+// listed joins items, the first maxListed of them and how many more.
+func listed(items []string) string {
+	if n := len(items); n > maxListed {
+		items = append(items[:maxListed:maxListed], fmt.Sprintf("and %d more", n-maxListed))
+	}
+	return strings.Join(items, ", ")
 }
 
 // JobCancelCmd is `rbs job cancel`.
 type JobCancelCmd struct {
 	RemoteFlags
-	IDs []string `arg:"" name:"id" help:"Job ids."`
+	IDs []string `arg:"" name:"id" help:"Job ids; an array's id cancels its tasks not yet ended."`
 }
 
-// Run implements the command.
+// Run implements the command. It prints the jobs it cancelled; an id whose
+// jobs had all ended already is an error, as with scancel, once the others
+// are cancelled.
 func (c *JobCancelCmd) Run() error {
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	cancelled, err := collect(jobs.Cancel(context.Background(), &jobspb.CancelRequest{Ids: c.IDs}))
+	stream, err := jobs.Cancel(context.Background(), &jobspb.CancelRequest{Ids: c.IDs})
 	if err != nil {
 		return err
 	}
-	for _, j := range cancelled {
+	var all []*jobspb.JobInfo
+	ended := map[string]bool{}
+	for {
+		page, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		all = append(all, page.Jobs...)
+		for _, id := range page.AlreadyEnded {
+			ended[id] = true
+		}
+	}
+	for _, j := range all {
+		if ended[j.Id] {
+			continue
+		}
 		note := ""
 		if j.Record.CancelRequested && j.Record.State == "RUNNING" {
 			note = " (stopping)"
 		}
 		fmt.Printf("%s\t%s%s\n", j.Id, j.Record.State, note)
+	}
+	var over []string
+	for _, id := range c.IDs {
+		var named []string
+		for _, j := range all {
+			if j.Id == id || fmt.Sprint(j.Record.Id) == id {
+				if !ended[j.Id] {
+					named = nil
+					break
+				}
+				named = append(named, j.Id+" "+j.Record.State)
+			}
+		}
+		over = append(over, named...)
+	}
+	switch {
+	case len(over) == 1:
+		id, state, _ := strings.Cut(over[0], " ")
+		return fmt.Errorf("job %s had already ended: %s", id, state)
+	case len(over) > 1:
+		return fmt.Errorf("%d jobs had already ended: %s", len(over), listed(over))
 	}
 	return nil
 }

@@ -12,7 +12,8 @@ import (
 
 // attach runs `rbs job submit -i` after the submission: it says on stderr
 // which job it submitted, feeds it this process's stdin, copies its output
-// to stdout, and fails unless the job COMPLETED.
+// to stdout, and fails unless the job COMPLETED, with the job's exit code
+// as rbs's exit status (1 when it has none: cancelled before it ran, say).
 func attach(jobs jobspb.JobsClient, id int64, parsable bool) error {
 	if parsable {
 		fmt.Fprintln(os.Stderr, id)
@@ -41,10 +42,16 @@ func attach(jobs jobspb.JobsClient, id int64, parsable bool) error {
 			return err
 		}
 		if j := resp.Job; j != nil {
-			if j.Record.State != "COMPLETED" {
-				return fmt.Errorf("job %s ended %s (exit %d)", j.Id, j.Record.State, j.Record.ExitCode)
+			r := j.Record
+			switch {
+			case r.State == "COMPLETED":
+				return nil
+			case r.State == "PENDING":
+				return fmt.Errorf("job %s can never start (%s): see rbs job show %s", j.Id, r.PendingReason, j.Id)
+			case r.ExitCode == 0:
+				return fmt.Errorf("job %s ended %s", j.Id, r.State)
 			}
-			return nil
+			return exitError{fmt.Errorf("job %s ended %s (exit %d)", j.Id, r.State, r.ExitCode), int(r.ExitCode)}
 		}
 	}
 }

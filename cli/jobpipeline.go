@@ -36,10 +36,6 @@ func (c *JobSubmitCmd) targetManifests(target string, extra []string) ([]*manife
 	if len(jobs) > 1 && (len(extra) > 0 || c.Name != "") {
 		return nil, nil, fmt.Errorf("%s submits %d jobs: arguments and --name apply to one job target", target, len(jobs))
 	}
-	o, err := c.overrides()
-	if err != nil {
-		return nil, nil, err
-	}
 	entry := map[string]int{}
 	var ms []*manifest.Manifest
 	var trees []*merkle.Tree
@@ -49,7 +45,7 @@ func (c *JobSubmitCmd) targetManifests(target string, extra []string) ([]*manife
 			m.After[k].Entry = entry[d.Label]
 		}
 		m.Command = append(m.Command, extra...)
-		o.Apply(m)
+		c.o.Apply(m)
 		entry[m.Label] = i + 1
 		ms = append(ms, m)
 		trees = append(trees, j.Tree)

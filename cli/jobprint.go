@@ -98,9 +98,10 @@ type priorityJSON struct {
 }
 
 type depJSON struct {
-	Kind  string `json:"kind"`
-	ID    string `json:"id"`
-	State string `json:"state"`
+	Kind           string `json:"kind"`
+	ID             string `json:"id"`
+	State          string `json:"state"`
+	NeverSatisfied bool   `json:"never_satisfied"`
 }
 
 type jobQueueJSON struct {
@@ -165,7 +166,7 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 	out.QueuePosition, out.ExpectedStart = j.QueuePosition, rfc3339(j.ExpectedStartUnixMs)
 	out.User, out.CPUTimeSecs = s.User, float64(r.CpuTimeMs)/1000
 	for _, d := range j.Deps {
-		out.Dependencies = append(out.Dependencies, depJSON{d.Kind, d.Id, d.State})
+		out.Dependencies = append(out.Dependencies, depJSON{d.Kind, d.Id, d.State, d.NeverSatisfied})
 	}
 	return out
 }
@@ -308,7 +309,11 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		row("Placement:", "%s", p)
 	}
 	for _, d := range j.Deps {
-		row("Dependency:", "%s:%s (%s)", d.Kind, d.Id, d.State)
+		never := ""
+		if d.NeverSatisfied {
+			never = ", can never be satisfied"
+		}
+		row("Dependency:", "%s:%s (%s%s)", d.Kind, d.Id, d.State, never)
 	}
 	if r.Index >= 0 {
 		row("Array:", "task %d of %s", r.Index, s.Array.GetText())

@@ -23,11 +23,12 @@ func TestJobInteractive(t *testing.T) {
 		command []string
 		stdout  string
 		fails   string // in stderr when the client must fail
+		status  int    // the client's exit status
 	}{
-		{"lines in, end of file closes stdin", "a\nb\n", []string{"sh", "-c", "while read l; do echo got $l; done; echo eof"}, "got a\ngot b\neof\n", ""},
-		{"no stdin at all", "", []string{"sh", "-c", "cat; echo eof"}, "eof\n", ""},
-		{"the job's failure is the client's", "x\n", []string{"sh", "-c", "cat; exit 3"}, "x\n", "FAILED (exit 3)"},
-		{"more stdin than the server holds waits for the job to read it", big, []string{"sh", "-c", "wc -c | tr -d ' '"}, fmt.Sprintf("%d\n", len(big)), ""},
+		{"lines in, end of file closes stdin", "a\nb\n", []string{"sh", "-c", "while read l; do echo got $l; done; echo eof"}, "got a\ngot b\neof\n", "", 0},
+		{"no stdin at all", "", []string{"sh", "-c", "cat; echo eof"}, "eof\n", "", 0},
+		{"the job's failure and exit code are the client's", "x\n", []string{"sh", "-c", "cat; exit 4"}, "x\n", "FAILED (exit 4)", 4},
+		{"more stdin than the server holds waits for the job to read it", big, []string{"sh", "-c", "wc -c | tr -d ' '"}, fmt.Sprintf("%d\n", len(big)), "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A client that never ends fails the test instead of hanging it.
@@ -52,6 +53,8 @@ func TestJobInteractive(t *testing.T) {
 				t.Fatalf("client exited 0; want it to fail with %q", tc.fails)
 			case tc.fails != "" && !strings.Contains(stderr.String(), tc.fails):
 				t.Fatalf("stderr %q, want %q in it", stderr.String(), tc.fails)
+			case cmd.ProcessState.ExitCode() != tc.status:
+				t.Fatalf("client exited %d, want the job's %d", cmd.ProcessState.ExitCode(), tc.status)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,6 +59,7 @@ type jobView struct {
 	} `json:"priority"`
 	Dependencies []struct {
 		Kind, ID, State string
+		NeverSatisfied  bool `json:"never_satisfied"`
 	} `json:"dependencies"`
 }
 
@@ -728,6 +730,20 @@ func TestJobEnvironment(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, `"NONE,X"`) {
 		t.Errorf("--export NONE,X: %v, stderr %q; want an error naming the value", err, stderr)
 	}
+
+	// Slurm's variables, beside rbs's, for scripts written for Slurm.
+	slurm := `echo "$SLURM_JOB_ID $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURM_NNODES $SLURM_NODEID $SLURM_PROCID $SLURM_CPUS_PER_TASK $SLURM_JOB_NAME $SLURM_JOB_PARTITION"`
+	arr := submit(t, srv, "--array", "0-1", "-c", "2", "-J", "sim", "--", "sh", "-c", slurm)
+	plain := submit(t, srv, "--", "sh", "-c", slurm)
+	rbs(t, srv, "job", "wait", arr, plain)
+	for id, want := range map[string]string{
+		arr + "_1": arr + " " + arr + " 1 1 0 0 2 sim batch",
+		plain:      plain + "   1 0 0 1 sh batch",
+	} {
+		if got := strings.TrimSpace(rbs(t, srv, "job", "logs", id)); got != want {
+			t.Errorf("job %s saw Slurm's variables as %q, want %q", id, got, want)
+		}
+	}
 }
 
 // TestLargestArray submits an array of the most tasks allowed and drives
@@ -850,9 +866,40 @@ echo "$STAGE $KEEP $1 $2"
 		t.Fatalf("show: %+v, want the #RBS name, cpus and time limit", j)
 	}
 
+	// A script written for sbatch: its #SBATCH options that rbs has are
+	// honoured, and the others named in a warning.
+	slurm := filepath.Join(t.TempDir(), "slurm.sh")
+	os.WriteFile(slurm, []byte(`#!/bin/sh
+#SBATCH --job-name=sim
+#SBATCH --time=00:02:00
+#SBATCH --array=0-1 --mem=100M
+#SBATCH --mail-type=END
+echo "task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID"
+`), 0o755)
+	out, stderr, err := rbsRun(srv, "job", "submit", "--parsable", "--script", slurm)
+	arr := strings.TrimSpace(out)
+	if err != nil || stderr != "rbs: warning: "+slurm+":5: #SBATCH --mail-type=END: ignored --mail-type, which rbs has no equivalent of\n" {
+		t.Fatalf("submit of an sbatch script: %v, stdout %q, stderr %q", err, out, stderr)
+	}
+	rbs(t, srv, "job", "wait", arr)
+	if got := rbs(t, srv, "job", "logs", arr+"_1"); got != "task 1 of "+arr+"\n" {
+		t.Fatalf("logs of task 1 of the sbatch script's array: %q", got)
+	}
+	var task struct {
+		Name        string `json:"name"`
+		TimeLimit   int64  `json:"time_limit_seconds"`
+		MemoryBytes int64  `json:"memory_bytes"`
+	}
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", arr+"_1")), &task); err != nil {
+		t.Fatal(err)
+	}
+	if task.Name != "sim" || task.TimeLimit != 120 || task.MemoryBytes != 100<<20 {
+		t.Fatalf("show: %+v, want the #SBATCH name, time limit and memory", task)
+	}
+
 	bad := filepath.Join(t.TempDir(), "bad.sh")
 	os.WriteFile(bad, []byte("#!/bin/sh\n#RBS --time soon\necho never\n"), 0o755)
-	_, stderr, err := rbsRun(srv, "job", "submit", "--script", bad)
+	_, stderr, err = rbsRun(srv, "job", "submit", "--script", bad)
 	if err == nil || !strings.Contains(stderr, "bad.sh:2") || !strings.Contains(stderr, `"soon"`) {
 		t.Fatalf("a bad #RBS line: %v, %q", err, stderr)
 	}
@@ -930,5 +977,177 @@ func TestSubmitRejectsUnknownFlags(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--json")), &listed); err != nil || len(listed) != 1 || strings.Join(listed[0].Command, " ") != "-weird --cpu" {
 		t.Fatalf("list after submit -- -weird: %+v, %v", listed, err)
+	}
+}
+
+// TestJobWait checks that rbs job wait prints each job as it ends, counts a
+// job that can never start as done (and failed), and gives up after
+// --timeout, naming the jobs not ended.
+func TestJobWait(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "4", "--job-slots", "4")
+	// A client that never ends fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wait := func(args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, rbsBin, append([]string{"job", "wait"}, args...)...)
+		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token)
+		return cmd
+	}
+
+	// Each job is printed as it ends: the quick one while the other still
+	// runs, held until the quick one's line has been read.
+	release := filepath.Join(t.TempDir(), "release")
+	slow := submit(t, srv, "--", "sh", "-c", `while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release)
+	quick := submit(t, srv, "--", "true")
+	cmd := wait(slow, quick)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(stdout)
+	if first, err := lines.ReadString('\n'); err != nil || first != quick+"\tCOMPLETED\texit 0\n" {
+		t.Fatalf("wait printed %q first (%v), want the quick job's end", first, err)
+	}
+	if j := show(t, srv, slow); j.State != "RUNNING" {
+		t.Fatalf("the slow job is %s before its release", j.State)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(lines)
+	if werr := cmd.Wait(); err != nil || werr != nil || string(rest) != slow+"\tCOMPLETED\texit 0\n" {
+		t.Fatalf("wait went on with %q (%v, %v), want the slow job's end", rest, err, werr)
+	}
+
+	// A job that can never start, and one afterok on it, are done with:
+	// wait prints why and fails.
+	failed := submit(t, srv, "--", "false")
+	never := submit(t, srv, "--deps", "afterok:"+failed, "--", "echo", "never")
+	chained := submit(t, srv, "--deps", "afterok:"+never, "--", "echo", "never")
+	cmd = wait(failed, never, chained)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("wait of jobs that failed or can never start: %v (%v); stdout %q", err, ctx.Err(), out)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	sort.Strings(got)
+	want := []string{
+		failed + "\tFAILED\texit 1",
+		never + "\tPENDING\tDependencyNeverSatisfied: afterok:" + failed + " (FAILED) can never be satisfied; the job can never start (cancel it with rbs job cancel " + never + ")",
+		chained + "\tPENDING\tDependencyNeverSatisfied: afterok:" + never + " (PENDING) can never be satisfied; the job can never start (cancel it with rbs job cancel " + chained + ")",
+	}
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("wait printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(stderr.String(), "3 of 3 jobs did not complete") || !strings.Contains(stderr.String(), never+" can never start (DependencyNeverSatisfied)") {
+		t.Fatalf("wait's error: %q", stderr.String())
+	}
+	// Following its output ends too: there is none to come.
+	if got := rbs(t, srv, "job", "logs", "-f", never); got != "" {
+		t.Fatalf("logs -f of a job that can never start: %q", got)
+	}
+	if j := show(t, srv, chained); j.State != "PENDING" || j.PendingReason != "DependencyNeverSatisfied" || len(j.Dependencies) != 1 || !j.Dependencies[0].NeverSatisfied {
+		t.Fatalf("the job that can never start is left as %+v, want PENDING (DependencyNeverSatisfied) with its dependency never satisfied", j)
+	}
+	if got := rbs(t, srv, "job", "show", chained); !strings.Contains(got, "afterok:"+never+" (PENDING, can never be satisfied)") {
+		t.Fatalf("show of a job that can never start:\n%s", got)
+	}
+
+	// --timeout gives up, naming what has not ended.
+	held := submit(t, srv, "--", "sh", "-c", `while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release+"-never")
+	waitFor(t, srv, held, "RUNNING", inState("RUNNING"))
+	cmd = wait("--timeout", "1s", quick, held)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	if err == nil || ctx.Err() != nil || string(out) != quick+"\tCOMPLETED\texit 0\n" {
+		t.Fatalf("wait --timeout 1s: %v (%v), stdout %q", err, ctx.Err(), out)
+	}
+	if want := "timed out after 1s: 1 job not ended: " + held + " RUNNING"; !strings.Contains(stderr.String(), want) {
+		t.Fatalf("wait --timeout 1s: stderr %q, want %q", stderr.String(), want)
+	}
+	rbs(t, srv, "job", "cancel", held)
+}
+
+// TestJobCancelEnded checks that cancelling a job that had already ended
+// says so and fails, as scancel does, while the jobs it does cancel are
+// cancelled and printed.
+func TestJobCancelEnded(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	done := submit(t, srv, "--", "true")
+	arr := submit(t, srv, "--array", "0-1", "--", "true")
+	rbs(t, srv, "job", "wait", done, arr)
+	long := submit(t, srv, "--", "sleep", "60")
+	waitFor(t, srv, long, "RUNNING", inState("RUNNING"))
+	blocked := submit(t, srv, "--deps", "afterok:"+long, "--", "true")
+	for _, tc := range []struct {
+		ids            []string
+		stdout, stderr string // stderr "" when the command must succeed
+	}{
+		{[]string{done}, "", "rbs: error: job " + done + " had already ended: COMPLETED\n"},
+		{[]string{done, blocked}, blocked + "\tCANCELLED\n", "rbs: error: job " + done + " had already ended: COMPLETED\n"},
+		{[]string{long}, long + "\tRUNNING (stopping)\n", ""},
+		{[]string{blocked}, "", "rbs: error: job " + blocked + " had already ended: CANCELLED\n"},
+		{[]string{arr, done}, "", "rbs: error: 3 jobs had already ended: " + arr + "_0 COMPLETED, " + arr + "_1 COMPLETED, " + done + " COMPLETED\n"},
+	} {
+		out, stderr, err := rbsRun(srv, append([]string{"job", "cancel"}, tc.ids...)...)
+		if out != tc.stdout || stderr != tc.stderr || (err == nil) != (tc.stderr == "") {
+			t.Errorf("cancel %v: %v, stdout %q, stderr %q; want stdout %q, stderr %q", tc.ids, err, out, stderr, tc.stdout, tc.stderr)
+		}
+	}
+	waitFor(t, srv, long, "CANCELLED", inState("CANCELLED"))
+}
+
+// TestSubmitLocalFiles submits from a project directory: a command naming a
+// local file that is not sent gets a warning, --inputs . sends it, and a
+// local script file given as the command runs as --script does, its
+// directives honoured, as with sbatch.
+func TestSubmitLocalFiles(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "shard.sh"), []byte("echo shard $RBS_ARRAY_INDEX\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n#SBATCH --job-name=runner\n#RBS --env X=1\necho \"$X $1 $SLURM_JOB_NAME\"\n"), 0o755)
+	submitIn := func(args ...string) (id, stderr string) {
+		t.Helper()
+		cmd := exec.Command(rbsBin, append([]string{"job", "submit", "--parsable"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+srv.token)
+		var e strings.Builder
+		cmd.Stderr = &e
+		out, err := cmd.Output()
+		id = strings.TrimSpace(string(out))
+		if _, perr := strconv.Atoi(id); err != nil || perr != nil {
+			t.Fatalf("submit %q: %v, stdout %q, stderr %q", args, err, out, e.String())
+		}
+		return id, e.String()
+	}
+	warning := "rbs: warning: shard.sh is a local file; pass --inputs . to send it, or --script for a script\n"
+	if _, stderr := submitIn("--", "sh", "shard.sh"); stderr != warning {
+		t.Fatalf("submit of a command naming a local file not sent: stderr %q, want %q", stderr, warning)
+	}
+	id, stderr := submitIn("--inputs", ".", "--array", "0-1", "--", "sh", "shard.sh")
+	if !strings.HasPrefix(stderr, "rbs: inputs: ") || strings.Contains(stderr, "warning") {
+		t.Fatalf("submit with --inputs .: stderr %q, want the upload's line alone", stderr)
+	}
+	rbs(t, srv, "job", "wait", id)
+	if got := rbs(t, srv, "job", "logs", id+"_1"); got != "shard 1\n" {
+		t.Fatalf("logs of the shard sent with --inputs .: %q", got)
+	}
+	id, stderr = submitIn("./run.sh", "first")
+	if stderr != "" {
+		t.Fatalf("submit ./run.sh: stderr %q", stderr)
+	}
+	rbs(t, srv, "job", "wait", id)
+	if got := rbs(t, srv, "job", "logs", id); got != "1 first runner\n" {
+		t.Fatalf("logs of ./run.sh submitted as sbatch takes it: %q", got)
 	}
 }

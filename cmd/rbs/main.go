@@ -12,9 +12,7 @@ import (
 func main() {
 	var c cli.CLI
 	parser := kong.Must(&c, cli.Options()...)
-	args, err := cli.Args(os.Args[1:])
-	parser.FatalIfErrorf(err)
-	ctx, err := parser.Parse(args)
+	ctx, err := cli.Parse(parser, os.Args[1:])
 	parser.FatalIfErrorf(err)
 	ctx.FatalIfErrorf(ctx.Run())
 }

@@ -562,8 +562,9 @@ func (c *Core) Lookup(id string) ([]Key, error) {
 }
 
 // Cancel cancels jobs: pending ones end at once; running ones are signalled
-// and end as CANCELLED when their worker reports.
-func (c *Core) Cancel(keys []Key) {
+// and end as CANCELLED when their worker reports. It returns those that had
+// already ended, which it leaves as they were.
+func (c *Core) Cancel(keys []Key) (ended []Key) {
 	now := c.cfg.Now().UnixMilli()
 	for _, k := range keys {
 		j := c.jobs[k]
@@ -583,8 +584,11 @@ func (c *Core) Cancel(keys []Key) {
 				c.touch(j)
 				c.stopNodes(j, func(n *jobspb.Node) bool { return true })
 			}
+		default:
+			ended = append(ended, k)
 		}
 	}
+	return ended
 }
 
 // move changes a job's state along the transition table; anything else is

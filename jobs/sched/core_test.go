@@ -187,10 +187,31 @@ func TestDependencies(t *testing.T) {
 	if fmt.Sprint(started) != fmt.Sprint(want) {
 		t.Fatalf("started %v, want %v", started, want)
 	}
-	for _, id := range []int64{okOnFail, notokOnSuccess} {
-		if r := h.rec(id, -1); r.State != string(Pending) || r.PendingReason != ReasonDependencyNeverSatisfied {
-			t.Fatalf("job %d: %s %q", id, r.State, r.PendingReason)
+	// A job afterok on one that can never start can never start either,
+	// down a chain and through an array; afterany on it may yet start
+	// (once it is cancelled).
+	chain := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: okOnFail, Index: -1}}})
+	tasks := h.submit(&jobspb.JobSpec{Array: &jobspb.ArraySpec{Text: "0-2"}, Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: chain, Index: -1}}})
+	onArray := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: tasks, Index: -1}}})
+	anyOnNever := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterany", JobId: okOnFail, Index: -1}}})
+	h.step()
+	for _, k := range []Key{{okOnFail, -1}, {notokOnSuccess, -1}, {chain, -1}, {tasks, 0}, {tasks, 2}, {onArray, -1}} {
+		if r := h.rec(k.ID, k.Index); r.State != string(Pending) || r.PendingReason != ReasonDependencyNeverSatisfied || !h.c.Done(k) {
+			t.Fatalf("job %s: %s %q, done %v; want PENDING, DependencyNeverSatisfied, done", k, r.State, r.PendingReason, h.c.Done(k))
 		}
+	}
+	if r := h.rec(anyOnNever, -1); r.PendingReason != ReasonDependency || h.c.Done(Key{anyOnNever, -1}) {
+		t.Fatalf("afterany on a job that never starts: %q, done %v; want Dependency, not done", r.PendingReason, h.c.Done(Key{anyOnNever, -1}))
+	}
+	if d := h.c.Infos([]Key{{chain, -1}}, false)[0].Deps; len(d) != 1 || !d[0].NeverSatisfied || d[0].State != string(Pending) {
+		t.Fatalf("dependencies of the chain: %v, want its one afterok, PENDING, never satisfied", d)
+	}
+	if d := h.c.Infos([]Key{{anyOnNever, -1}}, false)[0].Deps; len(d) != 1 || d[0].NeverSatisfied {
+		t.Fatalf("dependencies of the afterany job: %v, want its one, satisfiable", d)
+	}
+	h.c.Cancel([]Key{{okOnFail, -1}})
+	if started := h.step(); fmt.Sprint(started) != fmt.Sprint([]string{fmt.Sprint(anyOnNever, "@w")}) {
+		t.Fatalf("started %v once the job that never starts was cancelled, want the afterany job alone", started)
 	}
 	if _, err := h.c.Submit(typed(t, &jobspb.JobSpec{Command: []string{"x"}, Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: 999, Index: -1}}})); err == nil || !strings.Contains(err.Error(), "999") {
 		t.Fatalf("dependency on an unknown job: %v", err)
@@ -348,7 +369,9 @@ func TestCancel(t *testing.T) {
 	running := h.submit(&jobspb.JobSpec{})
 	pending := h.submit(&jobspb.JobSpec{})
 	h.step()
-	h.c.Cancel([]Key{{pending, -1}, {running, -1}})
+	if ended := h.c.Cancel([]Key{{pending, -1}, {running, -1}}); len(ended) != 0 {
+		t.Fatalf("cancelling a pending and a running job: %v had already ended", ended)
+	}
 	_, out := h.c.Flush()
 	if len(out) != 1 || out[0].Msg.GetCancel() == nil {
 		t.Fatalf("messages %v, want one Cancel", out)
@@ -359,6 +382,9 @@ func TestCancel(t *testing.T) {
 	h.finish(running, -1, Failed)
 	if s := h.rec(running, -1).State; s != string(Cancelled) {
 		t.Fatalf("cancelled job ended as %s", s)
+	}
+	if ended := h.c.Cancel([]Key{{pending, -1}, {running, -1}}); fmt.Sprint(ended) != fmt.Sprint([]Key{{pending, -1}, {running, -1}}) {
+		t.Fatalf("cancelling ended jobs again: %v had already ended, want both", ended)
 	}
 }
 

@@ -24,7 +24,8 @@ func (c *Core) info(j *job, sp *jobspb.JobSpec, now time.Time) *jobspb.JobInfo {
 	info := &jobspb.JobInfo{Record: rec, Id: j.key.String(), Priority: c.priorityOf(j, now)}
 	for _, d := range j.spec.Deps {
 		target := Key{d.JobId, d.Index}
-		info.Deps = append(info.Deps, &jobspb.DependencyState{Kind: d.Kind, Id: target.String(), State: string(c.groupState(target))})
+		info.Deps = append(info.Deps, &jobspb.DependencyState{Kind: d.Kind, Id: target.String(), State: string(c.groupState(target)),
+			NeverSatisfied: c.depState(d, map[*jobspb.JobSpec]bool{}) == ReasonDependencyNeverSatisfied})
 	}
 	return info
 }
@@ -141,15 +142,12 @@ func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 	return out
 }
 
-// AllEnded reports whether every named job has ended; a job forgotten since
-// (see Config.Retention) has.
-func (c *Core) AllEnded(keys []Key) bool {
-	for _, k := range keys {
-		if j := c.jobs[k]; j != nil && !j.state().Terminal() {
-			return false
-		}
-	}
-	return true
+// Done reports whether job k is done with, for those waiting on it: it has
+// ended, has been forgotten since (see Config.Retention), or can never
+// start (DependencyNeverSatisfied, which only cancelling it ends).
+func (c *Core) Done(k Key) bool {
+	j := c.jobs[k]
+	return j == nil || j.state().Terminal() || j.state() == Pending && j.rec.PendingReason == ReasonDependencyNeverSatisfied
 }
 
 // Queues describes the configured queues and their occupancy.

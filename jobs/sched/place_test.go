@@ -61,7 +61,7 @@ func TestGangPlacement(t *testing.T) {
 		}
 		want := map[string]string{"RANK": "1", "NODE_RANK": "1", "RBS_NODE_RANK": "1", "WORLD_SIZE": "2", "RBS_NNODES": "2",
 			"MASTER_ADDR": "10.0.0." + rank0, "RBS_MASTER_ADDR": "10.0.0." + rank0, "MASTER_PORT": "29411", "RBS_MASTER_PORT": "29411",
-			"RBS_NODELIST": rank0 + "," + w}
+			"RBS_NODELIST": rank0 + "," + w, "SLURM_NNODES": "2", "SLURM_NODEID": "1", "SLURM_PROCID": "1"}
 		for k, v := range want {
 			if a.Env[k] != v {
 				t.Errorf("rank 1: %s=%q, want %q", k, a.Env[k], v)

@@ -29,33 +29,67 @@ func (c *Core) priorityOf(j *job, now time.Time) *jobspb.Priority {
 // depsState says whether a job's dependencies allow it to start: "" when
 // they do, else the pending reason.
 func (c *Core) depsState(j *job) string {
+	return c.specDeps(j.spec, map[*jobspb.JobSpec]bool{})
+}
+
+// specDeps is depsState for the jobs of spec sp. never holds, for the
+// question asked, whether the jobs of each spec met so far can never
+// start: the tasks of an array share their spec, and so the answer.
+func (c *Core) specDeps(sp *jobspb.JobSpec, never map[*jobspb.JobSpec]bool) string {
 	reason := ""
-	for _, d := range j.spec.Deps {
-		for _, t := range c.depTargets(Key{d.JobId, d.Index}) {
-			s := t.state()
-			switch spec.DepKind(d.Kind) {
-			case spec.AfterOK:
-				if s.Terminal() && s != Completed {
-					return ReasonDependencyNeverSatisfied
-				}
-				if s != Completed {
-					reason = ReasonDependency
-				}
-			case spec.AfterNotOK:
-				if s == Completed {
-					return ReasonDependencyNeverSatisfied
-				}
-				if !s.Terminal() {
-					reason = ReasonDependency
-				}
-			case spec.AfterAny:
-				if !s.Terminal() {
-					reason = ReasonDependency
-				}
+	for _, d := range sp.Deps {
+		switch r := c.depState(d, never); r {
+		case ReasonDependencyNeverSatisfied:
+			return r
+		case ReasonDependency:
+			reason = r
+		}
+	}
+	return reason
+}
+
+// depState says whether dependency d lets its job start: "" when it does,
+// else the pending reason: Dependency while it may yet, or
+// DependencyNeverSatisfied when it never can, as when an afterok target
+// ended otherwise than COMPLETED, or can itself never start (a job that
+// never starts never completes).
+func (c *Core) depState(d *jobspb.Dependency, never map[*jobspb.JobSpec]bool) string {
+	reason := ""
+	for _, t := range c.depTargets(Key{d.JobId, d.Index}) {
+		s := t.state()
+		switch spec.DepKind(d.Kind) {
+		case spec.AfterOK:
+			if s.Terminal() && s != Completed || s == Pending && c.neverStarts(t, never) {
+				return ReasonDependencyNeverSatisfied
+			}
+			if s != Completed {
+				reason = ReasonDependency
+			}
+		case spec.AfterNotOK:
+			if s == Completed {
+				return ReasonDependencyNeverSatisfied
+			}
+			if !s.Terminal() {
+				reason = ReasonDependency
+			}
+		case spec.AfterAny:
+			if !s.Terminal() {
+				reason = ReasonDependency
 			}
 		}
 	}
 	return reason
+}
+
+// neverStarts reports whether pending job j can never start: one of its
+// dependencies can never be satisfied.
+func (c *Core) neverStarts(j *job, never map[*jobspb.JobSpec]bool) bool {
+	if n, ok := never[j.spec]; ok {
+		return n
+	}
+	n := c.specDeps(j.spec, never) == ReasonDependencyNeverSatisfied
+	never[j.spec] = n
+	return n
 }
 
 func (c *Core) sortedWorkers() []*worker {
@@ -295,26 +329,40 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 }
 
 // assign sends node n of j's attempt to its worker, with the job's
-// environment: its own, rbs's, and for a gang the node's rank and where
-// rank 0 is, in rbs's names and in PyTorch's.
+// environment: its own, rbs's, the same in Slurm's names (so that scripts
+// written for Slurm run unchanged), and for a gang the node's rank and
+// where rank 0 is, in rbs's names and in PyTorch's.
 func (c *Core) assign(j *job, n *jobspb.Node) {
 	s := j.spec
 	env := map[string]string{}
 	for k, v := range s.Env {
 		env[k] = v
 	}
-	env["RBS_JOB_ID"] = strconv.FormatInt(j.key.ID, 10)
+	id := strconv.FormatInt(j.key.ID, 10)
+	nodes := len(j.rec.Nodes)
+	rank := strconv.Itoa(int(n.Rank))
+	env["RBS_JOB_ID"] = id
 	env["RBS_JOB_NAME"] = s.Name
 	env["RBS_QUEUE"] = s.Queue
 	env["RBS_ATTEMPT"] = strconv.Itoa(int(j.rec.Attempts))
-	if j.key.Index >= 0 {
-		env["RBS_ARRAY_INDEX"] = strconv.Itoa(int(j.key.Index))
+	// The tasks of an array share its id, as ID_INDEX: their SLURM_JOB_ID
+	// is the array's, where Slurm gives each task one of its own.
+	for k, v := range map[string]string{
+		"SLURM_JOB_ID": id, "SLURM_JOB_NAME": s.Name, "SLURM_JOB_PARTITION": s.Queue,
+		"SLURM_CPUS_PER_TASK": strconv.Itoa(int(cpusOf(s))),
+		"SLURM_NNODES":        strconv.Itoa(nodes), "SLURM_NODEID": rank, "SLURM_PROCID": rank,
+	} {
+		env[k] = v
 	}
-	nodes := len(j.rec.Nodes)
+	if j.key.Index >= 0 {
+		index := strconv.Itoa(int(j.key.Index))
+		env["RBS_ARRAY_INDEX"] = index
+		env["SLURM_ARRAY_JOB_ID"], env["SLURM_ARRAY_TASK_ID"] = id, index
+	}
 	gang := nodes > 1
 	if gang {
 		master := j.rec.Nodes[0].Address
-		rank, size := strconv.Itoa(int(n.Rank)), strconv.Itoa(nodes)
+		size := strconv.Itoa(nodes)
 		for k, v := range map[string]string{
 			"RBS_NODELIST": nodeList(j.rec.Nodes), "RBS_NNODES": size, "RBS_NODE_RANK": rank, "RBS_MASTER_ADDR": master,
 			"RANK": rank, "NODE_RANK": rank, "WORLD_SIZE": size, "MASTER_ADDR": master,

@@ -121,27 +121,39 @@ func (s *Service) ShowJob(id string) ([]*jobspb.JobInfo, error) {
 
 // Cancel implements the Jobs API.
 func (s *Service) Cancel(req *jobspb.CancelRequest, stream jobspb.Jobs_CancelServer) error {
-	jobs, err := s.CancelJobs(stream.Context(), req.Ids)
+	jobs, ended, err := s.CancelJobs(stream.Context(), req.Ids)
 	if err != nil {
 		return err
 	}
-	return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.CancelResponse{Jobs: p}) })
+	return sendPages(jobs, func(p []*jobspb.JobInfo) error {
+		resp := &jobspb.CancelResponse{Jobs: p}
+		for _, j := range p {
+			if ended[j.Id] {
+				resp.AlreadyEnded = append(resp.AlreadyEnded, j.Id)
+			}
+		}
+		return stream.Send(resp)
+	})
 }
 
 // CancelJobs cancels jobs (an array id: all its tasks) and returns them as
-// they are once that is durable.
-func (s *Service) CancelJobs(ctx context.Context, ids []string) ([]*jobspb.JobInfo, error) {
+// they are once that is durable, with the ids of those that had already
+// ended, which it left as they were.
+func (s *Service) CancelJobs(ctx context.Context, ids []string) ([]*jobspb.JobInfo, map[string]bool, error) {
 	var jobs []*jobspb.JobInfo
+	ended := map[string]bool{}
 	err := s.doWrite(ctx, func(c *sched.Core) error {
 		keys, err := s.lookup(c, ids)
 		if err != nil {
 			return err
 		}
-		c.Cancel(keys)
+		for _, k := range c.Cancel(keys) {
+			ended[k.String()] = true
+		}
 		jobs = c.Infos(keys, false)
 		return nil
 	})
-	return jobs, err
+	return jobs, ended, err
 }
 
 // lookup resolves job ids, array ids standing for all their tasks.
@@ -183,7 +195,9 @@ func (s *Service) QueueList() (queues []*jobspb.QueueInfo) {
 	return queues
 }
 
-// Wait implements the Jobs API: it answers once every named job has ended.
+// Wait implements the Jobs API: it sends each named job once it is done
+// with (sched.Core.Done), those of one round together, and ends once it
+// has sent them all.
 func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) error {
 	ctx := stream.Context()
 	var keys []sched.Key
@@ -193,14 +207,25 @@ func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) e
 		return err
 	}
 	for {
-		var jobs []*jobspb.JobInfo
+		var done []*jobspb.JobInfo
 		changed := s.readNext(func(c *sched.Core) {
-			if c.AllEnded(keys) {
-				jobs = c.Infos(keys, false)
+			var ended []sched.Key
+			left := keys[:0]
+			for _, k := range keys {
+				if c.Done(k) {
+					ended = append(ended, k)
+				} else {
+					left = append(left, k)
+				}
 			}
+			keys = left
+			done = c.Infos(ended, false)
 		})
-		if jobs != nil {
-			return sendPages(jobs, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.WaitResponse{Jobs: p}) })
+		if err := sendPages(done, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.WaitResponse{Jobs: p}) }); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
 		}
 		if err := s.await(ctx, changed); err != nil {
 			return err
@@ -254,7 +279,7 @@ func (s *Service) one(ctx context.Context, id string) (sched.Key, error) {
 
 // output sends job k's stored output, as tr gives it, from offset skip
 // on, in pieces of at most 1 MiB, and, with follow, what arrives until the
-// job ends or ctx is done.
+// job is done with (it ends, or is found never to start) or ctx is done.
 func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bool, tr *ranks, send func([]byte) error) error {
 	emit := func(data []byte) error {
 		n := min(skip, int64(len(data)))
@@ -271,7 +296,7 @@ func (s *Service) output(ctx context.Context, k sched.Key, skip int64, follow bo
 	var after int64
 	for {
 		ended := false
-		next := s.readNext(func(c *sched.Core) { ended = c.AllEnded([]sched.Key{k}) })
+		next := s.readNext(func(c *sched.Core) { ended = c.Done(k) })
 		// Everything committed up to the round readers see is in the store.
 		for {
 			chunks, last, err := s.store.Logs(k.ID, k.Index, after, logsPart)

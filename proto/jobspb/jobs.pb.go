@@ -1961,8 +1961,11 @@ func (x *CancelRequest) GetIds() []string {
 }
 
 type CancelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobs          []*JobInfo             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Jobs  []*JobInfo             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// already_ended are the ids, among jobs, of those that had ended before
+	// the call, which left them as they were.
+	AlreadyEnded  []string `protobuf:"bytes,2,rep,name=already_ended,json=alreadyEnded,proto3" json:"already_ended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2000,6 +2003,13 @@ func (*CancelResponse) Descriptor() ([]byte, []int) {
 func (x *CancelResponse) GetJobs() []*JobInfo {
 	if x != nil {
 		return x.Jobs
+	}
+	return nil
+}
+
+func (x *CancelResponse) GetAlreadyEnded() []string {
+	if x != nil {
+		return x.AlreadyEnded
 	}
 	return nil
 }
@@ -2341,12 +2351,16 @@ func (x *Priority) GetTotal() int64 {
 }
 
 type DependencyState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	State string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// never_satisfied is set when the dependency can never be satisfied (an
+	// afterok target ended otherwise than COMPLETED, or can never start
+	// itself; an afternotok target COMPLETED): its job can never start.
+	NeverSatisfied bool `protobuf:"varint,4,opt,name=never_satisfied,json=neverSatisfied,proto3" json:"never_satisfied,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DependencyState) Reset() {
@@ -2398,6 +2412,13 @@ func (x *DependencyState) GetState() string {
 		return x.State
 	}
 	return ""
+}
+
+func (x *DependencyState) GetNeverSatisfied() bool {
+	if x != nil {
+		return x.NeverSatisfied
+	}
+	return false
 }
 
 // AttachRequest: the first message names the job (id, such as "42"); each
@@ -2680,9 +2701,10 @@ const file_jobs_proto_rawDesc = "" +
 	"\fWaitResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"!\n" +
 	"\rCancelRequest\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\":\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"_\n" +
 	"\x0eCancelResponse\x12(\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"\x0f\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\x12#\n" +
+	"\ralready_ended\x18\x02 \x03(\tR\falreadyEnded\"\x0f\n" +
 	"\rQueuesRequest\"@\n" +
 	"\x0eQueuesResponse\x12.\n" +
 	"\x06queues\x18\x01 \x03(\v2\x16.rbs.jobs.v1.QueueInfoR\x06queues\"\xae\x01\n" +
@@ -2706,11 +2728,12 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04base\x18\x01 \x01(\x03R\x04base\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\x03R\x05queue\x12\x10\n" +
 	"\x03age\x18\x03 \x01(\x03R\x03age\x12\x14\n" +
-	"\x05total\x18\x04 \x01(\x03R\x05total\"K\n" +
+	"\x05total\x18\x04 \x01(\x03R\x05total\"t\n" +
 	"\x0fDependencyState\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\"E\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12'\n" +
+	"\x0fnever_satisfied\x18\x04 \x01(\bR\x0eneverSatisfied\"E\n" +
 	"\rAttachRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +

@@ -50,7 +50,9 @@ type JobsClient interface {
 	Show(ctx context.Context, in *ShowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ShowResponse], error)
 	// Logs streams a job's output; with follow it goes on until the job ends.
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error)
-	// Wait answers once every named job has ended.
+	// Wait streams each named job once it is done with: when it ends, or
+	// while it can never start (pending with DependencyNeverSatisfied); the
+	// stream ends once every one has been sent.
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WaitResponse], error)
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CancelResponse], error)
 	Queues(ctx context.Context, in *QueuesRequest, opts ...grpc.CallOption) (*QueuesResponse, error)
@@ -247,7 +249,9 @@ type JobsServer interface {
 	Show(*ShowRequest, grpc.ServerStreamingServer[ShowResponse]) error
 	// Logs streams a job's output; with follow it goes on until the job ends.
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error
-	// Wait answers once every named job has ended.
+	// Wait streams each named job once it is done with: when it ends, or
+	// while it can never start (pending with DependencyNeverSatisfied); the
+	// stream ends once every one has been sent.
 	Wait(*WaitRequest, grpc.ServerStreamingServer[WaitResponse]) error
 	Cancel(*CancelRequest, grpc.ServerStreamingServer[CancelResponse]) error
 	Queues(context.Context, *QueuesRequest) (*QueuesResponse, error)

@@ -40,7 +40,7 @@ var assets embed.FS
 type Jobs interface {
 	ListJobs(*jobspb.ListRequest) ([]*jobspb.JobInfo, error)
 	ShowJob(id string) ([]*jobspb.JobInfo, error)
-	CancelJobs(ctx context.Context, ids []string) ([]*jobspb.JobInfo, error)
+	CancelJobs(ctx context.Context, ids []string) ([]*jobspb.JobInfo, map[string]bool, error)
 	Output(ctx context.Context, req *jobspb.LogsRequest, send func([]byte) error) error
 	QueueList() []*jobspb.QueueInfo
 	ReservationList() []*jobspb.Reservation
@@ -173,7 +173,7 @@ func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request) {
-	jobs, err := d.cfg.Jobs.CancelJobs(r.Context(), []string{r.PathValue("id")})
+	jobs, _, err := d.cfg.Jobs.CancelJobs(r.Context(), []string{r.PathValue("id")})
 	if err != nil {
 		fail(w, err)
 		return

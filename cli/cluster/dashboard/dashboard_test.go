@@ -33,7 +33,9 @@ func (f *fakeJobs) ShowJob(id string) ([]*jobspb.JobInfo, error) {
 	return []*jobspb.JobInfo{{Id: "7", Record: &jobspb.JobRecord{Id: 7, OutputRoot: f.root, Spec: &jobspb.JobSpec{}}}}, nil
 }
 
-func (f *fakeJobs) CancelJobs(context.Context, []string) ([]*jobspb.JobInfo, error) { return nil, nil }
+func (f *fakeJobs) CancelJobs(context.Context, []string) ([]*jobspb.JobInfo, map[string]bool, error) {
+	return nil, nil, nil
+}
 
 func (f *fakeJobs) Output(_ context.Context, req *jobspb.LogsRequest, send func([]byte) error) error {
 	if req.OneRank && req.Rank > 0 {
