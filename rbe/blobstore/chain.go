@@ -7,6 +7,7 @@ import (
 
 	"github.com/rbs-build/rbs/rbe/client"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 )
 
 // Kind is what a spec is opened as: the CAS or the action cache. The same
@@ -26,6 +27,10 @@ func (k Kind) String() string {
 	}
 	return "CAS"
 }
+
+// defaultS3Endpoint is the S3 of an s3:// spec that names no endpoint:
+// Amazon's.
+const defaultS3Endpoint = "https://s3.amazonaws.com"
 
 // prefix is where a store of the kind keeps its objects in a bucket.
 func (k Kind) prefix() string {
@@ -91,9 +96,13 @@ func open(ctx context.Context, s Spec, o Options, conns *[]*grpc.ClientConn) (St
 		if s.Prefix != "" {
 			prefix = s.Prefix + "/" + prefix
 		}
-		st, err := NewS3(ctx, S3Config{Bucket: s.Bucket, Endpoint: s.Endpoint, Region: s.Region, Prefix: prefix})
+		endpoint := s.Endpoint
+		if endpoint == "" {
+			endpoint = defaultS3Endpoint
+		}
+		st, err := NewS3(ctx, S3Config{Bucket: s.Bucket, Endpoint: endpoint, Region: s.Region, Prefix: prefix})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s, err)
+			return nil, fmt.Errorf("%s: %s", s, status.Convert(err).Message())
 		}
 		return st, nil
 	case *ShardSpec:

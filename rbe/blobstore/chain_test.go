@@ -92,6 +92,7 @@ func TestOpenDiskBound(t *testing.T) {
 
 func TestOpenRefuses(t *testing.T) {
 	ctx := context.Background()
+	clearAWSEnv(t)
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "notes.txt"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -103,8 +104,8 @@ func TestOpenRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		spec, want string
 	}{
-		{"s3://bucket?region=eu-west-1", "s3://bucket?region=eu-west-1: the s3 backend is not available"},
-		{"mirror(disk:" + store + ",s3://bucket)", "the s3 backend is not available"},
+		{"s3://bucket?endpoint=http://127.0.0.1:1", "s3://bucket?endpoint=http://127.0.0.1:1: S3 bucket bucket at http://127.0.0.1:1: no credentials"},
+		{"mirror(disk:" + store + ",s3://bucket?endpoint=http://127.0.0.1:1)", "no credentials"},
 		{"disk:" + home, "holds notes.txt, which is not a blob store's"},
 		{"grpcs://cas:443?ca=" + filepath.Join(home, "none.pem"), "reading CA certificate"},
 	} {
