@@ -20,13 +20,14 @@ import (
 )
 
 // haPair starts two servers on one PostgreSQL state, the first active and
-// the second standing by, and returns them with a server value that
-// reaches both, as clients and workers given the list do.
-func haPair(t *testing.T) (pg *pgtest.Server, state string, active, standby, both *server) {
+// the second standing by, each given extra flags too, and returns them with
+// a server value that reaches both, as clients and workers given the list
+// do.
+func haPair(t *testing.T, extra ...string) (pg *pgtest.Server, state string, active, standby, both *server) {
 	t.Helper()
 	pg = pgtest.Start(t)
 	state = pg.NewDatabase(t)
-	args := []string{"--state", state, "--state-password-file", pg.PasswordFile}
+	args := append([]string{"--state", state, "--state-password-file", pg.PasswordFile}, extra...)
 	active = startServer(t, args...)
 	waitLog(t, active, "active: took the lease")
 	standby = startServer(t, args...)
@@ -234,5 +235,56 @@ func TestSubmitRetriedAcrossFailover(t *testing.T) {
 	}
 	if len(listed) != 2 {
 		t.Fatalf("%d jobs, want 2: %+v", len(listed), listed)
+	}
+}
+
+// A Bazel build against the standby, which forwards to the active server,
+// goes on green through Bazel's own retries when the active server is
+// killed while an action runs: the standby takes over and answers for the
+// operation the old active started.
+func TestBazelAcrossFailover(t *testing.T) {
+	w := newBazelWorkspace(t)
+	dir := t.TempDir()
+	runs, release := filepath.Join(dir, "runs"), filepath.Join(dir, "release")
+	build := fmt.Sprintf(`genrule(
+    name = "slow",
+    outs = ["slow.txt"],
+    cmd = "echo ran >> %s; while [ ! -e %s ]; do sleep 0.05; done; echo done > $@",
+    tags = ["manual"],
+)
+`, runs, release)
+	if err := os.WriteFile(filepath.Join(w.dir, "slow", "BUILD"), []byte(build), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The servers share a CAS and an action cache: a third server's.
+	storage := startServer(t)
+	_, _, a, b, both := haPair(t, "--cas", "grpc://"+storage.Addr, "--ac", "grpc://"+storage.Addr)
+	startWorker(t, both, "w1", "--action-slots", "2")
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := w.bazel("build", "--remote_executor=grpc://"+b.Addr, "//slow:slow")
+		done <- result{out, err}
+	}()
+	eventually(t, "the slow action to start", func() bool {
+		got, _ := os.ReadFile(runs)
+		return len(got) > 0
+	}, func() string { return "it has not" })
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	a.cmd.Wait()
+	waitLog(t, b, "active: took the lease")
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("the build failed across the takeover: %v\n%s", r.err, r.out)
+	}
+	got, err := os.ReadFile(filepath.Join(w.dir, "bazel-bin", "slow", "slow.txt"))
+	if err != nil || string(got) != "done\n" {
+		t.Fatalf("slow.txt = %q, %v", got, err)
 	}
 }

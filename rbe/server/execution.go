@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -134,7 +136,61 @@ func (e *execution) load(ctx context.Context, d digest.Digest) (scheduler.Action
 }
 
 func (e *execution) WaitExecution(req *repb.WaitExecutionRequest, stream repb.Execution_WaitExecutionServer) error {
-	return e.follow(req.Name, stream)
+	d, name, ok := parseOpName(req.Name)
+	if !ok {
+		return status.Errorf(codes.NotFound, "operation %q not found", req.Name)
+	}
+	if _, err := e.sched.Watch(name); status.Code(err) == codes.NotFound {
+		// An operation this server did not start: one of the server it
+		// took over from. Its action, in the cluster's CAS, answers for
+		// it: the cached result, else an execution of its own.
+		return e.resume(stream.Context(), d, stream)
+	}
+	return e.follow(name, stream)
+}
+
+// resume answers for an operation on action d that another server started:
+// with the action's result in the action cache, or by executing it.
+func (e *execution) resume(ctx context.Context, d digest.Digest, stream repb.Execution_WaitExecutionServer) error {
+	if res, err := GetValidatedActionResult(ctx, e.ac, e.cas, d); err == nil {
+		return stream.Send(operation("cached/"+d.Hash(), d, scheduler.Completed, &repb.ExecuteResponse{Result: res, CachedResult: true, Status: statusProto(nil)}))
+	} else if !blobstore.IsNotFound(err) {
+		return err
+	}
+	a, err := e.load(ctx, d)
+	if err != nil {
+		return err
+	}
+	op, err := e.sched.Submit(a)
+	if err != nil {
+		return err
+	}
+	return e.follow(op.Name, stream)
+}
+
+// opName is the name clients know an operation by: its action's digest,
+// then the scheduler's name for it, so that a server that did not start the
+// operation (one that took over from the server that did) can still answer
+// for it.
+func opName(d digest.Digest, name string) string {
+	return d.Hash() + "-" + strconv.FormatInt(d.Size(), 10) + "/" + name
+}
+
+// parseOpName splits a name opName made.
+func parseOpName(s string) (d digest.Digest, name string, ok bool) {
+	action, name, ok := strings.Cut(s, "/")
+	hash, size, ok2 := strings.Cut(action, "-")
+	if !ok || !ok2 || name == "" {
+		return digest.Digest{}, "", false
+	}
+	n, err := strconv.ParseInt(size, 10, 64)
+	if err != nil {
+		return digest.Digest{}, "", false
+	}
+	if d, err = digest.New(hash, n); err != nil {
+		return digest.Digest{}, "", false
+	}
+	return d, name, true
 }
 
 // follow streams an operation's state until it completes or the client
@@ -150,7 +206,7 @@ func (e *execution) follow(name string, stream interface {
 			return err
 		}
 		if snap.Stage != last {
-			if err := stream.Send(operation(snap.Name, snap.Action, snap.Stage, snap.Response)); err != nil {
+			if err := stream.Send(operation(opName(snap.Action, snap.Name), snap.Action, snap.Stage, snap.Response)); err != nil {
 				return err
 			}
 			last = snap.Stage
