@@ -240,8 +240,9 @@ func TestSubmitRetriedAcrossFailover(t *testing.T) {
 
 // A Bazel build against the standby, which forwards to the active server,
 // goes on green through Bazel's own retries when the active server is
-// killed while an action runs: the standby takes over and answers for the
-// operation the old active started.
+// killed while an action runs: the standby takes over, adopts the action
+// the worker still runs, and answers for the operation the old active
+// started, so the action runs once.
 func TestBazelAcrossFailover(t *testing.T) {
 	w := newBazelWorkspace(t)
 	dir := t.TempDir()
@@ -286,5 +287,8 @@ func TestBazelAcrossFailover(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(w.dir, "bazel-bin", "slow", "slow.txt"))
 	if err != nil || string(got) != "done\n" {
 		t.Fatalf("slow.txt = %q, %v", got, err)
+	}
+	if ran, _ := os.ReadFile(runs); string(ran) != "ran\n" {
+		t.Fatalf("the action ran %d times across the takeover, want once", strings.Count(string(ran), "ran"))
 	}
 }

@@ -686,9 +686,13 @@ func (x *Property) GetValue() string {
 }
 
 type RunningTask struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	SlotClass     SlotClass              `protobuf:"varint,2,opt,name=slot_class,json=slotClass,proto3,enum=rbs.worker.v1.SlotClass" json:"slot_class,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TaskId    string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	SlotClass SlotClass              `protobuf:"varint,2,opt,name=slot_class,json=slotClass,proto3,enum=rbs.worker.v1.SlotClass" json:"slot_class,omitempty"`
+	// action_digest is the action a task of the action class runs, so that a
+	// server that did not assign the task (one that took over from the server
+	// that did) can adopt it rather than run the action again.
+	ActionDigest  *Digest `protobuf:"bytes,3,opt,name=action_digest,json=actionDigest,proto3" json:"action_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -735,6 +739,13 @@ func (x *RunningTask) GetSlotClass() SlotClass {
 		return x.SlotClass
 	}
 	return SlotClass_SLOT_CLASS_UNSPECIFIED
+}
+
+func (x *RunningTask) GetActionDigest() *Digest {
+	if x != nil {
+		return x.ActionDigest
+	}
+	return nil
 }
 
 type Heartbeat struct {
@@ -1692,8 +1703,11 @@ type TaskResult struct {
 	ExecutionStartNs int64 `protobuf:"varint,6,opt,name=execution_start_ns,json=executionStartNs,proto3" json:"execution_start_ns,omitempty"`
 	ExecutionEndNs   int64 `protobuf:"varint,7,opt,name=execution_end_ns,json=executionEndNs,proto3" json:"execution_end_ns,omitempty"`
 	UploadEndNs      int64 `protobuf:"varint,8,opt,name=upload_end_ns,json=uploadEndNs,proto3" json:"upload_end_ns,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// action_digest is the action the task ran, so that a server that did
+	// not assign the task (one that took over) can take its result.
+	ActionDigest  *Digest `protobuf:"bytes,9,opt,name=action_digest,json=actionDigest,proto3" json:"action_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskResult) Reset() {
@@ -1780,6 +1794,13 @@ func (x *TaskResult) GetUploadEndNs() int64 {
 		return x.UploadEndNs
 	}
 	return 0
+}
+
+func (x *TaskResult) GetActionDigest() *Digest {
+	if x != nil {
+		return x.ActionDigest
+	}
+	return nil
 }
 
 type StatusRequest struct {
@@ -2344,11 +2365,12 @@ const file_worker_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x04 \x01(\x03R\vmemoryBytes\"4\n" +
 	"\bProperty\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"_\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x9b\x01\n" +
 	"\vRunningTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x127\n" +
 	"\n" +
-	"slot_class\x18\x02 \x01(\x0e2\x18.rbs.worker.v1.SlotClassR\tslotClass\"A\n" +
+	"slot_class\x18\x02 \x01(\x0e2\x18.rbs.worker.v1.SlotClassR\tslotClass\x12:\n" +
+	"\raction_digest\x18\x03 \x01(\v2\x15.rbs.worker.v1.DigestR\factionDigest\"A\n" +
 	"\tHeartbeat\x124\n" +
 	"\arunning\x18\x01 \x03(\v2\x1a.rbs.worker.v1.RunningTaskR\arunning\"\xe4\x01\n" +
 	"\n" +
@@ -2434,7 +2456,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"\xa7\x02\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"\xe3\x02\n" +
 	"\n" +
 	"TaskResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
@@ -2445,7 +2467,8 @@ const file_worker_proto_rawDesc = "" +
 	"\x0efetch_start_ns\x18\x05 \x01(\x03R\ffetchStartNs\x12,\n" +
 	"\x12execution_start_ns\x18\x06 \x01(\x03R\x10executionStartNs\x12(\n" +
 	"\x10execution_end_ns\x18\a \x01(\x03R\x0eexecutionEndNs\x12\"\n" +
-	"\rupload_end_ns\x18\b \x01(\x03R\vuploadEndNs\"\x0f\n" +
+	"\rupload_end_ns\x18\b \x01(\x03R\vuploadEndNs\x12:\n" +
+	"\raction_digest\x18\t \x01(\v2\x15.rbs.worker.v1.DigestR\factionDigest\"\x0f\n" +
 	"\rStatusRequest\"\xa5\x02\n" +
 	"\x0eStatusResponse\x125\n" +
 	"\aworkers\x18\x01 \x03(\v2\x1b.rbs.worker.v1.WorkerStatusR\aworkers\x120\n" +
@@ -2565,28 +2588,30 @@ var file_worker_proto_depIdxs = []int32{
 	7,  // 14: rbs.worker.v1.Register.running:type_name -> rbs.worker.v1.RunningTask
 	5,  // 15: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
 	0,  // 16: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
-	7,  // 17: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
-	28, // 18: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
-	10, // 19: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
-	29, // 20: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
-	19, // 21: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
-	23, // 22: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
-	25, // 23: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
-	30, // 24: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
-	27, // 25: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
-	4,  // 26: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 27: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
-	24, // 28: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
-	24, // 29: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
-	1,  // 30: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
-	21, // 31: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
-	2,  // 32: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
-	22, // 33: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
-	32, // [32:34] is the sub-list for method output_type
-	30, // [30:32] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	10, // 17: rbs.worker.v1.RunningTask.action_digest:type_name -> rbs.worker.v1.Digest
+	7,  // 18: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
+	28, // 19: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
+	10, // 20: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
+	29, // 21: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
+	19, // 22: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
+	10, // 23: rbs.worker.v1.TaskResult.action_digest:type_name -> rbs.worker.v1.Digest
+	23, // 24: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
+	25, // 25: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
+	30, // 26: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
+	27, // 27: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
+	4,  // 28: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 29: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
+	24, // 30: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
+	24, // 31: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
+	1,  // 32: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
+	21, // 33: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
+	2,  // 34: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
+	22, // 35: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
+	34, // [34:36] is the sub-list for method output_type
+	32, // [32:34] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }

@@ -286,7 +286,7 @@ func TestReconnect(t *testing.T) {
 		t.Fatalf("duplicate name: %v", err)
 	}
 	// The same process reconnects, still running only the first task.
-	w2, err := h.s.RegisterWorker(WorkerInfo{Name: "w1", Session: "w1", ActionSlots: 2, Running: tasks[:1]})
+	w2, err := h.s.RegisterWorker(WorkerInfo{Name: "w1", Session: "w1", ActionSlots: 2, Running: []RunningTask{{ID: tasks[0]}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,6 +300,71 @@ func TestReconnect(t *testing.T) {
 	}
 	if _, err := w.Next(context.Background()); status.Code(err) != codes.Unavailable {
 		t.Fatalf("old registration's stream: %v", err)
+	}
+}
+
+// A worker that registers running actions this scheduler did not assign
+// (it took over from the server that did) has them adopted: an execution
+// of the same action joins the one running, whether it arrives after the
+// worker or was queued before it, and the worker's result completes it.
+func TestAdoptsActionsOfAnotherServer(t *testing.T) {
+	for _, retryFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("retry first %v", retryFirst), func(t *testing.T) {
+			h := newHarness(t)
+			a := action("running elsewhere")
+			var early *Operation
+			if retryFirst {
+				early = h.submit(a) // queued: no worker yet
+			}
+			w, err := h.s.RegisterWorker(WorkerInfo{Name: "w1", Session: "w1", ActionSlots: 2,
+				Running: []RunningTask{{ID: "old-server-task", Action: a.Digest}, {ID: "a-job-task"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			late := h.submit(a)
+			if tasks, _ := assigned(w); len(tasks) != 0 {
+				t.Fatalf("the running action was assigned again: %v", tasks)
+			}
+			if got, _, ok := h.s.Owned(w, "old-server-task"); !ok || got.Digest != a.Digest {
+				t.Fatalf("the adopted task is not the worker's: %v %v", got, ok)
+			}
+			h.s.Complete(w.ID(), "old-server-task", ok(0))
+			for _, op := range []*Operation{early, late} {
+				if op != nil && h.stage(op) != Completed {
+					t.Fatalf("operation %s did not complete with the adopted task", op.Name)
+				}
+			}
+			// The job's task is not an action's: it holds no action slot.
+			h.submit(action("next"))
+			if tasks, _ := assigned(w); len(tasks) != 1 {
+				t.Fatalf("after the adopted action ended, assigned %v; want the next one", tasks)
+			}
+		})
+	}
+}
+
+// A result of an action another server assigned, which ended before its
+// worker reconnected here, answers for the same action queued here
+// meanwhile; an action executing here under a task of its own is not taken.
+func TestAdoptsFinishedAction(t *testing.T) {
+	h := newHarness(t)
+	w := h.worker("w1", 1)
+	running := action("running here")
+	h.submit(running)
+	queued := action("ended elsewhere")
+	op := h.submit(queued)
+	if h.stage(op) != Queued {
+		t.Fatalf("the second action is %v, want queued behind the first", h.stage(op))
+	}
+	if _, _, ok := h.s.AdoptFinished(w, "old-task", queued.Digest); !ok {
+		t.Fatal("a finished action queued here was not adopted")
+	}
+	h.s.Complete(w.ID(), "old-task", ok(0))
+	if h.stage(op) != Completed {
+		t.Fatal("the adopted result did not complete the queued operation")
+	}
+	if _, _, ok := h.s.AdoptFinished(w, "old-task-2", running.Digest); ok {
+		t.Fatal("an action executing here under a task of its own was adopted")
 	}
 }
 

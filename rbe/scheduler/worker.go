@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,7 +24,7 @@ type WorkerInfo struct {
 	Resources   *workerpb.Resources
 	Version     string
 	// Running lists tasks the worker still runs from before a reconnect.
-	Running []string
+	Running []RunningTask
 }
 
 // Worker is a registered worker: its slots, what it runs, and the outbox of
@@ -133,8 +134,8 @@ func (s *Scheduler) RegisterWorker(info WorkerInfo) (*Worker, error) {
 	if old, ok := s.workers[w.id]; ok {
 		// The same process reconnecting: it keeps what it still runs.
 		still := map[string]bool{}
-		for _, id := range info.Running {
-			still[id] = true
+		for _, r := range info.Running {
+			still[r.ID] = true
 		}
 		for id, t := range old.running {
 			if still[id] {
@@ -146,9 +147,71 @@ func (s *Scheduler) RegisterWorker(info WorkerInfo) (*Worker, error) {
 		s.dropWorkerLocked(old, "worker reconnected")
 	}
 	s.workers[w.id] = w
+	s.adoptLocked(w, info.Running)
 	s.failUnsatisfiableLocked()
 	s.dispatchLocked()
 	return w, nil
+}
+
+// RunningTask is a task a registering worker runs: its id and, for an
+// action, the action's digest (zero for a job's task).
+type RunningTask struct {
+	ID     string
+	Action digest.Digest
+}
+
+// adoptLocked takes on the actions a worker runs that this scheduler did
+// not assign: those of a server it took over from, as many as the worker
+// has action slots for.
+func (s *Scheduler) adoptLocked(w *Worker, running []RunningTask) {
+	for _, r := range running {
+		if len(w.running) < w.actionSlots {
+			s.adoptOneLocked(w, r)
+		}
+	}
+}
+
+// adoptOneLocked takes on one action the worker runs under a task id this
+// scheduler did not give: an action already queued here (a client's retry
+// got here first) becomes the one the worker runs; an action in flight on
+// another worker, or a task that is not an action's, is left alone.
+func (s *Scheduler) adoptOneLocked(w *Worker, r RunningTask) *task {
+	if r.Action.IsZero() || s.tasks[r.ID] != nil {
+		return nil
+	}
+	t := s.inFlight[r.Action]
+	switch {
+	case t == nil:
+		s.seq++
+		t = &task{seq: s.seq, action: Action{Digest: r.Action}, received: s.cfg.Now(), changed: make(chan struct{})}
+		s.inFlight[r.Action] = t
+	case t.stage == Queued:
+		s.queue = slices.DeleteFunc(s.queue, func(q *task) bool { return q == t })
+		delete(s.tasks, t.id)
+	default:
+		return nil
+	}
+	t.id, t.stage, t.worker = r.ID, Executing, w
+	t.attempts++
+	s.tasks[t.id] = t
+	w.running[t.id] = t
+	s.changedLocked(t)
+	return t
+}
+
+// AdoptFinished takes on an action a worker has finished under a task id
+// this scheduler did not give (it ran for a server this one took over
+// from, and ended before the worker reconnected), so that its result
+// answers for it here; it returns the action and when it was received, as
+// Owned does, and false when the action is in flight on another worker.
+func (s *Scheduler) AdoptFinished(w *Worker, taskID string, d digest.Digest) (Action, time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.adoptOneLocked(w, RunningTask{ID: taskID, Action: d})
+	if t == nil {
+		return Action{}, time.Time{}, false
+	}
+	return t.action, t.received, true
 }
 
 // Heartbeat records that the worker is alive.

@@ -9,6 +9,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/scheduler"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
@@ -65,7 +66,13 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 		info.Properties = append(info.Properties, scheduler.Property{Name: p.Name, Value: p.Value})
 	}
 	for _, r := range reg.Running {
-		info.Running = append(info.Running, r.TaskId)
+		rt := scheduler.RunningTask{ID: r.TaskId}
+		if r.SlotClass == workerpb.SlotClass_SLOT_CLASS_ACTION && r.ActionDigest != nil {
+			// A digest a worker sends is checked like a client's; a
+			// bad one leaves the task unadopted.
+			rt.Action, _ = digest.New(r.ActionDigest.Hash, r.ActionDigest.SizeBytes)
+		}
+		info.Running = append(info.Running, rt)
 	}
 	w, err := ws.sched.RegisterWorker(info)
 	if err != nil {
@@ -150,6 +157,13 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 // task done.
 func (ws *workers) complete(ctx context.Context, w *scheduler.Worker, r *workerpb.TaskResult) {
 	a, received, ok := ws.sched.Owned(w, r.TaskId)
+	if !ok && r.ActionDigest != nil {
+		// A task of the server this one took over from, which ended
+		// before the worker reconnected.
+		if d, err := digest.New(r.ActionDigest.Hash, r.ActionDigest.SizeBytes); err == nil {
+			a, received, ok = ws.sched.AdoptFinished(w, r.TaskId, d)
+		}
+	}
 	if !ok {
 		return
 	}

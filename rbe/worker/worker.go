@@ -79,6 +79,11 @@ type Worker struct {
 	outputs map[string]*jobOutput
 	// stdins holds the stdin of interactive job attempts, by task id.
 	stdins map[string]*jobStdin
+	// unsent holds the actions whose results have not been sent yet, by
+	// task id: a new stream reports them with the running ones, so that a
+	// server that took over adopts them before it assigns their actions
+	// again.
+	unsent map[string]*workerpb.Digest
 	// outbox holds results, job output and job ends for the server, in
 	// order; it outlives any one stream. held are messages to send first on
 	// the next stream: one whose send failed, and output to send again.
@@ -89,6 +94,8 @@ type Worker struct {
 type running struct {
 	stop  context.CancelFunc
 	class workerpb.SlotClass
+	// action is the digest of the action an action-class task runs.
+	action *workerpb.Digest
 	// masterPort is the port a gang's rank 0 picked: each new stream
 	// reports it again, lest the server never heard of it.
 	masterPort int32
@@ -189,6 +196,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ended:      map[string]endedJob{},
 		outputs:    map[string]*jobOutput{},
 		stdins:     map[string]*jobStdin{},
+		unsent:     map[string]*workerpb.Digest{},
 		outbox:     make(chan *workerpb.WorkerMessage, 1024),
 	}
 	api := workerpb.NewWorkersClient(conn)
@@ -242,7 +250,10 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 	}
 	w.mu.Lock()
 	for id, r := range w.running {
-		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: r.class})
+		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: r.class, ActionDigest: r.action})
+	}
+	for id, d := range w.unsent {
+		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: workerpb.SlotClass_SLOT_CLASS_ACTION, ActionDigest: d})
 	}
 	var ends []*workerpb.WorkerMessage
 	for id, r := range w.running {
@@ -308,7 +319,13 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 				case m = <-w.outbox:
 				}
 			}
-			if err := stream.Send(m); err != nil {
+			err := stream.Send(m)
+			if r := m.GetResult(); r != nil && err == nil {
+				w.mu.Lock()
+				delete(w.unsent, r.TaskId)
+				w.mu.Unlock()
+			}
+			if err != nil {
 				if m.GetHeartbeat() == nil && m.GetJobLog() == nil && m.GetJobEnded() == nil {
 					// For the next connection. Output is sent again from
 					// what the server says it has, job ends from ended.
@@ -360,8 +377,9 @@ func (w *Worker) pickedPort(task string, port int32) {
 }
 
 // start runs work in the background under a task id, unless that task is
-// already running (a repeated assignment after a reconnect).
-func (w *Worker) start(task string, class workerpb.SlotClass, work func(ctx context.Context) *workerpb.WorkerMessage) {
+// already running (a repeated assignment after a reconnect); action is the
+// digest of an action-class task's action.
+func (w *Worker) start(task string, class workerpb.SlotClass, action *workerpb.Digest, work func(ctx context.Context) *workerpb.WorkerMessage) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.mu.Lock()
 	if _, dup := w.running[task]; dup {
@@ -369,26 +387,30 @@ func (w *Worker) start(task string, class workerpb.SlotClass, work func(ctx cont
 		cancel()
 		return
 	}
-	w.running[task] = running{stop: cancel, class: class}
+	w.running[task] = running{stop: cancel, class: class, action: action}
 	w.mu.Unlock()
 	go func() {
 		defer cancel()
 		m := work(ctx)
 		w.mu.Lock()
 		delete(w.running, task)
+		if action != nil && w.unsent != nil {
+			w.unsent[task] = action
+		}
 		w.mu.Unlock()
 		w.outbox <- m
 	}()
 }
 
 func (w *Worker) startAction(a *workerpb.AssignAction) {
-	w.start(a.TaskId, workerpb.SlotClass_SLOT_CLASS_ACTION, func(ctx context.Context) *workerpb.WorkerMessage {
+	w.start(a.TaskId, workerpb.SlotClass_SLOT_CLASS_ACTION, a.ActionDigest, func(ctx context.Context) *workerpb.WorkerMessage {
 		r := &workerpb.TaskResult{TaskId: a.TaskId, StatusCode: int32(codes.InvalidArgument)}
 		if d, err := digest.New(a.GetActionDigest().GetHash(), a.GetActionDigest().GetSizeBytes()); err != nil {
 			r.StatusMessage = "bad action digest: " + err.Error()
 		} else {
 			r = w.runner.run(ctx, a, d)
 		}
+		r.ActionDigest = a.ActionDigest
 		return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Result{Result: r}}
 	})
 }
@@ -398,7 +420,7 @@ func (w *Worker) startJob(a *workerpb.AssignJob) {
 		// Before the next message, which may be its stdin.
 		w.queueStdin(a.TaskId)
 	}
-	w.start(a.TaskId, workerpb.SlotClass_SLOT_CLASS_JOB, func(ctx context.Context) *workerpb.WorkerMessage {
+	w.start(a.TaskId, workerpb.SlotClass_SLOT_CLASS_JOB, nil, func(ctx context.Context) *workerpb.WorkerMessage {
 		w.log.Info("job started", "job", a.JobId, "task", a.TaskId)
 		end := w.runJob(ctx, a)
 		w.log.Info("job ended", "job", a.JobId, "state", end.State, "exit_code", end.ExitCode)
