@@ -56,21 +56,44 @@ var programs = []string{"monmaptool", "ceph-mon", "ceph-osd", "ceph", "radosgw",
 
 // Start starts a Ceph cluster with radosgw on a free port of 127.0.0.1,
 // creates a user with known keys and an empty bucket, and returns once the
-// bucket exists. The cluster is killed on t's cleanup.
+// bucket exists. The cluster is killed on t's cleanup. Without Ceph's
+// programs the test is skipped, or fails where RBS_TEST_REQUIRE_ALL=1.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			const msg = "an S3 server for this test needs Ceph (apt-get install --no-install-recommends ceph-mon ceph-osd radosgw): %s not found"
-			if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
-				t.Fatalf(msg+" (RBS_TEST_REQUIRE_ALL=1)", p)
-			}
-			t.Skipf(msg+"; set RBS_TEST_REQUIRE_ALL=1 to make this a failure", p)
+	if err := missing(); err != nil {
+		if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
+			t.Fatalf("%v (RBS_TEST_REQUIRE_ALL=1)", err)
 		}
+		t.Skipf("%v; set RBS_TEST_REQUIRE_ALL=1 to make this a failure", err)
 	}
 	began := time.Now()
-	c := &cluster{dir: tempDir(t), died: make(chan struct{})}
-	t.Cleanup(c.kill)
+	s, stop, err := Run(tempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	t.Logf("S3 server (Ceph radosgw) at %s ready in %v", s.Endpoint, time.Since(began).Round(time.Millisecond))
+	return s
+}
+
+// missing says which of Ceph's programs is not installed, if any.
+func missing() error {
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			return fmt.Errorf("an S3 server needs Ceph (apt-get install --no-install-recommends ceph-mon ceph-osd radosgw): %s not found", p)
+		}
+	}
+	return nil
+}
+
+// Run is Start for programs other than tests (benchmarks): it starts the
+// cluster in dir, which the caller removes, and returns the server and a
+// function that kills it.
+func Run(dir string) (*Server, func(), error) {
+	if err := missing(); err != nil {
+		return nil, nil, err
+	}
+	c := &cluster{dir: dir, died: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	// A daemon that exits ends the start: whatever waits for it would wait
@@ -84,10 +107,10 @@ func Start(t testing.TB) *Server {
 	}()
 	s, err := c.start(ctx)
 	if err != nil {
-		t.Fatalf("starting an S3 server (Ceph radosgw) in %s: %v\n%s", c.dir, err, c.logs())
+		c.kill()
+		return nil, nil, fmt.Errorf("starting an S3 server (Ceph radosgw) in %s: %v\n%s", c.dir, err, c.logs())
 	}
-	t.Logf("S3 server (Ceph radosgw) at %s ready in %v", s.Endpoint, time.Since(began).Round(time.Millisecond))
-	return s
+	return s, c.kill, nil
 }
 
 // tempDir returns a directory for the cluster. Ceph's configuration file
