@@ -92,12 +92,13 @@ func equalMaps(a, b map[string]string) bool {
 
 // A worker killed with SIGKILL in the middle of an action loses the action,
 // not the build: the server runs it again on the other worker.
-func TestBazelSurvivesWorkerLoss(t *testing.T) {
-	w := newBazelWorkspace(t)
-	// The action notes each run, then waits for the release: the worker is
-	// killed while it certainly runs the action.
+// slowAction makes //slow:slow a genrule whose action appends a line to
+// the file runs each time it starts, then waits until the file release
+// exists.
+func slowAction(t *testing.T, w *bazelWorkspace) (runs, release string) {
+	t.Helper()
 	dir := t.TempDir()
-	runs, release := filepath.Join(dir, "runs"), filepath.Join(dir, "release")
+	runs, release = filepath.Join(dir, "runs"), filepath.Join(dir, "release")
 	build := fmt.Sprintf(`genrule(
     name = "slow",
     outs = ["slow.txt"],
@@ -108,6 +109,14 @@ func TestBazelSurvivesWorkerLoss(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.dir, "slow", "BUILD"), []byte(build), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return runs, release
+}
+
+func TestBazelSurvivesWorkerLoss(t *testing.T) {
+	w := newBazelWorkspace(t)
+	// The action notes each run, then waits for the release: the worker is
+	// killed while it certainly runs the action.
+	runs, release := slowAction(t, w)
 	// A worker killed is lost once unheard of for --worker-timeout.
 	srv := startServer(t, "--worker-timeout", "3s")
 	workers := map[string]*worker{

@@ -245,18 +245,7 @@ func TestSubmitRetriedAcrossFailover(t *testing.T) {
 // started, so the action runs once.
 func TestBazelAcrossFailover(t *testing.T) {
 	w := newBazelWorkspace(t)
-	dir := t.TempDir()
-	runs, release := filepath.Join(dir, "runs"), filepath.Join(dir, "release")
-	build := fmt.Sprintf(`genrule(
-    name = "slow",
-    outs = ["slow.txt"],
-    cmd = "echo ran >> %s; while [ ! -e %s ]; do sleep 0.05; done; echo done > $@",
-    tags = ["manual"],
-)
-`, runs, release)
-	if err := os.WriteFile(filepath.Join(w.dir, "slow", "BUILD"), []byte(build), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	runs, release := slowAction(t, w)
 	// The servers share a CAS and an action cache: a third server's.
 	storage := startServer(t)
 	_, _, a, b, both := haPair(t, "--cas", "grpc://"+storage.Addr, "--ac", "grpc://"+storage.Addr)
