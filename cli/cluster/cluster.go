@@ -522,16 +522,17 @@ func dialAddr(addr net.Addr) string {
 
 // close releases what Open took, in the reverse order.
 func (c *Cluster) close() {
-	if c.lease != nil {
-		// A standby takes over at once, not once the lease is stale.
-		defer c.lease.Release()
-	}
 	if c.srv != nil {
 		c.srv.Stop()
 	}
 	if c.stopJobs != nil {
 		c.stopJobs()
 		<-c.jobsDone
+	}
+	if c.lease != nil {
+		// Nothing commits any more: a standby may take over at once,
+		// not once the lease is stale.
+		c.lease.Release()
 	}
 	if c.stopStores != nil {
 		c.stopStores()
