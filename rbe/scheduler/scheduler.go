@@ -100,12 +100,15 @@ type Scheduler struct {
 	mu       sync.Mutex
 	seq      uint64
 	inFlight map[digest.Digest]*task // deduplicable tasks not yet completed
-	tasks    map[string]*task        // by id, not yet completed
-	queue    []*task                 // queued tasks, in dispatch order
-	ops      map[string]*Operation
-	workers  map[string]*Worker
-	stats    stats
-	recent   recent
+	// done holds deduplicable tasks completed within the retention, for
+	// Resume.
+	done    map[digest.Digest]*task
+	tasks   map[string]*task // by id, not yet completed
+	queue   []*task          // queued tasks, in dispatch order
+	ops     map[string]*Operation
+	workers map[string]*Worker
+	stats   stats
+	recent  recent
 	// maint and maintAll are the workers in a maintenance window, which
 	// get no new action.
 	maint    map[string]bool
@@ -121,8 +124,11 @@ type task struct {
 	attempts int
 	deadline time.Time // while executing with a timeout
 	received time.Time
-	response *repb.ExecuteResponse
-	changed  chan struct{} // closed and replaced on every change
+	// completed is when a deduplicable task completed, for its retention
+	// in done.
+	completed time.Time
+	response  *repb.ExecuteResponse
+	changed   chan struct{} // closed and replaced on every change
 }
 
 // New returns a Scheduler.
@@ -145,6 +151,7 @@ func New(cfg Config) *Scheduler {
 	return &Scheduler{
 		cfg:      cfg,
 		inFlight: map[digest.Digest]*task{},
+		done:     map[digest.Digest]*task{},
 		tasks:    map[string]*task{},
 		ops:      map[string]*Operation{},
 		workers:  map[string]*Worker{},
@@ -203,6 +210,23 @@ func (s *Scheduler) Submit(a Action) (*Operation, error) {
 	op := s.newOpLocked(t)
 	s.dispatchLocked()
 	return op, nil
+}
+
+// Resume is Submit for an operation another server started, that a client
+// waits on here: an identical action that completed here within the
+// retention answers too (it ran for the same operation, adopted from a
+// worker, and may have ended between the client's look at the action cache
+// and this call).
+func (s *Scheduler) Resume(a Action) (*Operation, error) {
+	s.mu.Lock()
+	if t, ok := s.done[a.Digest]; ok && !a.DoNotCache {
+		op := s.newOpLocked(t)
+		op.finished = s.cfg.Now()
+		s.mu.Unlock()
+		return op, nil
+	}
+	s.mu.Unlock()
+	return s.Submit(a)
 }
 
 func (s *Scheduler) newOpLocked(t *task) *Operation {
@@ -376,6 +400,8 @@ func (s *Scheduler) completeLocked(t *task, resp *repb.ExecuteResponse) {
 	delete(s.tasks, t.id)
 	if s.inFlight[t.action.Digest] == t {
 		delete(s.inFlight, t.action.Digest)
+		t.completed = now
+		s.done[t.action.Digest] = t
 	}
 	for _, op := range s.ops {
 		if op.task == t {
@@ -440,6 +466,11 @@ func (s *Scheduler) Tick() {
 	for name, op := range s.ops {
 		if !op.finished.IsZero() && now.Sub(op.finished) > s.cfg.Retention {
 			delete(s.ops, name)
+		}
+	}
+	for d, t := range s.done {
+		if now.Sub(t.completed) > s.cfg.Retention {
+			delete(s.done, d)
 		}
 	}
 	s.dispatchLocked()

@@ -368,6 +368,43 @@ func TestAdoptsFinishedAction(t *testing.T) {
 	}
 }
 
+// Resume answers for an action that completed here moments before (it ran
+// for the operation a client resumes) with that result, within the
+// retention only; Submit runs it again.
+func TestResumeJoinsACompletedAction(t *testing.T) {
+	h := newHarness(t)
+	w := h.worker("w1", 1)
+	a := action("just ended")
+	h.submit(a)
+	tasks, _ := assigned(w)
+	h.s.Complete(w.ID(), tasks[0], ok(3))
+	op, err := h.s.Resume(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := h.s.Watch(op.Name)
+	if err != nil || snap.Stage != Completed || snap.Response.GetResult().GetExitCode() != 3 {
+		t.Fatalf("Resume of a completed action = %+v, %v; want its result", snap, err)
+	}
+	if tasks, _ := assigned(w); len(tasks) != 0 {
+		t.Fatalf("Resume ran the action again: %v", tasks)
+	}
+	h.submit(a)
+	again, _ := assigned(w)
+	if len(again) != 1 {
+		t.Fatalf("Submit after completion assigned %v, want a new run", again)
+	}
+	h.s.Complete(w.ID(), again[0], ok(0))
+	h.advance(h.s.cfg.Retention + time.Second) // w is silent that long: gone
+	w = h.worker("w2", 1)
+	if _, err := h.s.Resume(a); err != nil {
+		t.Fatal(err)
+	}
+	if tasks, _ := assigned(w); len(tasks) != 1 {
+		t.Fatalf("Resume past the retention assigned %v, want a new run", tasks)
+	}
+}
+
 func TestStatusAndRetention(t *testing.T) {
 	h := newHarness(t)
 	w := h.worker("w1", 1, Property{"OSFamily", "linux"})

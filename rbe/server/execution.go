@@ -161,7 +161,7 @@ func (e *execution) resume(ctx context.Context, d digest.Digest, stream repb.Exe
 	if err != nil {
 		return err
 	}
-	op, err := e.sched.Submit(a)
+	op, err := e.sched.Resume(a)
 	if err != nil {
 		return err
 	}
