@@ -20,6 +20,7 @@ import (
 	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
@@ -661,7 +662,7 @@ func notEnded(jobs jobspb.JobsClient, ids []string, printed map[string]bool) str
 			left = append(left, j.Id+" "+state)
 		}
 	}
-	return fmt.Sprintf("%s not ended: %s", plural(len(left), "job", "jobs"), listed(left))
+	return fmt.Sprintf("%s not ended: %s", units.Plural(len(left), "job", "jobs"), listed(left))
 }
 
 // maxListed is how many jobs an error names, of an array say.
@@ -780,7 +781,7 @@ func (c *JobOutputsCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("downloading the outputs of job %s: %w", shown[0].Id, err)
 	}
-	fmt.Printf("Wrote %s (%s) of job %s to %s\n", plural(files, "file", "files"), byteSize(size), shown[0].Id, dest)
+	fmt.Printf("Wrote %s (%s) of job %s to %s\n", units.Plural(files, "file", "files"), units.Human(size), shown[0].Id, dest)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/jobspb"
 )
 
@@ -281,7 +282,7 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 	}
 	mem := "-"
 	if s.MemoryBytes > 0 {
-		mem = fmt.Sprintf("%.1fGiB", float64(s.MemoryBytes)/(1<<30))
+		mem = units.Human(s.MemoryBytes)
 	}
 	row("Resources:", "cpus=%d memory=%s gpus=%d", max(s.Cpus, 1), mem, s.Gpus)
 	limit := "none"
@@ -339,7 +340,7 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		row("CPUTime:", "%s", spec.FormatDuration(time.Duration(r.CpuTimeMs)*time.Millisecond))
 	}
 	if r.PeakMemoryBytes > 0 || r.OomKilled {
-		row("PeakMemory:", "%.1fMiB (oom_killed=%v)", float64(r.PeakMemoryBytes)/(1<<20), r.OomKilled)
+		row("PeakMemory:", "%s (oom_killed=%v)", units.Human(r.PeakMemoryBytes), r.OomKilled)
 	}
 	if r.OutputDroppedBytes > 0 {
 		row("Output:", "%d bytes, truncated: %d bytes between the head and the tail dropped over the server's --max-job-output", r.OutputBytes, r.OutputDroppedBytes)
@@ -355,7 +356,7 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		}
 	}
 	for _, o := range r.Outputs {
-		row("Outputs:", "%s (%s, %s)", o.Path, o.Kind, byteSize(o.SizeBytes))
+		row("Outputs:", "%s (%s, %s)", o.Path, o.Kind, units.Human(o.SizeBytes))
 	}
 	if r.Message != "" {
 		row("Message:", "%s", r.Message)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rbs-build/rbs/jobs/accounting"
 	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/jobspb"
 )
 
@@ -100,7 +101,7 @@ func memText(n int64) string {
 	if n == 0 {
 		return "-"
 	}
-	return byteSize(n)
+	return units.Human(n)
 }
 
 func printStats(w io.Writer, rep *accounting.Report, since, until time.Time) {

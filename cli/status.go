@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/workerpb"
 )
 
@@ -128,7 +129,7 @@ func printStatus(w io.Writer, st *workerpb.StatusResponse) {
 			containers = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%d\t%s\t%d\t%s\t%s\t%s\n", wk.Name, wk.ActionSlots.Used, wk.ActionSlots.Total,
-			wk.JobSlots.Used, wk.JobSlots.Total, wk.CPUs, fmt.Sprintf("%.1fGiB", float64(wk.MemoryBytes)/(1<<30)), len(wk.GPUs), containers, ago, strings.Join(props, " "))
+			wk.JobSlots.Used, wk.JobSlots.Total, wk.CPUs, units.Human(wk.MemoryBytes), len(wk.GPUs), containers, ago, strings.Join(props, " "))
 	}
 	tw.Flush()
 	if len(s.Workers) == 0 {

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
 )
@@ -102,7 +103,7 @@ func checkSlots(_ *Core, _ *job, w *worker, at when) string {
 	case at != ever && !w.connected:
 		return "disconnected"
 	case at != ever && len(w.running) >= w.jobSlots:
-		return fmt.Sprintf("all %d job slots busy", w.jobSlots)
+		return fmt.Sprintf("all %s busy", units.Plural(w.jobSlots, "job slot", "job slots"))
 	}
 	return ""
 }
@@ -140,7 +141,7 @@ func checkContainer(_ *Core, j *job, w *worker, _ when) string {
 func checkCPUs(_ *Core, j *job, w *worker, at when) string {
 	asked := cpusOf(j.spec)
 	if w.cpus < asked {
-		return fmt.Sprintf("only %d CPUs (asked %d)", w.cpus, asked)
+		return fmt.Sprintf("only %s (asked %d)", units.Plural(int(w.cpus), "CPU", "CPUs"), asked)
 	}
 	if used, _ := w.used(); at != ever && w.cpus-used < asked {
 		return fmt.Sprintf("not enough free CPUs (asked %d, free %d)", asked, w.cpus-used)
@@ -151,10 +152,10 @@ func checkCPUs(_ *Core, j *job, w *worker, at when) string {
 func checkMemory(_ *Core, j *job, w *worker, at when) string {
 	asked := j.spec.MemoryBytes
 	if w.memory < asked {
-		return fmt.Sprintf("only %s of memory (asked %s)", gib(w.memory), gib(asked))
+		return fmt.Sprintf("only %s of memory (asked %s)", units.Human(w.memory), units.Human(asked))
 	}
 	if _, used := w.used(); at != ever && w.memory-used < asked {
-		return fmt.Sprintf("not enough free memory (asked %s, free %s)", gib(asked), gib(w.memory-used))
+		return fmt.Sprintf("not enough free memory (asked %s, free %s)", units.Human(asked), units.Human(w.memory-used))
 	}
 	return ""
 }
@@ -165,16 +166,13 @@ func checkGPUs(_ *Core, j *job, w *worker, at when) string {
 		return ""
 	}
 	if len(w.dev.gpus) < asked {
-		return fmt.Sprintf("only %d GPUs (asked %d)", len(w.dev.gpus), asked)
+		return fmt.Sprintf("only %s (asked %d)", units.Plural(len(w.dev.gpus), "GPU", "GPUs"), asked)
 	}
 	if at != ever && w.dev.free() < asked {
 		return fmt.Sprintf("not enough free GPUs (asked %d, free %d)", asked, w.dev.free())
 	}
 	return ""
 }
-
-// gib formats bytes for a reason.
-func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
 // reject runs the chain for one node of j on w.
 func (c *Core) reject(j *job, w *worker, at when) string {
