@@ -40,6 +40,7 @@ type JobCmd struct {
 	Logs    JobLogsCmd    `cmd:"" help:"Print a job's output."`
 	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end, printing each as it ends, or as soon as it can never start (DependencyNeverSatisfied), across restarts of the server; exits non-zero unless all COMPLETED."`
 	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs; exits non-zero, naming them, for jobs that had already ended, as scancel does."`
+	Release JobReleaseCmd `cmd:"" help:"Release held jobs (submitted with --hold), so that they are scheduled."`
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
 	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
 	Reserve JobReserveCmd `cmd:"" help:"Reserve workers for a maintenance window or a team."`
@@ -106,6 +107,7 @@ type JobSubmitCmd struct {
 	NoRequeue     bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
 	MaxRetries    int32    `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
 	CheckpointDir string   `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
+	Hold          bool     `help:"Submit the job held: it stays PENDING (JobHeldUser) until rbs job release ID. A held job is accepted even when no registered worker could ever run it, which is otherwise refused."`
 	Parsable      bool     `help:"Print only the job id."`
 	Interactive   bool     `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's exit code, as with srun (1 for a job that ended without one, such as one cancelled before it ran)."`
 	Inputs        []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
@@ -355,7 +357,7 @@ func (c *JobSubmitCmd) overrides() (manifest.Overrides, error) {
 	o := manifest.Overrides{
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs,
 		MaxRetries: c.MaxRetries, CheckpointDir: c.CheckpointDir, Outputs: c.Outputs, Array: c.Array,
-		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible, Constraints: c.Constraint,
+		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible, Constraints: c.Constraint, Hold: c.Hold,
 	}
 	if c.MemoryGB < 0 {
 		return o, fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
@@ -740,6 +742,31 @@ func (c *JobCancelCmd) Run() error {
 		return fmt.Errorf("job %s had already ended: %s", id, state)
 	case len(over) > 1:
 		return fmt.Errorf("%d jobs had already ended: %s", len(over), listed(over))
+	}
+	return nil
+}
+
+// JobReleaseCmd is `rbs job release`.
+type JobReleaseCmd struct {
+	RemoteFlags
+	IDs []string `arg:"" name:"id" help:"Job ids; an array's id releases its held tasks."`
+}
+
+// Run implements the command: it prints the jobs it released.
+func (c *JobReleaseCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := jobs.Release(ctx, &jobspb.ReleaseRequest{Ids: c.IDs})
+	if err != nil {
+		return err
+	}
+	for _, j := range resp.Jobs {
+		fmt.Printf("%s\treleased\n", j.Id)
 	}
 	return nil
 }

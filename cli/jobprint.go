@@ -45,6 +45,7 @@ type jobJSON struct {
 	Placement          []string          `json:"placement,omitempty"`
 	QueuePosition      int32             `json:"queue_position,omitempty"`
 	ExpectedStart      *string           `json:"expected_start,omitempty"`
+	StartUnknown       string            `json:"start_unknown,omitempty"`
 	User               string            `json:"user"`
 	CPUTimeSecs        float64           `json:"cpu_time_seconds"`
 	SubmitTime         *string           `json:"submit_time"`
@@ -164,7 +165,7 @@ func toJobJSON(j *jobspb.JobInfo) jobJSON {
 		out.Ranks = append(out.Ranks, rj)
 	}
 	out.Nodes, out.Placement = max(s.Nodes, 1), j.Placement
-	out.QueuePosition, out.ExpectedStart = j.QueuePosition, rfc3339(j.ExpectedStartUnixMs)
+	out.QueuePosition, out.ExpectedStart, out.StartUnknown = j.QueuePosition, rfc3339(j.ExpectedStartUnixMs), j.StartUnknown
 	out.User, out.CPUTimeSecs = s.User, float64(r.CpuTimeMs)/1000
 	for _, d := range j.Deps {
 		out.Dependencies = append(out.Dependencies, depJSON{d.Kind, d.Id, d.State, d.NeverSatisfied})
@@ -262,7 +263,10 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		row("Position:", "%d in queue %s", j.QueuePosition, s.Queue)
 	}
 	if r.State == "PENDING" {
-		start := "unknown (something ahead of it has no time limit, it waits on a dependency, or too much waits ahead)"
+		start := "unknown"
+		if j.StartUnknown != "" {
+			start += ": " + j.StartUnknown
+		}
 		if at := rfc3339(j.ExpectedStartUnixMs); at != nil {
 			start = *at
 			if d := time.Until(time.UnixMilli(j.ExpectedStartUnixMs)); d > 0 {

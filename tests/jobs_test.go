@@ -335,14 +335,32 @@ func TestJobPriorityBackfillAndReasons(t *testing.T) {
 	}
 	// A short job fits in the gap and ends before the reservation: backfilled.
 	short := submit(t, srv, "--cpus", "1", "--time", "10s", "--", "true")
-	tooBig := submit(t, srv, "--cpus", "64", "--", "true")
+	// A job no worker could ever hold is refused, naming what the worker
+	// has; held on purpose it waits, and once released it waits for a
+	// worker that fits, saying why it cannot start.
+	_, stderr, err := rbsRun(srv, "job", "submit", "--cpus", "64", "--", "true")
+	if want := "no worker can ever run this job: only 2 CPUs on w1 (asked 64)"; err == nil || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--hold") {
+		t.Fatalf("submitting a 64-CPU job to a 2-CPU worker: %v, %q; want %q", err, stderr, want)
+	}
+	tooBig := submit(t, srv, "--hold", "--cpus", "64", "--", "true")
+	waitFor(t, srv, tooBig, "held", func(j jobView) bool { return j.PendingReason == "JobHeldUser" })
+	if out := rbs(t, srv, "job", "show", tooBig); !strings.Contains(out, "Starts:      unknown: it is held until rbs job release "+tooBig+"\n") {
+		t.Fatalf("show of a held job:\n%s", out)
+	}
+	if out := rbs(t, srv, "job", "release", tooBig); out != tooBig+"\treleased\n" {
+		t.Fatalf("release printed %q", out)
+	}
+	if _, stderr, err := rbsRun(srv, "job", "release", tooBig); err == nil || !strings.Contains(stderr, "job "+tooBig+" is not held: it is PENDING") {
+		t.Fatalf("releasing a job again: %v, %q", err, stderr)
+	}
 
 	waitFor(t, srv, short, "RUNNING (backfilled)", func(j jobView) bool { return j.State != "PENDING" })
 	if j := show(t, srv, big); j.State != "PENDING" || j.PendingReason != "Resources" || j.Priority.Base != 100 {
 		t.Fatalf("big job: %+v", j)
 	}
-	if j := show(t, srv, tooBig); j.PendingReason != "NoWorkerFits" {
-		t.Fatalf("64-CPU job: %+v", j)
+	waitFor(t, srv, tooBig, "pending for want of a worker", func(j jobView) bool { return j.PendingReason == "NoWorkerFits" })
+	if out := rbs(t, srv, "job", "show", tooBig); !strings.Contains(out, "Starts:      unknown: no worker can ever run it: only 2 CPUs on w1 (asked 64)\n") {
+		t.Fatalf("show of a job no worker fits:\n%s", out)
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -228,6 +228,62 @@ func (c *Core) placeable(j *job, workers []*worker) string {
 	return ""
 }
 
+// tooLarge says why no registered worker with job slots of s's platform
+// could ever hold one node of s, for its size alone (CPUs, memory, GPUs),
+// naming what the largest have: "only 1 CPU on each (asked 4)"; "" when
+// one could, or while none of the platform is registered.
+func (c *Core) tooLarge(s *jobspb.JobSpec) string {
+	j := &job{spec: s}
+	var ws []*worker
+	for _, w := range c.workers {
+		if w.jobSlots == 0 || checkPlatform(c, j, w, ever) != "" {
+			continue
+		}
+		if checkCPUs(c, j, w, ever) == "" && checkMemory(c, j, w, ever) == "" && checkGPUs(c, j, w, ever) == "" {
+			return ""
+		}
+		ws = append(ws, w)
+	}
+	if len(ws) == 0 {
+		return ""
+	}
+	var cpus, gpus int
+	var mem int64
+	same := [3]bool{true, true, true}
+	for i, w := range ws {
+		if i > 0 {
+			same[0] = same[0] && int(w.cpus) == cpus
+			same[1] = same[1] && w.memory == mem
+			same[2] = same[2] && len(w.dev.gpus) == gpus
+		}
+		cpus, mem, gpus = max(cpus, int(w.cpus)), max(mem, w.memory), max(gpus, len(w.dev.gpus))
+	}
+	on := func(same bool) string {
+		switch {
+		case len(ws) == 1:
+			return " on " + ws[0].name
+		case same:
+			return " on each"
+		}
+		return " on the largest"
+	}
+	var short []string
+	if asked := int(cpusOf(s)); asked > cpus {
+		short = append(short, fmt.Sprintf("only %s%s (asked %d)", units.Plural(cpus, "CPU", "CPUs"), on(same[0]), asked))
+	}
+	if s.MemoryBytes > mem {
+		short = append(short, fmt.Sprintf("only %s of memory%s (asked %s)", units.Human(mem), on(same[1]), units.Human(s.MemoryBytes)))
+	}
+	if asked := int(s.Gpus); asked > gpus {
+		short = append(short, fmt.Sprintf("only %s%s (asked %d)", units.Plural(gpus, "GPU", "GPUs"), on(same[2]), asked))
+	}
+	if len(short) == 0 {
+		return fmt.Sprintf("none has %s, %s of memory and %s at once (asked per node)",
+			units.Plural(int(cpusOf(s)), "CPU", "CPUs"), units.Human(s.MemoryBytes), units.Plural(int(s.Gpus), "GPU", "GPUs"))
+	}
+	return strings.Join(short, ", ")
+}
+
 // score is how loosely one node of j would fill w: the fractions of its
 // CPUs, memory, GPUs and job slots left free after it, summed. Lower is
 // tighter, and wins.
