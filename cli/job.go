@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/spec"
@@ -429,7 +430,7 @@ func (c *JobListCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		return printJSON(os.Stdout, jobsJSON(list))
+		return schema.Write(os.Stdout, schema.Jobs(list))
 	}
 	out := bufio.NewWriter(os.Stdout)
 	printJobTable(out, list)
@@ -455,10 +456,7 @@ func (c *JobShowCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		if len(shown) == 1 && !strings.Contains(shown[0].Id, "_") || strings.Contains(c.ID, "_") {
-			return printJSON(os.Stdout, toJobJSON(shown[0]))
-		}
-		return printJSON(os.Stdout, jobsJSON(shown))
+		return schema.Write(os.Stdout, schema.Shown(c.ID, shown))
 	}
 	for i, j := range shown {
 		if i > 0 {
@@ -830,11 +828,7 @@ func (c *JobQueuesCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		out := []jobQueueJSON{}
-		for _, q := range resp.Queues {
-			out = append(out, jobQueueJSON{Name: q.Name, Priority: q.Priority, MaxTimeSeconds: q.MaxTimeMs / 1000, Running: q.Running, Pending: q.Pending, Default: q.IsDefault})
-		}
-		return printJSON(os.Stdout, out)
+		return schema.Write(os.Stdout, schema.Queues(resp.Queues))
 	}
 	printQueues(os.Stdout, resp.Queues)
 	return nil

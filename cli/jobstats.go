@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/jobs/accounting"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/units"
@@ -66,7 +67,7 @@ func (c *JobStatsCmd) Run() error {
 	rep := accounting.New(mine, c.Worst)
 	switch {
 	case c.JSON:
-		return printJSON(os.Stdout, statsJSON(rep, since, until))
+		return schema.Write(os.Stdout, statsJSON(rep, since, until))
 	case c.Parsable:
 		printParsable(os.Stdout, rep.Jobs)
 	default:

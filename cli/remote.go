@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rbs-build/rbs/cli/cluster"
+	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/jobs/units"
@@ -165,9 +166,28 @@ func (c *RemoteServeCmd) Run() error {
 		MetricsPublic:  c.MetricsPublic,
 		Log:            log,
 		Ready: func(addr net.Addr) {
-			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)
+			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s (dashboard: %s)\n", addr, dashboardURL(addr, c.TLSCert != ""))
 		},
 	})
+}
+
+// dashboardURL is where a browser finds the dashboard of a server
+// listening on addr: the machine's name when it listens on every address.
+func dashboardURL(addr net.Addr, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return scheme + "://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if host, err = os.Hostname(); err != nil {
+			host = "localhost"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
 }
 
 // storeTokenEnv names the variable holding the bearer token `rbs remote
@@ -379,7 +399,7 @@ func (c *RemoteStatusCmd) Run() error {
 		return fmt.Errorf("asking %s for its status: %w", c.Server, err)
 	}
 	if c.JSON {
-		return printStatusJSON(os.Stdout, st)
+		return schema.Write(os.Stdout, schema.FromStatus(st))
 	}
 	printStatus(os.Stdout, st)
 	return nil
