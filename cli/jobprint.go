@@ -109,7 +109,7 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 	if s.Script != "" {
 		row("Command:", "script (%d bytes)", len(s.Script))
 	} else {
-		row("Command:", "%s", strings.Join(s.Command, " "))
+		row("Command:", "%s", schema.CommandLine(s.Command))
 	}
 	mem := "-"
 	if s.MemoryBytes > 0 {

@@ -112,6 +112,10 @@ func TestJobLifecycle(t *testing.T) {
 	if got := rbs(t, srv, "job", "logs", id); got != "hi from "+id+"\n" {
 		t.Fatalf("logs %q", got)
 	}
+	// The command is shown as a line to paste into a shell.
+	if out := rbs(t, srv, "job", "show", id); !strings.Contains(out, `Command:     sh -c 'echo "$GREETING from $RBS_JOB_ID"'`+"\n") {
+		t.Fatalf("show does not quote the command:\n%s", out)
+	}
 	j := show(t, srv, id)
 	if j.State != "COMPLETED" || j.ExitCode != 0 || j.Attempts != 1 || len(j.Workers) != 1 || j.Workers[0] != "w1" || j.StartTime == nil || j.EndTime == nil {
 		t.Fatalf("show: %+v", j)

@@ -28,6 +28,7 @@ type Job struct {
 	PendingReason      string            `json:"pending_reason"`
 	Priority           Priority          `json:"priority"`
 	Command            []string          `json:"command"`
+	CommandLine        string            `json:"command_line"`
 	ScriptBytes        int               `json:"script_bytes,omitempty"`
 	CPUs               int32             `json:"cpus"`
 	MemoryBytes        int64             `json:"memory_bytes"`
@@ -238,6 +239,7 @@ func FromJob(j *jobspb.JobInfo) Job {
 	if out.Command == nil {
 		out.Command = []string{}
 	}
+	out.CommandLine = CommandLine(out.Command)
 	if out.GPUIndices == nil {
 		out.GPUIndices = []int32{}
 	}
@@ -257,6 +259,23 @@ func FromJob(j *jobspb.JobInfo) Job {
 		out.Dependencies = append(out.Dependencies, Dependency{d.Kind, d.Id, d.State, d.NeverSatisfied})
 	}
 	return out
+}
+
+// CommandLine is argv as a line to paste into a POSIX shell: each word
+// that holds anything but letters, digits and _@%+=:,./- single-quoted.
+func CommandLine(argv []string) string {
+	words := make([]string, len(argv))
+	for i, w := range argv {
+		words[i] = w
+		if w == "" || strings.IndexFunc(w, func(r rune) bool { return !plainRune(r) }) >= 0 {
+			words[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+func plainRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_@%+=:,./-", r)
 }
 
 // Jobs is a list of jobs, [] for none.

@@ -246,7 +246,7 @@ async function job(id) {
     const rows = [
       row("State", el("span", { id: "job-state", class: "state " + j.state }, j.state), j.state === "PENDING" && j.pending_reason ? el("span", { id: "job-reason" }, " (" + j.pending_reason + ")") : null),
       row("Name", j.name), row("User", j.user), row("Queue", j.queue),
-      row("Command", j.script_bytes ? `script (${j.script_bytes} bytes)` : j.command.join(" ")),
+      row("Command", j.script_bytes ? `script (${j.script_bytes} bytes)` : j.command_line),
       row("Resources", `cpus=${j.cpus} memory=${bytes(j.memory_bytes)} gpus=${j.gpus} nodes=${nodes}`),
       row("Time limit", j.time_limit_seconds ? secs(1000 * j.time_limit_seconds) : "none"),
       row("Priority", el("span", { id: "priority" }, `${p.total} = base ${p.base} + queue ${p.queue} + age ${p.age}`)),
