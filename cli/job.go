@@ -482,6 +482,9 @@ func (c *JobLogsCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
+	if err := sayNotStarted(jobs, c.ID, c.Follow); err != nil {
+		return err
+	}
 	var written int64
 	follow := func() error {
 		stream, err := jobs.Logs(context.Background(), &jobspb.LogsRequest{Id: c.ID, Follow: c.Follow, Offset: written, OneRank: c.Rank >= 0, Rank: c.Rank})
@@ -507,6 +510,26 @@ func (c *JobLogsCmd) Run() error {
 		return follow()
 	}
 	return untilServerBack(jobs, follow)
+}
+
+// sayNotStarted says on stderr when job id has not started, so has no
+// output yet, and why it waits; an unknown job is an error.
+func sayNotStarted(jobs jobspb.JobsClient, id string, follow bool) error {
+	shown, err := collect(jobs.Show(context.Background(), &jobspb.ShowRequest{Id: id}))
+	if err != nil || len(shown) != 1 || shown[0].Record.State != "PENDING" {
+		return err
+	}
+	r := shown[0].Record
+	why := "PENDING (" + r.PendingReason + ")"
+	if r.PendingReason == "" {
+		why = "PENDING"
+	}
+	then := "it has no output yet"
+	if follow {
+		then = "following its output from when it starts"
+	}
+	fmt.Fprintf(os.Stderr, "rbs: job %s has not started: it is %s; %s (rbs job show %s says more)\n", shown[0].Id, why, then, shown[0].Id)
+	return nil
 }
 
 // serverBack is how long the commands that follow jobs (logs -f, wait)

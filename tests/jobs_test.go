@@ -351,6 +351,9 @@ func TestJobPriorityBackfillAndReasons(t *testing.T) {
 	if out := rbs(t, srv, "job", "show", tooBig); !strings.Contains(out, "Starts:      unknown: it is held until rbs job release "+tooBig+"\n") {
 		t.Fatalf("show of a held job:\n%s", out)
 	}
+	if out, stderr, err := rbsRun(srv, "job", "logs", tooBig); err != nil || out != "" || !strings.Contains(stderr, "job "+tooBig+" has not started: it is PENDING (JobHeldUser)") {
+		t.Fatalf("logs of a held job: %v, stdout %q, stderr %q", err, out, stderr)
+	}
 	if out := rbs(t, srv, "job", "release", tooBig); out != tooBig+"\treleased\n" {
 		t.Fatalf("release printed %q", out)
 	}
