@@ -90,19 +90,19 @@ func collect[R any, P interface {
 // JobSubmitCmd is `rbs job submit`.
 type JobSubmitCmd struct {
 	RemoteFlags
-	Name          string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name)."`
-	Queue         string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch)."`
-	Priority      int32    `help:"Priority within the queue; higher runs first."`
-	CPUs          int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's)."`
-	MemoryGB      float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
-	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker (on each, with --nodes)."`
+	Name          string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name); sbatch's --job-name too." placeholder:"NAME"`
+	Queue         string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch); sbatch's --partition too." placeholder:"QUEUE"`
+	Priority      int32    `help:"Priority within the queue; higher runs first." placeholder:"N"`
+	CPUs          int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's); sbatch's --cpus-per-task too." placeholder:"N"`
+	MemoryGB      float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)." placeholder:"GIB"`
+	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker (on each, with --nodes)." placeholder:"N"`
 	Constraint    []string `sep:"none" help:"Run only on workers that offer this platform property NAME=VALUE (their --property; OSFamily and ISA too), e.g. gpu=a100 (repeatable)." placeholder:"NAME=VALUE"`
 	Preemptible   bool     `help:"Let a job of higher priority that cannot otherwise start preempt this one: it gets SIGTERM, the server's --preempt-grace, then SIGKILL, and goes back to PENDING to resume from its --checkpoint-dir."`
 	Container     string   `help:"Run the command in this OCI image (podman or docker on the worker, whichever it has): the job's directory is the working directory, and the environment and GPUs are passed through. Only workers with a container runtime take the job." placeholder:"IMAGE"`
 	Nodes         string   `name:"nodes" short:"N" help:"Run the job on N distinct workers at once, a gang (MIN-MAX: elastic, starting once MIN fit, on as many as fit up to MAX): the same command on each, with RBS_NODE_RANK, RBS_NNODES, RBS_NODELIST, RBS_MASTER_ADDR and RBS_MASTER_PORT (and PyTorch's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK) set; --cpus, --memory-gb and --gpus are per node. The job ends when rank 0 ends; any other rank failing ends them all (default: 1, or the job target's)." placeholder:"N"`
 	Time          string   `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
-	Deps          string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
-	Array         string   `short:"a" help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
+	Deps          string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID; sbatch's --dependency too." placeholder:"DEPS"`
+	Array         string   `short:"a" help:"Job array: 0-99, 1,3,7, 0-99:4 (every 4th), and %N to run at most N at once, as in 0-99%10." placeholder:"SPEC"`
 	Export        string   `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
 	Env           []string `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
 	NoRequeue     bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
