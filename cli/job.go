@@ -787,7 +787,7 @@ func (c *JobReleaseCmd) Run() error {
 		return err
 	}
 	for _, j := range resp.Jobs {
-		fmt.Printf("%s\treleased\n", j.Id)
+		fmt.Printf("Released job %s\n", j.Id)
 	}
 	return nil
 }

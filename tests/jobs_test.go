@@ -354,7 +354,7 @@ func TestJobPriorityBackfillAndReasons(t *testing.T) {
 	if out, stderr, err := rbsRun(srv, "job", "logs", tooBig); err != nil || out != "" || !strings.Contains(stderr, "job "+tooBig+" has not started: it is PENDING (JobHeldUser)") {
 		t.Fatalf("logs of a held job: %v, stdout %q, stderr %q", err, out, stderr)
 	}
-	if out := rbs(t, srv, "job", "release", tooBig); out != tooBig+"\treleased\n" {
+	if out := rbs(t, srv, "job", "release", tooBig); out != "Released job "+tooBig+"\n" {
 		t.Fatalf("release printed %q", out)
 	}
 	if _, stderr, err := rbsRun(srv, "job", "release", tooBig); err == nil || !strings.Contains(stderr, "job "+tooBig+" is not held: it is PENDING") {
