@@ -146,7 +146,10 @@ func apiGet(t *testing.T, srv *server, path string, v any) {
 // rbs job list does (id, a running job, being among them).
 func checkWebAPI(t *testing.T, srv *server, id string) {
 	t.Helper()
+	// Running and blocked after its first line, the job stands still.
 	waitFor(t, srv, id, "RUNNING", inState("RUNNING"))
+	eventually(t, "job "+id+"'s first line", func() bool { return rbs(t, srv, "job", "logs", id) == "first-line\n" }, func() string { return rbs(t, srv, "job", "logs", id) })
+	waitFor(t, srv, id, "its first line stored", func(j jobView) bool { return j.OutputBytes > 0 })
 	var index struct {
 		Endpoints []struct{ Method, Path, Description string }
 	}

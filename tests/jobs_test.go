@@ -50,6 +50,7 @@ type jobView struct {
 	Attempts        int      `json:"attempts"`
 	Workers         []string `json:"workers"`
 	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
+	OutputBytes     int64    `json:"output_bytes"`
 	OOMKilled       bool     `json:"oom_killed"`
 	SubmitTime      *string  `json:"submit_time"`
 	StartTime       *string  `json:"start_time"`
