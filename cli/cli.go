@@ -97,9 +97,9 @@ func Version() string {
 // from a file or the environment, never from the command line, where other
 // users of the machine could read it.
 type RemoteFlags struct {
-	Server    string `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT, or a comma-separated list of a cluster's servers." env:"RBS_REMOTE"`
-	TokenFile string `name:"token-file" help:"File holding the server's bearer token (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
-	TLSCA     string `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
+	Server    string `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT, or a comma-separated list of a cluster's servers." env:"RBS_REMOTE" placeholder:"ADDR"`
+	TokenFile string `name:"token-file" help:"File holding the server's bearer token (default: $RBS_REMOTE_TOKEN)." type:"existingfile" placeholder:"FILE"`
+	TLSCA     string `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile" placeholder:"FILE"`
 }
 
 // tokenEnv names the variable holding the user token.

@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/jobs/manifest"
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
@@ -39,6 +41,7 @@ type JobCmd struct {
 	Logs    JobLogsCmd    `cmd:"" help:"Print a job's output."`
 	Wait    JobWaitCmd    `cmd:"" help:"Wait for jobs to end, printing each as it ends, or as soon as it can never start (DependencyNeverSatisfied), across restarts of the server; exits non-zero unless all COMPLETED."`
 	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs; exits non-zero, naming them, for jobs that had already ended, as scancel does."`
+	Release JobReleaseCmd `cmd:"" help:"Release held jobs (submitted with --hold), so that they are scheduled."`
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
 	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
 	Reserve JobReserveCmd `cmd:"" help:"Reserve workers for a maintenance window or a team."`
@@ -87,24 +90,25 @@ func collect[R any, P interface {
 // JobSubmitCmd is `rbs job submit`.
 type JobSubmitCmd struct {
 	RemoteFlags
-	Name          string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name)."`
-	Queue         string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch)."`
-	Priority      int32    `help:"Priority within the queue; higher runs first."`
-	CPUs          int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's)."`
-	MemoryGB      float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)."`
-	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker (on each, with --nodes)."`
+	Name          string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name); sbatch's --job-name too." placeholder:"NAME"`
+	Queue         string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch); sbatch's --partition too." placeholder:"QUEUE"`
+	Priority      int32    `help:"Priority within the queue; higher runs first." placeholder:"N"`
+	CPUs          int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's); sbatch's --cpus-per-task too." placeholder:"N"`
+	MemoryGB      float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)." placeholder:"GIB"`
+	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker (on each, with --nodes)." placeholder:"N"`
 	Constraint    []string `sep:"none" help:"Run only on workers that offer this platform property NAME=VALUE (their --property; OSFamily and ISA too), e.g. gpu=a100 (repeatable)." placeholder:"NAME=VALUE"`
 	Preemptible   bool     `help:"Let a job of higher priority that cannot otherwise start preempt this one: it gets SIGTERM, the server's --preempt-grace, then SIGKILL, and goes back to PENDING to resume from its --checkpoint-dir."`
 	Container     string   `help:"Run the command in this OCI image (podman or docker on the worker, whichever it has): the job's directory is the working directory, and the environment and GPUs are passed through. Only workers with a container runtime take the job." placeholder:"IMAGE"`
 	Nodes         string   `name:"nodes" short:"N" help:"Run the job on N distinct workers at once, a gang (MIN-MAX: elastic, starting once MIN fit, on as many as fit up to MAX): the same command on each, with RBS_NODE_RANK, RBS_NNODES, RBS_NODELIST, RBS_MASTER_ADDR and RBS_MASTER_PORT (and PyTorch's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK) set; --cpus, --memory-gb and --gpus are per node. The job ends when rank 0 ends; any other rank failing ends them all (default: 1, or the job target's)." placeholder:"N"`
 	Time          string   `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
-	Deps          string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID."`
-	Array         string   `short:"a" help:"Job array: 0-99, 1,3,7, or 0-99%10 to run at most 10 at once."`
+	Deps          string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID; sbatch's --dependency too." placeholder:"DEPS"`
+	Array         string   `short:"a" help:"Job array: 0-99, 1,3,7, 0-99:4 (every 4th), and %N to run at most N at once, as in 0-99%10." placeholder:"SPEC"`
 	Export        string   `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
 	Env           []string `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
 	NoRequeue     bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
 	MaxRetries    int32    `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
 	CheckpointDir string   `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
+	Hold          bool     `help:"Submit the job held: it stays PENDING (JobHeldUser) until rbs job release ID. A held job is accepted even when no registered worker could ever run it, which is otherwise refused."`
 	Parsable      bool     `help:"Print only the job id."`
 	Interactive   bool     `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's exit code, as with srun (1 for a job that ended without one, such as one cancelled before it ran)."`
 	Inputs        []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
@@ -354,7 +358,7 @@ func (c *JobSubmitCmd) overrides() (manifest.Overrides, error) {
 	o := manifest.Overrides{
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs,
 		MaxRetries: c.MaxRetries, CheckpointDir: c.CheckpointDir, Outputs: c.Outputs, Array: c.Array,
-		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible, Constraints: c.Constraint,
+		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible, Constraints: c.Constraint, Hold: c.Hold,
 	}
 	if c.MemoryGB < 0 {
 		return o, fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
@@ -426,7 +430,7 @@ func (c *JobListCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		return printJSON(os.Stdout, jobsJSON(list))
+		return schema.Write(os.Stdout, schema.Jobs(list))
 	}
 	out := bufio.NewWriter(os.Stdout)
 	printJobTable(out, list)
@@ -452,10 +456,7 @@ func (c *JobShowCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		if len(shown) == 1 && !strings.Contains(shown[0].Id, "_") || strings.Contains(c.ID, "_") {
-			return printJSON(os.Stdout, toJobJSON(shown[0]))
-		}
-		return printJSON(os.Stdout, jobsJSON(shown))
+		return schema.Write(os.Stdout, schema.Shown(c.ID, shown))
 	}
 	for i, j := range shown {
 		if i > 0 {
@@ -481,6 +482,9 @@ func (c *JobLogsCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
+	if err := sayNotStarted(jobs, c.ID, c.Follow); err != nil {
+		return err
+	}
 	var written int64
 	follow := func() error {
 		stream, err := jobs.Logs(context.Background(), &jobspb.LogsRequest{Id: c.ID, Follow: c.Follow, Offset: written, OneRank: c.Rank >= 0, Rank: c.Rank})
@@ -506,6 +510,26 @@ func (c *JobLogsCmd) Run() error {
 		return follow()
 	}
 	return untilServerBack(jobs, follow)
+}
+
+// sayNotStarted says on stderr when job id has not started, so has no
+// output yet, and why it waits; an unknown job is an error.
+func sayNotStarted(jobs jobspb.JobsClient, id string, follow bool) error {
+	shown, err := collect(jobs.Show(context.Background(), &jobspb.ShowRequest{Id: id}))
+	if err != nil || len(shown) != 1 || shown[0].Record.State != "PENDING" {
+		return err
+	}
+	r := shown[0].Record
+	why := "PENDING (" + r.PendingReason + ")"
+	if r.PendingReason == "" {
+		why = "PENDING"
+	}
+	then := "it has no output yet"
+	if follow {
+		then = "following its output from when it starts"
+	}
+	fmt.Fprintf(os.Stderr, "rbs: job %s has not started: it is %s; %s (rbs job show %s says more)\n", shown[0].Id, why, then, shown[0].Id)
+	return nil
 }
 
 // serverBack is how long the commands that follow jobs (logs -f, wait)
@@ -661,7 +685,7 @@ func notEnded(jobs jobspb.JobsClient, ids []string, printed map[string]bool) str
 			left = append(left, j.Id+" "+state)
 		}
 	}
-	return fmt.Sprintf("%s not ended: %s", plural(len(left), "job", "jobs"), listed(left))
+	return fmt.Sprintf("%s not ended: %s", units.Plural(len(left), "job", "jobs"), listed(left))
 }
 
 // maxListed is how many jobs an error names, of an array say.
@@ -743,6 +767,31 @@ func (c *JobCancelCmd) Run() error {
 	return nil
 }
 
+// JobReleaseCmd is `rbs job release`.
+type JobReleaseCmd struct {
+	RemoteFlags
+	IDs []string `arg:"" name:"id" help:"Job ids; an array's id releases its held tasks."`
+}
+
+// Run implements the command: it prints the jobs it released.
+func (c *JobReleaseCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := jobs.Release(ctx, &jobspb.ReleaseRequest{Ids: c.IDs})
+	if err != nil {
+		return err
+	}
+	for _, j := range resp.Jobs {
+		fmt.Printf("Released job %s\n", j.Id)
+	}
+	return nil
+}
+
 // JobOutputsCmd is `rbs job outputs`.
 type JobOutputsCmd struct {
 	RemoteFlags
@@ -780,7 +829,7 @@ func (c *JobOutputsCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("downloading the outputs of job %s: %w", shown[0].Id, err)
 	}
-	fmt.Printf("Wrote %s (%s) of job %s to %s\n", plural(files, "file", "files"), byteSize(size), shown[0].Id, dest)
+	fmt.Printf("Wrote %s (%s) of job %s to %s\n", units.Plural(files, "file", "files"), units.Human(size), shown[0].Id, dest)
 	return nil
 }
 
@@ -802,11 +851,7 @@ func (c *JobQueuesCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		out := []jobQueueJSON{}
-		for _, q := range resp.Queues {
-			out = append(out, jobQueueJSON{Name: q.Name, Priority: q.Priority, MaxTimeSeconds: q.MaxTimeMs / 1000, Running: q.Running, Pending: q.Pending, Default: q.IsDefault})
-		}
-		return printJSON(os.Stdout, out)
+		return schema.Write(os.Stdout, schema.Queues(resp.Queues))
 	}
 	printQueues(os.Stdout, resp.Queues)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/merkle"
@@ -168,19 +169,6 @@ func uploadInputs(ctx context.Context, cas *client.CAS, trees []*merkle.Tree) er
 	return nil
 }
 
-// byteSize formats n bytes for people.
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // uploadReport says what an upload of files (and the directory nodes dirs)
 // sent, missing being the blobs the cluster lacked: "2000 files, 18.4 KiB:
 // uploaded 1 file (8 B) and 3 directories; 1999 files (18.4 KiB) already on
@@ -206,16 +194,8 @@ func uploadReport(files []merkle.File, dirs, missing map[digest.Digest]bool) str
 		}
 	}
 	return fmt.Sprintf("%s, %s: uploaded %s (%s) and %s; %s (%s) already on the cluster",
-		plural(len(files), "file", "files"), byteSize(total),
-		plural(sentFiles, "file", "files"), byteSize(sentBytes),
-		plural(sentDirs, "directory", "directories"),
-		plural(len(files)-sentFiles, "file", "files"), byteSize(thereBytes))
-}
-
-// plural says n things, in the singular for one.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
+		units.Plural(len(files), "file", "files"), units.Human(total),
+		units.Plural(sentFiles, "file", "files"), units.Human(sentBytes),
+		units.Plural(sentDirs, "directory", "directories"),
+		units.Plural(len(files)-sentFiles, "file", "files"), units.Human(thereBytes))
 }

@@ -9,8 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/jobs/accounting"
 	"github.com/rbs-build/rbs/jobs/spec"
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/jobspb"
 )
 
@@ -65,7 +67,7 @@ func (c *JobStatsCmd) Run() error {
 	rep := accounting.New(mine, c.Worst)
 	switch {
 	case c.JSON:
-		return printJSON(os.Stdout, statsJSON(rep, since, until))
+		return schema.Write(os.Stdout, statsJSON(rep, since, until))
 	case c.Parsable:
 		printParsable(os.Stdout, rep.Jobs)
 	default:
@@ -100,7 +102,7 @@ func memText(n int64) string {
 	if n == 0 {
 		return "-"
 	}
-	return byteSize(n)
+	return units.Human(n)
 }
 
 func printStats(w io.Writer, rep *accounting.Report, since, until time.Time) {

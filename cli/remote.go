@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rbs-build/rbs/cli/cluster"
+	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/jobs/units"
@@ -35,29 +36,29 @@ type RemoteCmd struct {
 
 // RemoteServeCmd is `rbs remote serve`.
 type RemoteServeCmd struct {
-	Listen          string        `help:"Address to listen on (port 0 picks a free one; default: :8980 with a token and no --workers, else 127.0.0.1:8980). Without a token only a loopback address is served."`
-	DataDir         string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path"`
-	State           string        `help:"Where the batch scheduler's state is kept: postgres://USER@HOST:PORT/DB, a PostgreSQL database that several servers may share (password from --state-password-file, PGPASSFILE or ~/.pgpass, never the URL); default: SQLite in DATA_DIR/jobs.db."`
-	StatePassword   string        `name:"state-password-file" help:"File holding the password of the --state database." type:"existingfile"`
+	Listen          string        `help:"Address to listen on (port 0 picks a free one; default: :8980 with a token and no --workers, else 127.0.0.1:8980). Without a token only a loopback address is served." placeholder:"ADDR"`
+	DataDir         string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path" placeholder:"DIR"`
+	State           string        `help:"Where the batch scheduler's state is kept: postgres://USER@HOST:PORT/DB, a PostgreSQL database that several servers may share (password from --state-password-file, PGPASSFILE or ~/.pgpass, never the URL); default: SQLite in DATA_DIR/jobs.db." placeholder:"URL"`
+	StatePassword   string        `name:"state-password-file" help:"File holding the password of the --state database." type:"existingfile" placeholder:"FILE"`
 	Advertise       string        `help:"Address the other servers of a shared --state, and the clients they forward to, reach this one at (default: the --listen address, with this host's name for an unspecified host)." placeholder:"HOST:PORT"`
 	CAS             string        `name:"cas" placeholder:"SPEC" help:"The CAS's backends: disk:DIR[?max_size=SIZE], grpc://HOST:PORT[/INSTANCE][?token_file=FILE&ca=FILE] (grpcs:// for TLS; the token comes from token_file, else $RBS_CAS_TOKEN), s3://BUCKET[/PREFIX]?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials), shard([N*]A,B,...), mirror(A,B) or cache(disk:DIR,REMOTE), nested (default: disk:DATA_DIR/cas)."`
 	AC              string        `name:"ac" placeholder:"SPEC" help:"The action cache's backends, as --cas; a grpc backend is the remote's action cache (default: disk:DATA_DIR/ac)."`
 	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the size of each disk store of the CAS that names no max_size; least recently used blobs are evicted beyond it." default:"50GiB"`
 	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the size of each disk store of the action cache that names no max_size." default:"1GiB"`
-	TokenFile       string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile"`
-	UsersFile       string        `name:"users-file" help:"File of named user tokens, one 'NAME TOKEN' a line: each is good wherever the user token is, and jobs submitted with one are recorded as that user's." type:"existingfile"`
-	WorkerTokenFile string        `name:"worker-token-file" help:"File holding the token workers bear, the only one the worker stream takes (default: $RBS_WORKER_TOKEN, else one made in DATA_DIR/worker-token)." type:"existingfile"`
+	TokenFile       string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile" placeholder:"FILE"`
+	UsersFile       string        `name:"users-file" help:"File of named user tokens, one 'NAME TOKEN' a line: each is good wherever the user token is, and jobs submitted with one are recorded as that user's." type:"existingfile" placeholder:"FILE"`
+	WorkerTokenFile string        `name:"worker-token-file" help:"File holding the token workers bear, the only one the worker stream takes (default: $RBS_WORKER_TOKEN, else one made in DATA_DIR/worker-token)." type:"existingfile" placeholder:"FILE"`
 	InsecureNoAuth  bool          `name:"insecure-no-auth" help:"Serve a non-loopback address without a token: anyone who reaches the port can run commands on every worker."`
-	TLSCert         string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile"`
-	TLSKey          string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile"`
-	Config          string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile"`
+	TLSCert         string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile" placeholder:"FILE"`
+	TLSKey          string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile" placeholder:"FILE"`
+	Config          string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile" placeholder:"FILE"`
 	WorkerTimeout   time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
-	JobRetention    string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)."`
+	JobRetention    string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)." placeholder:"DURATION"`
 	PreemptGrace    time.Duration `name:"preempt-grace" help:"How long a preempted job has between SIGTERM and SIGKILL to write its checkpoint." default:"30s"`
 	MaxJobOutput    units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
-	Workers         int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs."`
+	Workers         int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs." placeholder:"N"`
 	MetricsPublic   bool          `name:"metrics-public" help:"Serve /metrics without the token, for a Prometheus that holds none; the rest of the web endpoint still asks for it."`
-	LogFormat       string        `name:"log-format" help:"Log format on stderr: text or json." default:"text"`
+	LogFormat       string        `name:"log-format" help:"Log format on stderr: text or json (default: text)." default:"text" placeholder:"text|json"`
 }
 
 // Run implements the command.
@@ -165,9 +166,28 @@ func (c *RemoteServeCmd) Run() error {
 		MetricsPublic:  c.MetricsPublic,
 		Log:            log,
 		Ready: func(addr net.Addr) {
-			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s\n", addr)
+			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s (dashboard: %s)\n", addr, dashboardURL(addr, c.TLSCert != ""))
 		},
 	})
+}
+
+// dashboardURL is where a browser finds the dashboard of a server
+// listening on addr: the machine's name when it listens on every address.
+func dashboardURL(addr net.Addr, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return scheme + "://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if host, err = os.Hostname(); err != nil {
+			host = "localhost"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
 }
 
 // storeTokenEnv names the variable holding the bearer token `rbs remote
@@ -229,23 +249,23 @@ const workerTokenEnv = "RBS_WORKER_TOKEN"
 
 // RemoteWorkerCmd is `rbs remote worker`.
 type RemoteWorkerCmd struct {
-	Server           string     `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT, or a comma-separated list of a cluster's servers." env:"RBS_REMOTE"`
-	WorkerTokenFile  string     `name:"worker-token-file" help:"File holding the server's worker token (default: $RBS_WORKER_TOKEN)." type:"existingfile"`
-	TLSCA            string     `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile"`
-	WorkDir          string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path"`
-	Name             string     `help:"Worker name, unique in the cluster (default: the host name)."`
-	ActionSlots      int        `help:"Build actions run at once (default: one per CPU)." default:"-1"`
-	JobSlots         int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1"`
-	CPUs             int        `name:"cpus" help:"CPUs offered (default: all)."`
-	MemoryGB         float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)."`
-	GPUs             string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML." default:"auto"`
-	Platform         string     `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance."`
-	Property         []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)."`
+	Server           string     `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT, or a comma-separated list of a cluster's servers." env:"RBS_REMOTE" placeholder:"ADDR"`
+	WorkerTokenFile  string     `name:"worker-token-file" help:"File holding the server's worker token (default: $RBS_WORKER_TOKEN)." type:"existingfile" placeholder:"FILE"`
+	TLSCA            string     `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile" placeholder:"FILE"`
+	WorkDir          string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path" placeholder:"DIR"`
+	Name             string     `help:"Worker name, unique in the cluster (default: the host name)." placeholder:"NAME"`
+	ActionSlots      int        `help:"Build actions run at once (default: one per CPU)." default:"-1" placeholder:"N"`
+	JobSlots         int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1" placeholder:"N"`
+	CPUs             int        `name:"cpus" help:"CPUs offered (default: all)." placeholder:"N"`
+	MemoryGB         float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)." placeholder:"GIB"`
+	GPUs             string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML (default: auto)." default:"auto" placeholder:"N|auto"`
+	Platform         string     `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance." placeholder:"OS-ARCH"`
+	Property         []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)." placeholder:"NAME=VALUE"`
 	CacheMaxSize     units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"${worker_cache}"`
 	RunAs            string     `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
-	ContainerRuntime string     `name:"container-runtime" help:"What runs the jobs that name an image (--container): auto finds podman, else docker, on PATH and offers none when neither works; podman, docker or the path of either must work; none offers none." default:"auto"`
+	ContainerRuntime string     `name:"container-runtime" help:"What runs the jobs that name an image (--container): auto finds podman, else docker, on PATH and offers none when neither works; podman, docker or the path of either must work; none offers none (default: auto)." default:"auto" placeholder:"auto|podman|docker|none|PATH"`
 	ContainerFlag    []string   `name:"container-flag" sep:"none" placeholder:"FLAG" help:"Flag for every container run, after those the worker works out for this machine (podman: --runtime runc where crun is the default, --ulimit nofile and nproc at the worker's own limits, --pids-limit -1), which it may override; e.g. --container-flag=--security-opt=label=disable (repeatable)."`
-	LogFormat        string     `name:"log-format" help:"Log format on stderr: text or json." default:"text"`
+	LogFormat        string     `name:"log-format" help:"Log format on stderr: text or json (default: text)." default:"text" placeholder:"text|json"`
 }
 
 // newLogger returns a logger writing to stderr in format: text or json.
@@ -379,7 +399,7 @@ func (c *RemoteStatusCmd) Run() error {
 		return fmt.Errorf("asking %s for its status: %w", c.Server, err)
 	}
 	if c.JSON {
-		return printStatusJSON(os.Stdout, st)
+		return schema.Write(os.Stdout, schema.FromStatus(st))
 	}
 	printStatus(os.Stdout, st)
 	return nil

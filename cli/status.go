@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -9,106 +8,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rbs-build/rbs/cli/schema"
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/workerpb"
 )
 
-// The JSON of `rbs remote status --json`. Its keys are stable: scripts read
-// them.
-type statusJSON struct {
-	Workers []workerJSON     `json:"workers"`
-	Queue   queueJSON        `json:"queue"`
-	Jobs    map[string]int64 `json:"jobs"`
-	Actions actionsJSON      `json:"actions"`
-}
-
-type workerJSON struct {
-	ID               string              `json:"id"`
-	Name             string              `json:"name"`
-	CPUs             int32               `json:"cpus"`
-	MemoryBytes      int64               `json:"memory_bytes"`
-	GPUs             []gpuJSON           `json:"gpus"`
-	GPUNote          string              `json:"gpu_note,omitempty"`
-	ContainerRuntime string              `json:"container_runtime"`
-	Properties       map[string][]string `json:"properties"`
-	ActionSlots      slotsJSON           `json:"action_slots"`
-	JobSlots         slotsJSON           `json:"job_slots"`
-	LastHeartbeat    string              `json:"last_heartbeat"`
-	Version          string              `json:"version"`
-}
-
-type gpuJSON struct {
-	Index       int32  `json:"index"`
-	UUID        string `json:"uuid"`
-	Name        string `json:"name"`
-	MemoryBytes int64  `json:"memory_bytes"`
-}
-
-type slotsJSON struct {
-	Used  int32 `json:"used"`
-	Total int32 `json:"total"`
-}
-
-type queueJSON struct {
-	QueuedActions    int32 `json:"queued_actions"`
-	ExecutingActions int32 `json:"executing_actions"`
-}
-
-type actionsJSON struct {
-	Completed     int64   `json:"completed"`
-	CacheHits     int64   `json:"cache_hits"`
-	OverheadP50Ms float64 `json:"overhead_p50_ms"`
-	OverheadP99Ms float64 `json:"overhead_p99_ms"`
-}
-
-func toStatusJSON(st *workerpb.StatusResponse) statusJSON {
-	out := statusJSON{
-		Workers: []workerJSON{},
-		Queue:   queueJSON{QueuedActions: st.Queue.GetQueuedActions(), ExecutingActions: st.Queue.GetExecutingActions()},
-		Jobs:    map[string]int64{},
-		Actions: actionsJSON{
-			Completed:     st.Actions.GetCompleted(),
-			CacheHits:     st.Actions.GetCacheHits(),
-			OverheadP50Ms: st.Actions.GetOverheadP50Ms(),
-			OverheadP99Ms: st.Actions.GetOverheadP99Ms(),
-		},
-	}
-	for k, v := range st.Jobs {
-		out.Jobs[k] = v
-	}
-	for _, w := range st.Workers {
-		wj := workerJSON{
-			ID:               w.Id,
-			Name:             w.Name,
-			CPUs:             w.Resources.GetCpus(),
-			MemoryBytes:      w.Resources.GetMemoryBytes(),
-			GPUs:             []gpuJSON{},
-			GPUNote:          w.Resources.GetGpuNote(),
-			ContainerRuntime: w.Resources.GetContainerRuntime(),
-			Properties:       map[string][]string{},
-			ActionSlots:      slotsJSON{Used: w.ActionSlots.GetUsed(), Total: w.ActionSlots.GetTotal()},
-			JobSlots:         slotsJSON{Used: w.JobSlots.GetUsed(), Total: w.JobSlots.GetTotal()},
-			LastHeartbeat:    time.UnixMilli(w.LastHeartbeatUnixMs).UTC().Format(time.RFC3339),
-			Version:          w.Version,
-		}
-		for _, g := range w.Resources.GetGpus() {
-			wj.GPUs = append(wj.GPUs, gpuJSON{Index: g.Index, UUID: g.Uuid, Name: g.Name, MemoryBytes: g.MemoryBytes})
-		}
-		for _, p := range w.Properties {
-			wj.Properties[p.Name] = append(wj.Properties[p.Name], p.Value)
-		}
-		out.Workers = append(out.Workers, wj)
-	}
-	return out
-}
-
-func printStatusJSON(w io.Writer, st *workerpb.StatusResponse) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(toStatusJSON(st))
-}
-
 func printStatus(w io.Writer, st *workerpb.StatusResponse) {
-	s := toStatusJSON(st)
+	s := schema.FromStatus(st)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tACTIONS\tJOBS\tCPUS\tMEMORY\tGPUS\tCONTAINERS\tLAST HEARTBEAT\tPROPERTIES")
 	for _, wk := range s.Workers {
@@ -128,7 +34,7 @@ func printStatus(w io.Writer, st *workerpb.StatusResponse) {
 			containers = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%d\t%s\t%d\t%s\t%s\t%s\n", wk.Name, wk.ActionSlots.Used, wk.ActionSlots.Total,
-			wk.JobSlots.Used, wk.JobSlots.Total, wk.CPUs, fmt.Sprintf("%.1fGiB", float64(wk.MemoryBytes)/(1<<30)), len(wk.GPUs), containers, ago, strings.Join(props, " "))
+			wk.JobSlots.Used, wk.JobSlots.Total, wk.CPUs, units.Human(wk.MemoryBytes), len(wk.GPUs), containers, ago, strings.Join(props, " "))
 	}
 	tw.Flush()
 	if len(s.Workers) == 0 {

@@ -2,6 +2,9 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +68,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	id := submit(t, srv, "--name", "web", "--", "sh", "-c",
 		"echo first-line; while [ ! -e "+gate+" ]; do sleep 0.05; done; echo second-line; exec sleep 600")
 	base := "http://" + srv.Addr
+	if want := "listening on " + srv.Addr + " (dashboard: " + base + "/)"; !strings.Contains(srv.log.String(), want) {
+		t.Errorf("the server's log does not say %q:\n%s", want, srv.log.String())
+	}
+	checkWebAPI(t, srv, id)
 
 	steps := []struct {
 		what    string
@@ -117,5 +124,87 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#/actions"), chromedp.WaitVisible(chromedp.ID("action-stats"))); err != nil {
 		t.Fatalf("the actions page: %v", err)
+	}
+}
+
+// apiGet reads a JSON answer of the web API with srv's token.
+func apiGet(t *testing.T, srv *server, path string, v any) {
+	t.Helper()
+	resp := httpGet(t, srv, path, "Bearer "+srv.token, "")
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET %s: %s %q", path, resp.Status, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v in %q", path, err, b)
+	}
+}
+
+// checkWebAPI holds the web API to the CLI's --json: the same documents,
+// numbers as numbers, an index at /api/, and /api/jobs listing what
+// rbs job list does (id, a running job, being among them).
+func checkWebAPI(t *testing.T, srv *server, id string) {
+	t.Helper()
+	// Running and blocked after its first line, the job stands still.
+	waitFor(t, srv, id, "RUNNING", inState("RUNNING"))
+	eventually(t, "job "+id+"'s first line", func() bool { return rbs(t, srv, "job", "logs", id) == "first-line\n" }, func() string { return rbs(t, srv, "job", "logs", id) })
+	waitFor(t, srv, id, "its first line stored", func(j jobView) bool { return j.OutputBytes > 0 })
+	var index struct {
+		Endpoints []struct{ Method, Path, Description string }
+	}
+	apiGet(t, srv, "/api/", &index)
+	paths := map[string]bool{}
+	for _, e := range index.Endpoints {
+		paths[e.Method+" "+e.Path] = e.Description != ""
+	}
+	for _, p := range []string{"GET /api/jobs", "GET /api/jobs/{id}", "POST /api/jobs/{id}/cancel", "GET /api/status", "GET /api/queues", "GET /api/actions"} {
+		if !paths[p] {
+			t.Errorf("GET /api/ lists no %s (or without a description): %+v", p, index)
+		}
+	}
+	resp := httpGet(t, srv, "/api/nothing", "Bearer "+srv.token, "")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(b), "GET /api/ lists them") {
+		t.Errorf("GET /api/nothing: %s %q", resp.Status, b)
+	}
+	// The same job through both: one schema, so the same keys and values,
+	// but for what moves on its own while it runs.
+	var web, cli map[string]any
+	apiGet(t, srv, "/api/jobs/"+id, &web)
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "show", "--json", id)), &cli); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []map[string]any{web, cli} {
+		delete(m, "priority") // its age part grows
+	}
+	if fmt.Sprint(web) != fmt.Sprint(cli) {
+		t.Errorf("GET /api/jobs/%s and rbs job show --json differ:\n%v\n%v", id, web, cli)
+	}
+	if _, ok := web["memory_bytes"].(float64); !ok {
+		t.Errorf("memory_bytes is %T, want a number", web["memory_bytes"])
+	}
+	if web["array_index"] != nil || web["time_limit_seconds"] == nil {
+		t.Errorf("array_index %v, time_limit_seconds %v", web["array_index"], web["time_limit_seconds"])
+	}
+	var list []map[string]any
+	apiGet(t, srv, "/api/jobs", &list)
+	var cliList []map[string]any
+	if err := json.Unmarshal([]byte(rbs(t, srv, "job", "list", "--json")), &cliList); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != len(cliList) || len(list) != 1 || list[0]["id"] != id {
+		t.Errorf("GET /api/jobs lists %v, rbs job list --json %v; want job %s alone", list, cliList, id)
+	}
+	var st struct {
+		Workers []struct {
+			Name string
+			CPUs int `json:"cpus"`
+		}
+	}
+	apiGet(t, srv, "/api/status", &st)
+	if len(st.Workers) != 1 || st.Workers[0].Name != "w1" || st.Workers[0].CPUs != 2 {
+		t.Errorf("GET /api/status: %+v", st)
 	}
 }

@@ -50,6 +50,7 @@ type jobView struct {
 	Attempts        int      `json:"attempts"`
 	Workers         []string `json:"workers"`
 	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
+	OutputBytes     int64    `json:"output_bytes"`
 	OOMKilled       bool     `json:"oom_killed"`
 	SubmitTime      *string  `json:"submit_time"`
 	StartTime       *string  `json:"start_time"`
@@ -111,6 +112,10 @@ func TestJobLifecycle(t *testing.T) {
 	rbs(t, srv, "job", "wait", id)
 	if got := rbs(t, srv, "job", "logs", id); got != "hi from "+id+"\n" {
 		t.Fatalf("logs %q", got)
+	}
+	// The command is shown as a line to paste into a shell.
+	if out := rbs(t, srv, "job", "show", id); !strings.Contains(out, `Command:     sh -c 'echo "$GREETING from $RBS_JOB_ID"'`+"\n") {
+		t.Fatalf("show does not quote the command:\n%s", out)
 	}
 	j := show(t, srv, id)
 	if j.State != "COMPLETED" || j.ExitCode != 0 || j.Attempts != 1 || len(j.Workers) != 1 || j.Workers[0] != "w1" || j.StartTime == nil || j.EndTime == nil {
@@ -335,14 +340,35 @@ func TestJobPriorityBackfillAndReasons(t *testing.T) {
 	}
 	// A short job fits in the gap and ends before the reservation: backfilled.
 	short := submit(t, srv, "--cpus", "1", "--time", "10s", "--", "true")
-	tooBig := submit(t, srv, "--cpus", "64", "--", "true")
+	// A job no worker could ever hold is refused, naming what the worker
+	// has; held on purpose it waits, and once released it waits for a
+	// worker that fits, saying why it cannot start.
+	_, stderr, err := rbsRun(srv, "job", "submit", "--cpus", "64", "--", "true")
+	if want := "no worker can ever run this job: only 2 CPUs on w1 (asked 64)"; err == nil || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--hold") {
+		t.Fatalf("submitting a 64-CPU job to a 2-CPU worker: %v, %q; want %q", err, stderr, want)
+	}
+	tooBig := submit(t, srv, "--hold", "--cpus", "64", "--", "true")
+	waitFor(t, srv, tooBig, "held", func(j jobView) bool { return j.PendingReason == "JobHeldUser" })
+	if out := rbs(t, srv, "job", "show", tooBig); !strings.Contains(out, "Starts:      unknown: it is held until rbs job release "+tooBig+"\n") {
+		t.Fatalf("show of a held job:\n%s", out)
+	}
+	if out, stderr, err := rbsRun(srv, "job", "logs", tooBig); err != nil || out != "" || !strings.Contains(stderr, "job "+tooBig+" has not started: it is PENDING (JobHeldUser)") {
+		t.Fatalf("logs of a held job: %v, stdout %q, stderr %q", err, out, stderr)
+	}
+	if out := rbs(t, srv, "job", "release", tooBig); out != "Released job "+tooBig+"\n" {
+		t.Fatalf("release printed %q", out)
+	}
+	if _, stderr, err := rbsRun(srv, "job", "release", tooBig); err == nil || !strings.Contains(stderr, "job "+tooBig+" is not held: it is PENDING") {
+		t.Fatalf("releasing a job again: %v, %q", err, stderr)
+	}
 
 	waitFor(t, srv, short, "RUNNING (backfilled)", func(j jobView) bool { return j.State != "PENDING" })
 	if j := show(t, srv, big); j.State != "PENDING" || j.PendingReason != "Resources" || j.Priority.Base != 100 {
 		t.Fatalf("big job: %+v", j)
 	}
-	if j := show(t, srv, tooBig); j.PendingReason != "NoWorkerFits" {
-		t.Fatalf("64-CPU job: %+v", j)
+	waitFor(t, srv, tooBig, "pending for want of a worker", func(j jobView) bool { return j.PendingReason == "NoWorkerFits" })
+	if out := rbs(t, srv, "job", "show", tooBig); !strings.Contains(out, "Starts:      unknown: no worker can ever run it: only 2 CPUs on w1 (asked 64)\n") {
+		t.Fatalf("show of a job no worker fits:\n%s", out)
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -84,6 +84,9 @@ type Manifest struct {
 	// Constraints are platform properties, NAME=VALUE, a worker must offer
 	// to run the job.
 	Constraints []string `json:"constraints,omitempty"`
+	// Hold submits the job held: it stays pending until released, and is
+	// accepted even when no registered worker could ever run it.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // Dep is what a job runs after, and how: afterok, afterany or afternotok.
@@ -275,7 +278,7 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs, NoRequeue: m.NoRequeue,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
 		Interactive: m.Interactive, Nodes: m.Nodes, Container: m.Container, Preemptible: m.Preemptible,
-		Constraints: m.Constraints,
+		Constraints: m.Constraints, Hold: m.Hold,
 	}
 	if m.Elastic {
 		lo, hi := max(m.MinNodes, 1), m.MaxNodes
@@ -317,13 +320,13 @@ type Overrides struct {
 	Name, Queue                             string
 	Priority, CPUs, GPUs, MaxRetries, Nodes int32
 	// MinNodes, with Nodes, makes the job elastic: from MinNodes to Nodes.
-	MinNodes                            int32
-	MemoryBytes, TimeLimitMs            int64
-	CheckpointDir, Array, Container     string
-	Outputs, Constraints                []string
-	After                               []Dep
-	Env                                 map[string]string
-	NoRequeue, Interactive, Preemptible bool
+	MinNodes                                  int32
+	MemoryBytes, TimeLimitMs                  int64
+	CheckpointDir, Array, Container           string
+	Outputs, Constraints                      []string
+	After                                     []Dep
+	Env                                       map[string]string
+	NoRequeue, Interactive, Preemptible, Hold bool
 }
 
 // Apply sets o over m. The result is checked by Validate like any
@@ -361,6 +364,7 @@ func (o Overrides) Apply(m *Manifest) {
 	m.NoRequeue = m.NoRequeue || o.NoRequeue
 	m.Interactive = m.Interactive || o.Interactive
 	m.Preemptible = m.Preemptible || o.Preemptible
+	m.Hold = m.Hold || o.Hold
 	m.Outputs = append(m.Outputs, o.Outputs...)
 	m.Constraints = append(m.Constraints, o.Constraints...)
 	m.After = append(m.After, o.After...)

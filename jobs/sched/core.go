@@ -490,6 +490,12 @@ func (c *Core) check(s *jobspb.JobSpec) (time.Duration, error) {
 			return 0, status.Errorf(codes.InvalidArgument, "dependency %s:%s: no such job", d.Kind, Key{d.JobId, d.Index})
 		}
 	}
+	// As Slurm refuses a job no node's configuration can satisfy, a job
+	// too large for every registered worker is refused, unless it is held
+	// on purpose: it would only wait for a worker that may never come.
+	if why := c.tooLarge(s); why != "" && !s.Hold {
+		return 0, status.Errorf(codes.FailedPrecondition, "no worker can ever run this job: %s; ask for what a worker has, start a larger worker first, or submit it with --hold to keep it pending until then", why)
+	}
 	return limit, nil
 }
 
@@ -503,7 +509,7 @@ func (c *Core) insert(s *jobspb.JobSpec, limit time.Duration, indices []int) int
 	newJob := func(index int32) {
 		j := &job{key: Key{id, index}, spec: s, rec: &jobspb.JobRecord{
 			Id: id, Index: index, State: string(Pending),
-			SubmitUnixMs: now, TimeLimitMs: limit.Milliseconds(),
+			SubmitUnixMs: now, TimeLimitMs: limit.Milliseconds(), Held: s.Hold,
 		}}
 		c.add(j)
 		c.touch(j)
@@ -589,6 +595,29 @@ func (c *Core) Cancel(keys []Key) (ended []Key) {
 		}
 	}
 	return ended
+}
+
+// Release lets the held pending jobs among keys be scheduled and returns
+// them; none being held is an error that says what they are.
+func (c *Core) Release(keys []Key) ([]Key, error) {
+	var released []Key
+	for _, k := range keys {
+		if j := c.jobs[k]; j != nil && j.rec.Held && j.state() == Pending {
+			j.rec.Held = false
+			c.touch(j)
+			released = append(released, k)
+		}
+	}
+	if len(released) == 0 && len(keys) > 0 {
+		j := c.jobs[keys[0]]
+		state := string(j.state())
+		if j.rec.PendingReason != "" {
+			state += " (" + j.rec.PendingReason + ")"
+		}
+		return nil, status.Errorf(codes.FailedPrecondition, "job %s is not held: it is %s; only a job submitted with --hold can be released", keys[0], state)
+	}
+	c.reschedule = true
+	return released, nil
 }
 
 // move changes a job's state along the transition table; anything else is

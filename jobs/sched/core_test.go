@@ -285,10 +285,29 @@ func TestPlacement(t *testing.T) {
 	if r1.Worker != "a" || r2.Worker != "a" || len(r1.GpuIndices) != 1 || len(r2.GpuIndices) != 1 || r1.GpuIndices[0] == r2.GpuIndices[0] {
 		t.Fatalf("GPU jobs: %v %v / %v %v", r1.Worker, r1.GpuIndices, r2.Worker, r2.GpuIndices)
 	}
-	huge := h.submit(&jobspb.JobSpec{Cpus: 64})
+	// A job no registered worker could ever hold is refused, saying what
+	// the workers have, unless it is held on purpose.
+	_, err := h.c.Submit(typed(t, &jobspb.JobSpec{Command: []string{"true"}, Cpus: 64}))
+	if want := "no worker can ever run this job: only 4 CPUs on each (asked 64)"; status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) {
+		t.Fatalf("submitting a 64-CPU job: %v; want %q", err, want)
+	}
+	huge := h.submit(&jobspb.JobSpec{Cpus: 64, Hold: true})
+	h.step()
+	if r := h.rec(huge, -1).PendingReason; r != ReasonJobHeldUser {
+		t.Fatalf("held 64-CPU job waits for %q", r)
+	}
+	if _, err := h.c.Release([]Key{{first, -1}}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "is not held: it is RUNNING") {
+		t.Fatalf("releasing a running job: %v", err)
+	}
+	if released, err := h.c.Release([]Key{{huge, -1}}); err != nil || len(released) != 1 {
+		t.Fatalf("releasing the held job: %v, %v", released, err)
+	}
 	h.step()
 	if r := h.rec(huge, -1).PendingReason; r != ReasonNoWorkerFits {
-		t.Fatalf("64-CPU job waits for %q", r)
+		t.Fatalf("released 64-CPU job waits for %q", r)
+	}
+	if why := h.c.Infos([]Key{{huge, -1}}, true)[0].StartUnknown; why != "no worker can ever run it: only 4 CPUs on each (asked 64)" {
+		t.Fatalf("the released job's start is unknown for %q", why)
 	}
 	onlyActions := newHarness(t)
 	onlyActions.worker("x", 4, 0)

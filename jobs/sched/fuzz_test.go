@@ -81,6 +81,7 @@ func FuzzSubmit(f *testing.F) {
 			// Where it could run depends on the workers, which have yet
 			// to reconnect.
 			before[i].Placement, after[i].Placement = nil, nil
+			before[i].StartUnknown, after[i].StartUnknown = "", ""
 			if !proto.Equal(before[i], after[i]) {
 				t.Fatalf("task %s before a restart:\n%v\nafter:\n%v", before[i].Id, before[i], after[i])
 			}

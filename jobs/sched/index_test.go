@@ -127,7 +127,9 @@ func TestIndexesMatchAScan(t *testing.T) {
 				}
 				ids = append(ids, h.submit(s))
 			case 2:
-				h.worker(fmt.Sprintf("w%d", rng.IntN(3)), int32(2+rng.IntN(4)), 1+rng.IntN(3))
+				// Every worker can hold any job submitted, which is
+				// refused otherwise.
+				h.worker(fmt.Sprintf("w%d", rng.IntN(3)), int32(3+rng.IntN(3)), 1+rng.IntN(3))
 			case 3:
 				h.c.WorkerDown(fmt.Sprintf("w%d", rng.IntN(3)))
 			case 4:

@@ -130,8 +130,10 @@ func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 		// waits for room rather than for its dependencies or its array.
 		if full && len(keys) == 1 && j.state() == Pending {
 			info.QueuePosition = int32(c.queuePosition(j, now))
-			if at := c.expectedStart(j, now); !at.IsZero() {
+			if at, why := c.expectedStart(j, now); !at.IsZero() {
 				info.ExpectedStartUnixMs = at.UnixMilli()
+			} else {
+				info.StartUnknown = why
 			}
 			if c.depsState(j) == "" && j.rec.PendingReason != ReasonArrayTaskLimit {
 				info.Placement = c.explain(j)

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
 )
@@ -102,7 +103,7 @@ func checkSlots(_ *Core, _ *job, w *worker, at when) string {
 	case at != ever && !w.connected:
 		return "disconnected"
 	case at != ever && len(w.running) >= w.jobSlots:
-		return fmt.Sprintf("all %d job slots busy", w.jobSlots)
+		return fmt.Sprintf("all %s busy", units.Plural(w.jobSlots, "job slot", "job slots"))
 	}
 	return ""
 }
@@ -140,7 +141,7 @@ func checkContainer(_ *Core, j *job, w *worker, _ when) string {
 func checkCPUs(_ *Core, j *job, w *worker, at when) string {
 	asked := cpusOf(j.spec)
 	if w.cpus < asked {
-		return fmt.Sprintf("only %d CPUs (asked %d)", w.cpus, asked)
+		return fmt.Sprintf("only %s (asked %d)", units.Plural(int(w.cpus), "CPU", "CPUs"), asked)
 	}
 	if used, _ := w.used(); at != ever && w.cpus-used < asked {
 		return fmt.Sprintf("not enough free CPUs (asked %d, free %d)", asked, w.cpus-used)
@@ -151,10 +152,10 @@ func checkCPUs(_ *Core, j *job, w *worker, at when) string {
 func checkMemory(_ *Core, j *job, w *worker, at when) string {
 	asked := j.spec.MemoryBytes
 	if w.memory < asked {
-		return fmt.Sprintf("only %s of memory (asked %s)", gib(w.memory), gib(asked))
+		return fmt.Sprintf("only %s of memory (asked %s)", units.Human(w.memory), units.Human(asked))
 	}
 	if _, used := w.used(); at != ever && w.memory-used < asked {
-		return fmt.Sprintf("not enough free memory (asked %s, free %s)", gib(asked), gib(w.memory-used))
+		return fmt.Sprintf("not enough free memory (asked %s, free %s)", units.Human(asked), units.Human(w.memory-used))
 	}
 	return ""
 }
@@ -165,16 +166,13 @@ func checkGPUs(_ *Core, j *job, w *worker, at when) string {
 		return ""
 	}
 	if len(w.dev.gpus) < asked {
-		return fmt.Sprintf("only %d GPUs (asked %d)", len(w.dev.gpus), asked)
+		return fmt.Sprintf("only %s (asked %d)", units.Plural(len(w.dev.gpus), "GPU", "GPUs"), asked)
 	}
 	if at != ever && w.dev.free() < asked {
 		return fmt.Sprintf("not enough free GPUs (asked %d, free %d)", asked, w.dev.free())
 	}
 	return ""
 }
-
-// gib formats bytes for a reason.
-func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
 // reject runs the chain for one node of j on w.
 func (c *Core) reject(j *job, w *worker, at when) string {
@@ -228,6 +226,62 @@ func (c *Core) placeable(j *job, workers []*worker) string {
 		return ReasonNoWorkerFits
 	}
 	return ""
+}
+
+// tooLarge says why no registered worker with job slots of s's platform
+// could ever hold one node of s, for its size alone (CPUs, memory, GPUs),
+// naming what the largest have: "only 1 CPU on each (asked 4)"; "" when
+// one could, or while none of the platform is registered.
+func (c *Core) tooLarge(s *jobspb.JobSpec) string {
+	j := &job{spec: s}
+	var ws []*worker
+	for _, w := range c.workers {
+		if w.jobSlots == 0 || checkPlatform(c, j, w, ever) != "" {
+			continue
+		}
+		if checkCPUs(c, j, w, ever) == "" && checkMemory(c, j, w, ever) == "" && checkGPUs(c, j, w, ever) == "" {
+			return ""
+		}
+		ws = append(ws, w)
+	}
+	if len(ws) == 0 {
+		return ""
+	}
+	var cpus, gpus int
+	var mem int64
+	same := [3]bool{true, true, true}
+	for i, w := range ws {
+		if i > 0 {
+			same[0] = same[0] && int(w.cpus) == cpus
+			same[1] = same[1] && w.memory == mem
+			same[2] = same[2] && len(w.dev.gpus) == gpus
+		}
+		cpus, mem, gpus = max(cpus, int(w.cpus)), max(mem, w.memory), max(gpus, len(w.dev.gpus))
+	}
+	on := func(same bool) string {
+		switch {
+		case len(ws) == 1:
+			return " on " + ws[0].name
+		case same:
+			return " on each"
+		}
+		return " on the largest"
+	}
+	var short []string
+	if asked := int(cpusOf(s)); asked > cpus {
+		short = append(short, fmt.Sprintf("only %s%s (asked %d)", units.Plural(cpus, "CPU", "CPUs"), on(same[0]), asked))
+	}
+	if s.MemoryBytes > mem {
+		short = append(short, fmt.Sprintf("only %s of memory%s (asked %s)", units.Human(mem), on(same[1]), units.Human(s.MemoryBytes)))
+	}
+	if asked := int(s.Gpus); asked > gpus {
+		short = append(short, fmt.Sprintf("only %s%s (asked %d)", units.Plural(gpus, "GPU", "GPUs"), on(same[2]), asked))
+	}
+	if len(short) == 0 {
+		return fmt.Sprintf("none has %s, %s of memory and %s at once (asked per node)",
+			units.Plural(int(cpusOf(s)), "CPU", "CPUs"), units.Human(s.MemoryBytes), units.Plural(int(s.Gpus), "GPU", "GPUs"))
+	}
+	return strings.Join(short, ", ")
 }
 
 // score is how loosely one node of j would fill w: the fractions of its

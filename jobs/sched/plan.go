@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -45,12 +46,12 @@ func (c *Core) queuePosition(j *job, now time.Time) int {
 }
 
 // expectedStart is when the backfill plan starts pending job j; the zero
-// time when it cannot tell.
-func (c *Core) expectedStart(j *job, now time.Time) time.Time {
+// time, and why, when it cannot tell.
+func (c *Core) expectedStart(j *job, now time.Time) (time.Time, string) {
 	workers := c.sortedWorkers()
-	ready := func(o *job) bool { return c.depsState(o) == "" && c.placeable(o, workers) == "" }
+	ready := func(o *job) bool { return !o.rec.Held && c.depsState(o) == "" && c.placeable(o, workers) == "" }
 	if !ready(j) {
-		return time.Time{}
+		return time.Time{}, c.neverStartsWhy(j, workers)
 	}
 	me := ranked{j, c.priorityOf(j, now).Total}
 	var order []ranked
@@ -60,7 +61,7 @@ func (c *Core) expectedStart(j *job, now time.Time) time.Time {
 		}
 		if r := (ranked{o, c.priorityOf(o, now).Total}); ahead(r, me) && ready(o) {
 			if order = append(order, r); len(order) > maxPlanAhead {
-				return time.Time{}
+				return time.Time{}, fmt.Sprintf("more than %d jobs wait ahead of it", maxPlanAhead)
 			}
 		}
 	}
@@ -91,10 +92,38 @@ func (c *Core) expectedStart(j *job, now time.Time) time.Time {
 	for _, r := range append(order, me) {
 		at := c.plan(r.job, workers, uses, now)
 		if r.job == j {
-			return at
+			if at.IsZero() {
+				return at, "something ahead of it, or running where it fits, has no time limit"
+			}
+			return at, ""
 		}
 	}
-	return time.Time{}
+	return time.Time{}, ""
+}
+
+// neverStartsWhy says why pending job j cannot start however much room
+// there is: it is held, waits on a dependency, or no registered worker can
+// ever run it.
+func (c *Core) neverStartsWhy(j *job, workers []*worker) string {
+	switch {
+	case j.rec.Held:
+		return fmt.Sprintf("it is held until rbs job release %s", j.key)
+	case c.depsState(j) != "":
+		return "it waits on a dependency"
+	}
+	if why := c.tooLarge(j.spec); why != "" {
+		return "no worker can ever run it: " + why
+	}
+	switch c.placeable(j, workers) {
+	case ReasonNoWorkers:
+		return "no worker with job slots is registered"
+	case ReasonNoWorkerOfPlatform:
+		return "no worker of platform " + j.spec.Platform + " is registered"
+	}
+	if n := minNodesOf(j.spec); n > 1 {
+		return fmt.Sprintf("fewer than %d registered workers could ever run it at once (see Placement)", n)
+	}
+	return "no registered worker could ever run it (see Placement)"
 }
 
 // plan lays one job out at the earliest time it fits, adding what it takes

@@ -211,10 +211,13 @@ func (c *Core) Schedule() {
 	}
 }
 
-// blocked says why j cannot start however much room there is: its
-// dependencies, its array's cap, or no worker ever fitting it; "" when
+// blocked says why j cannot start however much room there is: it is
+// held, its dependencies, its array's cap, or no worker ever fitting it; "" when
 // none of these holds.
 func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) string {
+	if j.rec.Held {
+		return ReasonJobHeldUser
+	}
 	if reason := c.depsState(j); reason != "" {
 		return reason
 	}

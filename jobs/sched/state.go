@@ -71,4 +71,7 @@ const (
 	// ReasonNoWorkerOfPlatform: the job's inputs were built for a platform
 	// that no registered worker with job slots has.
 	ReasonNoWorkerOfPlatform = "NoWorkerOfPlatform"
+	// ReasonJobHeldUser: the job was submitted held and waits to be
+	// released.
+	ReasonJobHeldUser = "JobHeldUser"
 )

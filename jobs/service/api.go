@@ -156,6 +156,27 @@ func (s *Service) CancelJobs(ctx context.Context, ids []string) ([]*jobspb.JobIn
 	return jobs, ended, err
 }
 
+// Release implements the Jobs API.
+func (s *Service) Release(ctx context.Context, req *jobspb.ReleaseRequest) (*jobspb.ReleaseResponse, error) {
+	var jobs []*jobspb.JobInfo
+	err := s.doWrite(ctx, func(c *sched.Core) error {
+		keys, err := s.lookup(c, req.Ids)
+		if err != nil {
+			return err
+		}
+		released, err := c.Release(keys)
+		if err != nil {
+			return err
+		}
+		jobs = c.Infos(released, false)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &jobspb.ReleaseResponse{Jobs: jobs}, nil
+}
+
 // lookup resolves job ids, array ids standing for all their tasks.
 func (s *Service) lookup(c *sched.Core, ids []string) ([]sched.Key, error) {
 	var all []sched.Key

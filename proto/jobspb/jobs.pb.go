@@ -409,7 +409,11 @@ type JobSpec struct {
 	// user is who submitted the job: the name of the token it came with, or
 	// where tokens are not named, the user the client ran as. The server
 	// sets it; a manifest does not carry it.
-	User          string `protobuf:"bytes,26,opt,name=user,proto3" json:"user,omitempty"`
+	User string `protobuf:"bytes,26,opt,name=user,proto3" json:"user,omitempty"`
+	// hold submits the job held: it stays PENDING (JobHeldUser) until it is
+	// released, and is accepted even when no registered worker could ever
+	// run it.
+	Hold          bool `protobuf:"varint,27,opt,name=hold,proto3" json:"hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -626,6 +630,13 @@ func (x *JobSpec) GetUser() string {
 	return ""
 }
 
+func (x *JobSpec) GetHold() bool {
+	if x != nil {
+		return x.Hold
+	}
+	return false
+}
+
 type Dependency struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is afterok, afterany or afternotok.
@@ -804,7 +815,9 @@ type JobRecord struct {
 	PreemptedBy string `protobuf:"bytes,27,opt,name=preempted_by,json=preemptedBy,proto3" json:"preempted_by,omitempty"`
 	// cpu_time_ms is the CPU time (user and system) the last attempt's
 	// processes used, on all its nodes, as their workers measured it.
-	CpuTimeMs     int64 `protobuf:"varint,29,opt,name=cpu_time_ms,json=cpuTimeMs,proto3" json:"cpu_time_ms,omitempty"`
+	CpuTimeMs int64 `protobuf:"varint,29,opt,name=cpu_time_ms,json=cpuTimeMs,proto3" json:"cpu_time_ms,omitempty"`
+	// held keeps a pending job from being scheduled until it is released.
+	Held          bool `protobuf:"varint,30,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1033,6 +1046,13 @@ func (x *JobRecord) GetCpuTimeMs() int64 {
 		return x.CpuTimeMs
 	}
 	return 0
+}
+
+func (x *JobRecord) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 // Node is one node of a job's running attempt.
@@ -2014,6 +2034,95 @@ func (x *CancelResponse) GetAlreadyEnded() []string {
 	return nil
 }
 
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_jobs_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReleaseRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type ReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// jobs are the jobs released, as they are once that is durable.
+	Jobs          []*JobInfo `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_jobs_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReleaseResponse) GetJobs() []*JobInfo {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
 type QueuesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2022,7 +2131,7 @@ type QueuesRequest struct {
 
 func (x *QueuesRequest) Reset() {
 	*x = QueuesRequest{}
-	mi := &file_jobs_proto_msgTypes[26]
+	mi := &file_jobs_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2143,7 @@ func (x *QueuesRequest) String() string {
 func (*QueuesRequest) ProtoMessage() {}
 
 func (x *QueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[26]
+	mi := &file_jobs_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2156,7 @@ func (x *QueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesRequest.ProtoReflect.Descriptor instead.
 func (*QueuesRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{26}
+	return file_jobs_proto_rawDescGZIP(), []int{28}
 }
 
 type QueuesResponse struct {
@@ -2059,7 +2168,7 @@ type QueuesResponse struct {
 
 func (x *QueuesResponse) Reset() {
 	*x = QueuesResponse{}
-	mi := &file_jobs_proto_msgTypes[27]
+	mi := &file_jobs_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2180,7 @@ func (x *QueuesResponse) String() string {
 func (*QueuesResponse) ProtoMessage() {}
 
 func (x *QueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[27]
+	mi := &file_jobs_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2193,7 @@ func (x *QueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesResponse.ProtoReflect.Descriptor instead.
 func (*QueuesResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{27}
+	return file_jobs_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *QueuesResponse) GetQueues() []*QueueInfo {
@@ -2108,7 +2217,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_jobs_proto_msgTypes[28]
+	mi := &file_jobs_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2229,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[28]
+	mi := &file_jobs_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2242,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{28}
+	return file_jobs_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -2199,13 +2308,16 @@ type JobInfo struct {
 	// waits ahead of it; 0 when the plan knows no time (something ahead has
 	// no time limit, the job waits on a dependency, or too much waits ahead).
 	ExpectedStartUnixMs int64 `protobuf:"varint,7,opt,name=expected_start_unix_ms,json=expectedStartUnixMs,proto3" json:"expected_start_unix_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// start_unknown is, for a pending job shown alone whose plan knows no
+	// start, why: "no worker can ever run it: only 1 CPU on each (asked 4)".
+	StartUnknown  string `protobuf:"bytes,8,opt,name=start_unknown,json=startUnknown,proto3" json:"start_unknown,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_jobs_proto_msgTypes[29]
+	mi := &file_jobs_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2329,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[29]
+	mi := &file_jobs_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2342,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{29}
+	return file_jobs_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JobInfo) GetRecord() *JobRecord {
@@ -2282,6 +2394,13 @@ func (x *JobInfo) GetExpectedStartUnixMs() int64 {
 	return 0
 }
 
+func (x *JobInfo) GetStartUnknown() string {
+	if x != nil {
+		return x.StartUnknown
+	}
+	return ""
+}
+
 type Priority struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Base          int64                  `protobuf:"varint,1,opt,name=base,proto3" json:"base,omitempty"`
@@ -2294,7 +2413,7 @@ type Priority struct {
 
 func (x *Priority) Reset() {
 	*x = Priority{}
-	mi := &file_jobs_proto_msgTypes[30]
+	mi := &file_jobs_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2425,7 @@ func (x *Priority) String() string {
 func (*Priority) ProtoMessage() {}
 
 func (x *Priority) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[30]
+	mi := &file_jobs_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2438,7 @@ func (x *Priority) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Priority.ProtoReflect.Descriptor instead.
 func (*Priority) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{30}
+	return file_jobs_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Priority) GetBase() int64 {
@@ -2365,7 +2484,7 @@ type DependencyState struct {
 
 func (x *DependencyState) Reset() {
 	*x = DependencyState{}
-	mi := &file_jobs_proto_msgTypes[31]
+	mi := &file_jobs_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2496,7 @@ func (x *DependencyState) String() string {
 func (*DependencyState) ProtoMessage() {}
 
 func (x *DependencyState) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[31]
+	mi := &file_jobs_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2509,7 @@ func (x *DependencyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependencyState.ProtoReflect.Descriptor instead.
 func (*DependencyState) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{31}
+	return file_jobs_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DependencyState) GetKind() string {
@@ -2435,7 +2554,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_jobs_proto_msgTypes[32]
+	mi := &file_jobs_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2566,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[32]
+	mi := &file_jobs_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2579,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{32}
+	return file_jobs_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttachRequest) GetId() string {
@@ -2496,7 +2615,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_jobs_proto_msgTypes[33]
+	mi := &file_jobs_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2627,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[33]
+	mi := &file_jobs_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2640,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{33}
+	return file_jobs_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AttachResponse) GetData() []byte {
@@ -2559,7 +2678,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x19CancelReservationResponse\"\x15\n" +
 	"\x13ReservationsRequest\"T\n" +
 	"\x14ReservationsResponse\x12<\n" +
-	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xd5\x06\n" +
+	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xe9\x06\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2590,7 +2709,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\tmin_nodes\x18\x17 \x01(\x05R\bminNodes\x12 \n" +
 	"\vpreemptible\x18\x18 \x01(\bR\vpreemptible\x12 \n" +
 	"\vconstraints\x18\x19 \x03(\tR\vconstraints\x12\x12\n" +
-	"\x04user\x18\x1a \x01(\tR\x04user\x1a6\n" +
+	"\x04user\x18\x1a \x01(\tR\x04user\x12\x12\n" +
+	"\x04hold\x18\x1b \x01(\bR\x04hold\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
@@ -2602,7 +2722,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0epipeline_entry\x18\x04 \x01(\x05R\rpipelineEntry\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xea\a\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xfe\a\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -2636,7 +2756,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\vmaster_port\x18\x1a \x01(\x05R\n" +
 	"masterPort\x12!\n" +
 	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\x12\x1e\n" +
-	"\vcpu_time_ms\x18\x1d \x01(\x03R\tcpuTimeMs\"\xe1\x03\n" +
+	"\vcpu_time_ms\x18\x1d \x01(\x03R\tcpuTimeMs\x12\x12\n" +
+	"\x04held\x18\x1e \x01(\bR\x04held\"\xe1\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x17\n" +
@@ -2704,7 +2825,11 @@ const file_jobs_proto_rawDesc = "" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\"_\n" +
 	"\x0eCancelResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\x12#\n" +
-	"\ralready_ended\x18\x02 \x03(\tR\falreadyEnded\"\x0f\n" +
+	"\ralready_ended\x18\x02 \x03(\tR\falreadyEnded\"\"\n" +
+	"\x0eReleaseRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\";\n" +
+	"\x0fReleaseResponse\x12(\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"\x0f\n" +
 	"\rQueuesRequest\"@\n" +
 	"\x0eQueuesResponse\x12.\n" +
 	"\x06queues\x18\x01 \x03(\v2\x16.rbs.jobs.v1.QueueInfoR\x06queues\"\xae\x01\n" +
@@ -2715,7 +2840,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\arunning\x18\x04 \x01(\x05R\arunning\x12\x18\n" +
 	"\apending\x18\x05 \x01(\x05R\apending\x12\x1d\n" +
 	"\n" +
-	"is_default\x18\x06 \x01(\bR\tisDefault\"\xa8\x02\n" +
+	"is_default\x18\x06 \x01(\bR\tisDefault\"\xcd\x02\n" +
 	"\aJobInfo\x12.\n" +
 	"\x06record\x18\x01 \x01(\v2\x16.rbs.jobs.v1.JobRecordR\x06record\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x121\n" +
@@ -2723,7 +2848,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04deps\x18\x04 \x03(\v2\x1c.rbs.jobs.v1.DependencyStateR\x04deps\x12\x1c\n" +
 	"\tplacement\x18\x05 \x03(\tR\tplacement\x12%\n" +
 	"\x0equeue_position\x18\x06 \x01(\x05R\rqueuePosition\x123\n" +
-	"\x16expected_start_unix_ms\x18\a \x01(\x03R\x13expectedStartUnixMs\"\\\n" +
+	"\x16expected_start_unix_ms\x18\a \x01(\x03R\x13expectedStartUnixMs\x12#\n" +
+	"\rstart_unknown\x18\b \x01(\tR\fstartUnknown\"\\\n" +
 	"\bPriority\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\x03R\x04base\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\x03R\x05queue\x12\x10\n" +
@@ -2740,14 +2866,15 @@ const file_jobs_proto_rawDesc = "" +
 	"\x03eof\x18\x03 \x01(\bR\x03eof\"L\n" +
 	"\x0eAttachResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12&\n" +
-	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job2\x93\x06\n" +
+	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job2\xd9\x06\n" +
 	"\x04Jobs\x12A\n" +
 	"\x06Submit\x12\x1a.rbs.jobs.v1.SubmitRequest\x1a\x1b.rbs.jobs.v1.SubmitResponse\x12=\n" +
 	"\x04List\x12\x18.rbs.jobs.v1.ListRequest\x1a\x19.rbs.jobs.v1.ListResponse0\x01\x12=\n" +
 	"\x04Show\x12\x18.rbs.jobs.v1.ShowRequest\x1a\x19.rbs.jobs.v1.ShowResponse0\x01\x12=\n" +
 	"\x04Logs\x12\x18.rbs.jobs.v1.LogsRequest\x1a\x19.rbs.jobs.v1.LogsResponse0\x01\x12=\n" +
 	"\x04Wait\x12\x18.rbs.jobs.v1.WaitRequest\x1a\x19.rbs.jobs.v1.WaitResponse0\x01\x12C\n" +
-	"\x06Cancel\x12\x1a.rbs.jobs.v1.CancelRequest\x1a\x1b.rbs.jobs.v1.CancelResponse0\x01\x12A\n" +
+	"\x06Cancel\x12\x1a.rbs.jobs.v1.CancelRequest\x1a\x1b.rbs.jobs.v1.CancelResponse0\x01\x12D\n" +
+	"\aRelease\x12\x1b.rbs.jobs.v1.ReleaseRequest\x1a\x1c.rbs.jobs.v1.ReleaseResponse\x12A\n" +
 	"\x06Queues\x12\x1a.rbs.jobs.v1.QueuesRequest\x1a\x1b.rbs.jobs.v1.QueuesResponse\x12E\n" +
 	"\x06Attach\x12\x1a.rbs.jobs.v1.AttachRequest\x1a\x1b.rbs.jobs.v1.AttachResponse(\x010\x01\x12D\n" +
 	"\aReserve\x12\x1b.rbs.jobs.v1.ReserveRequest\x1a\x1c.rbs.jobs.v1.ReserveResponse\x12b\n" +
@@ -2766,7 +2893,7 @@ func file_jobs_proto_rawDescGZIP() []byte {
 	return file_jobs_proto_rawDescData
 }
 
-var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_jobs_proto_goTypes = []any{
 	(*Reservation)(nil),               // 0: rbs.jobs.v1.Reservation
 	(*ReserveRequest)(nil),            // 1: rbs.jobs.v1.ReserveRequest
@@ -2794,63 +2921,68 @@ var file_jobs_proto_goTypes = []any{
 	(*WaitResponse)(nil),              // 23: rbs.jobs.v1.WaitResponse
 	(*CancelRequest)(nil),             // 24: rbs.jobs.v1.CancelRequest
 	(*CancelResponse)(nil),            // 25: rbs.jobs.v1.CancelResponse
-	(*QueuesRequest)(nil),             // 26: rbs.jobs.v1.QueuesRequest
-	(*QueuesResponse)(nil),            // 27: rbs.jobs.v1.QueuesResponse
-	(*QueueInfo)(nil),                 // 28: rbs.jobs.v1.QueueInfo
-	(*JobInfo)(nil),                   // 29: rbs.jobs.v1.JobInfo
-	(*Priority)(nil),                  // 30: rbs.jobs.v1.Priority
-	(*DependencyState)(nil),           // 31: rbs.jobs.v1.DependencyState
-	(*AttachRequest)(nil),             // 32: rbs.jobs.v1.AttachRequest
-	(*AttachResponse)(nil),            // 33: rbs.jobs.v1.AttachResponse
-	nil,                               // 34: rbs.jobs.v1.JobSpec.EnvEntry
+	(*ReleaseRequest)(nil),            // 26: rbs.jobs.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),           // 27: rbs.jobs.v1.ReleaseResponse
+	(*QueuesRequest)(nil),             // 28: rbs.jobs.v1.QueuesRequest
+	(*QueuesResponse)(nil),            // 29: rbs.jobs.v1.QueuesResponse
+	(*QueueInfo)(nil),                 // 30: rbs.jobs.v1.QueueInfo
+	(*JobInfo)(nil),                   // 31: rbs.jobs.v1.JobInfo
+	(*Priority)(nil),                  // 32: rbs.jobs.v1.Priority
+	(*DependencyState)(nil),           // 33: rbs.jobs.v1.DependencyState
+	(*AttachRequest)(nil),             // 34: rbs.jobs.v1.AttachRequest
+	(*AttachResponse)(nil),            // 35: rbs.jobs.v1.AttachResponse
+	nil,                               // 36: rbs.jobs.v1.JobSpec.EnvEntry
 }
 var file_jobs_proto_depIdxs = []int32{
 	0,  // 0: rbs.jobs.v1.ReserveRequest.reservation:type_name -> rbs.jobs.v1.Reservation
 	0,  // 1: rbs.jobs.v1.ReserveResponse.reservation:type_name -> rbs.jobs.v1.Reservation
 	0,  // 2: rbs.jobs.v1.ReservationsResponse.reservations:type_name -> rbs.jobs.v1.Reservation
-	34, // 3: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
+	36, // 3: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
 	8,  // 4: rbs.jobs.v1.JobSpec.deps:type_name -> rbs.jobs.v1.Dependency
 	9,  // 5: rbs.jobs.v1.JobSpec.array:type_name -> rbs.jobs.v1.ArraySpec
 	7,  // 6: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
 	13, // 7: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
 	12, // 8: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
 	11, // 9: rbs.jobs.v1.JobRecord.nodes:type_name -> rbs.jobs.v1.Node
-	29, // 10: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	29, // 11: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	29, // 12: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	29, // 13: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	28, // 14: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
-	10, // 15: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
-	30, // 16: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
-	31, // 17: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
-	29, // 18: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
-	14, // 19: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
-	16, // 20: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
-	18, // 21: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
-	20, // 22: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
-	22, // 23: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
-	24, // 24: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
-	26, // 25: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
-	32, // 26: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
-	1,  // 27: rbs.jobs.v1.Jobs.Reserve:input_type -> rbs.jobs.v1.ReserveRequest
-	3,  // 28: rbs.jobs.v1.Jobs.CancelReservation:input_type -> rbs.jobs.v1.CancelReservationRequest
-	5,  // 29: rbs.jobs.v1.Jobs.Reservations:input_type -> rbs.jobs.v1.ReservationsRequest
-	15, // 30: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
-	17, // 31: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
-	19, // 32: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
-	21, // 33: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
-	23, // 34: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
-	25, // 35: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
-	27, // 36: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
-	33, // 37: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
-	2,  // 38: rbs.jobs.v1.Jobs.Reserve:output_type -> rbs.jobs.v1.ReserveResponse
-	4,  // 39: rbs.jobs.v1.Jobs.CancelReservation:output_type -> rbs.jobs.v1.CancelReservationResponse
-	6,  // 40: rbs.jobs.v1.Jobs.Reservations:output_type -> rbs.jobs.v1.ReservationsResponse
-	30, // [30:41] is the sub-list for method output_type
-	19, // [19:30] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	31, // 10: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	31, // 11: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	31, // 12: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	31, // 13: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	31, // 14: rbs.jobs.v1.ReleaseResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	30, // 15: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
+	10, // 16: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
+	32, // 17: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
+	33, // 18: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
+	31, // 19: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
+	14, // 20: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
+	16, // 21: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
+	18, // 22: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
+	20, // 23: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
+	22, // 24: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
+	24, // 25: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
+	26, // 26: rbs.jobs.v1.Jobs.Release:input_type -> rbs.jobs.v1.ReleaseRequest
+	28, // 27: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
+	34, // 28: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
+	1,  // 29: rbs.jobs.v1.Jobs.Reserve:input_type -> rbs.jobs.v1.ReserveRequest
+	3,  // 30: rbs.jobs.v1.Jobs.CancelReservation:input_type -> rbs.jobs.v1.CancelReservationRequest
+	5,  // 31: rbs.jobs.v1.Jobs.Reservations:input_type -> rbs.jobs.v1.ReservationsRequest
+	15, // 32: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
+	17, // 33: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
+	19, // 34: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
+	21, // 35: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
+	23, // 36: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
+	25, // 37: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
+	27, // 38: rbs.jobs.v1.Jobs.Release:output_type -> rbs.jobs.v1.ReleaseResponse
+	29, // 39: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
+	35, // 40: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
+	2,  // 41: rbs.jobs.v1.Jobs.Reserve:output_type -> rbs.jobs.v1.ReserveResponse
+	4,  // 42: rbs.jobs.v1.Jobs.CancelReservation:output_type -> rbs.jobs.v1.CancelReservationResponse
+	6,  // 43: rbs.jobs.v1.Jobs.Reservations:output_type -> rbs.jobs.v1.ReservationsResponse
+	32, // [32:44] is the sub-list for method output_type
+	20, // [20:32] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_jobs_proto_init() }
@@ -2864,7 +2996,7 @@ func file_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobs_proto_rawDesc), len(file_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	Jobs_Logs_FullMethodName              = "/rbs.jobs.v1.Jobs/Logs"
 	Jobs_Wait_FullMethodName              = "/rbs.jobs.v1.Jobs/Wait"
 	Jobs_Cancel_FullMethodName            = "/rbs.jobs.v1.Jobs/Cancel"
+	Jobs_Release_FullMethodName           = "/rbs.jobs.v1.Jobs/Release"
 	Jobs_Queues_FullMethodName            = "/rbs.jobs.v1.Jobs/Queues"
 	Jobs_Attach_FullMethodName            = "/rbs.jobs.v1.Jobs/Attach"
 	Jobs_Reserve_FullMethodName           = "/rbs.jobs.v1.Jobs/Reserve"
@@ -55,6 +56,8 @@ type JobsClient interface {
 	// stream ends once every one has been sent.
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WaitResponse], error)
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CancelResponse], error)
+	// Release lets held jobs (submitted with hold) be scheduled.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 	Queues(ctx context.Context, in *QueuesRequest, opts ...grpc.CallOption) (*QueuesResponse, error)
 	// Attach connects a client to an interactive job: the client sends the
 	// job's stdin, the server streams back its output, as Logs with follow
@@ -181,6 +184,16 @@ func (c *jobsClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_CancelClient = grpc.ServerStreamingClient[CancelResponse]
 
+func (c *jobsClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, Jobs_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *jobsClient) Queues(ctx context.Context, in *QueuesRequest, opts ...grpc.CallOption) (*QueuesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(QueuesResponse)
@@ -254,6 +267,8 @@ type JobsServer interface {
 	// stream ends once every one has been sent.
 	Wait(*WaitRequest, grpc.ServerStreamingServer[WaitResponse]) error
 	Cancel(*CancelRequest, grpc.ServerStreamingServer[CancelResponse]) error
+	// Release lets held jobs (submitted with hold) be scheduled.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	Queues(context.Context, *QueuesRequest) (*QueuesResponse, error)
 	// Attach connects a client to an interactive job: the client sends the
 	// job's stdin, the server streams back its output, as Logs with follow
@@ -292,6 +307,9 @@ func (UnimplementedJobsServer) Wait(*WaitRequest, grpc.ServerStreamingServer[Wai
 }
 func (UnimplementedJobsServer) Cancel(*CancelRequest, grpc.ServerStreamingServer[CancelResponse]) error {
 	return status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedJobsServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
 }
 func (UnimplementedJobsServer) Queues(context.Context, *QueuesRequest) (*QueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Queues not implemented")
@@ -402,6 +420,24 @@ func _Jobs_Cancel_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_CancelServer = grpc.ServerStreamingServer[CancelResponse]
 
+func _Jobs_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Jobs_Queues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(QueuesRequest)
 	if err := dec(in); err != nil {
@@ -491,6 +527,10 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Submit",
 			Handler:    _Jobs_Submit_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _Jobs_Release_Handler,
 		},
 		{
 			MethodName: "Queues",

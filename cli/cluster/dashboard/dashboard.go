@@ -12,7 +12,6 @@ package dashboard
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,8 +19,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/blobstore"
@@ -29,7 +30,6 @@ import (
 	"github.com/rbs-build/rbs/rbe/merkle"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -82,42 +82,56 @@ func (d *Dashboard) Page() http.Handler {
 	})
 }
 
+// endpoint is one call of the web API, as its index lists it.
+type endpoint struct {
+	Method      string `json:"method"`
+	Path        string `json:"path"`
+	Description string `json:"description"`
+	handler     http.HandlerFunc
+}
+
+// endpoints are the web API's calls. Each answers JSON of the schema the
+// CLI's --json prints (package schema), but for logs and outputs.
+func (d *Dashboard) endpoints() []endpoint {
+	return []endpoint{
+		{"GET", "/api/", "this index of the endpoints", d.index},
+		{"GET", "/api/overview", "status, queues and reservations together, as the dashboard's cluster page shows them", d.overview},
+		{"GET", "/api/status", "the cluster's workers, action queue, jobs by state and action statistics, as rbs remote status --json", d.status},
+		{"GET", "/api/queues", "the queues and their occupancy, as rbs job queues --json", d.queues},
+		{"GET", "/api/reservations", "the maintenance windows, as rbs job reserve --json", d.reservations},
+		{"GET", "/api/jobs", "jobs, as rbs job list --json: pending and running ones; ?history=1 adds ended ones, ?state=S (repeatable), ?queue=Q and ?user=U filter", d.jobs},
+		{"GET", "/api/jobs/{id}", "one job or task, as rbs job show --json: an object, or an array of the tasks for an array's id", d.job},
+		{"POST", "/api/jobs/{id}/cancel", "cancel a job (an array's id: its tasks not ended); answers the jobs as rbs job list --json", d.cancel},
+		{"GET", "/api/jobs/{id}/logs", "the job's output as text, followed until it ends, as rbs job logs -f; ?rank=N for one node of a gang", d.logs},
+		{"GET", "/api/jobs/{id}/outputs/{path...}", "one file of the job's recorded outputs", d.output},
+		{"GET", "/api/actions", "recent build actions, the latest first, and the statistics of all: {\"actions\": [...], \"stats\": {...}}", d.actions},
+	}
+}
+
 // Routes are the API's handlers by http.ServeMux pattern.
 func (d *Dashboard) Routes() map[string]http.Handler {
-	return map[string]http.Handler{
-		"GET /api/overview":                    http.HandlerFunc(d.overview),
-		"GET /api/jobs":                        http.HandlerFunc(d.jobs),
-		"GET /api/jobs/{id}":                   http.HandlerFunc(d.job),
-		"POST /api/jobs/{id}/cancel":           http.HandlerFunc(d.cancel),
-		"GET /api/jobs/{id}/logs":              http.HandlerFunc(d.logs),
-		"GET /api/jobs/{id}/outputs/{path...}": http.HandlerFunc(d.output),
-		"GET /api/actions":                     http.HandlerFunc(d.actions),
+	routes := map[string]http.Handler{}
+	for _, e := range d.endpoints() {
+		pattern := e.Method + " " + e.Path
+		if e.Path == "/api/" {
+			pattern += "{$}"
+		}
+		routes[pattern] = e.handler
 	}
+	routes["/api/"] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, fmt.Sprintf("no endpoint %s %s: GET /api/ lists them", r.Method, r.URL.Path), http.StatusNotFound)
+	})
+	return routes
 }
 
-var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
-
-// raw is a message as JSON.
-func raw(m proto.Message) json.RawMessage {
-	b, err := marshal.Marshal(m)
-	if err != nil {
-		panic(err) // rbs's own messages always marshal
-	}
-	return b
-}
-
-func raws[M proto.Message](ms []M) []json.RawMessage {
-	out := make([]json.RawMessage, len(ms))
-	for i, m := range ms {
-		out[i] = raw(m)
-	}
-	return out
+func (d *Dashboard) index(w http.ResponseWriter, _ *http.Request) {
+	reply(w, map[string]any{"endpoints": d.endpoints()})
 }
 
 func reply(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(v)
+	schema.Write(w, v)
 }
 
 // fail answers err with the HTTP status of its gRPC code.
@@ -136,10 +150,22 @@ func fail(w http.ResponseWriter, err error) {
 
 func (d *Dashboard) overview(w http.ResponseWriter, _ *http.Request) {
 	reply(w, map[string]any{
-		"status":       raw(d.cfg.Status()),
-		"queues":       raws(d.cfg.Jobs.QueueList()),
-		"reservations": raws(d.cfg.Jobs.ReservationList()),
+		"status":       schema.FromStatus(d.cfg.Status()),
+		"queues":       schema.Queues(d.cfg.Jobs.QueueList()),
+		"reservations": schema.Reservations(d.cfg.Jobs.ReservationList(), time.Now()),
 	})
+}
+
+func (d *Dashboard) status(w http.ResponseWriter, _ *http.Request) {
+	reply(w, schema.FromStatus(d.cfg.Status()))
+}
+
+func (d *Dashboard) queues(w http.ResponseWriter, _ *http.Request) {
+	reply(w, schema.Queues(d.cfg.Jobs.QueueList()))
+}
+
+func (d *Dashboard) reservations(w http.ResponseWriter, _ *http.Request) {
+	reply(w, schema.Reservations(d.cfg.Jobs.ReservationList(), time.Now()))
 }
 
 // jobs lists jobs: ?state= (repeated), ?queue=, ?user=, ?history=1.
@@ -160,7 +186,7 @@ func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request) {
 		}
 		jobs = mine
 	}
-	reply(w, map[string]any{"jobs": raws(jobs)})
+	reply(w, schema.Jobs(jobs))
 }
 
 func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) {
@@ -169,7 +195,7 @@ func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	reply(w, map[string]any{"jobs": raws(jobs)})
+	reply(w, schema.Shown(r.PathValue("id"), jobs))
 }
 
 func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +204,7 @@ func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	reply(w, map[string]any{"jobs": raws(jobs)})
+	reply(w, schema.Jobs(jobs))
 }
 
 // logs streams a job's output as it is written, until the job ends:
@@ -301,5 +327,5 @@ func (d *Dashboard) actions(w http.ResponseWriter, _ *http.Request) {
 	if d.cfg.Actions != nil {
 		recent = d.cfg.Actions()
 	}
-	reply(w, map[string]any{"actions": raws(recent), "stats": raw(d.cfg.Status().GetActions())})
+	reply(w, map[string]any{"actions": schema.Actions(recent), "stats": schema.FromActionStats(d.cfg.Status().GetActions())})
 }

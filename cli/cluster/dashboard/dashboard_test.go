@@ -30,7 +30,7 @@ func (f *fakeJobs) ShowJob(id string) ([]*jobspb.JobInfo, error) {
 	if id != "7" {
 		return nil, status.Errorf(codes.NotFound, "job %s not found", id)
 	}
-	return []*jobspb.JobInfo{{Id: "7", Record: &jobspb.JobRecord{Id: 7, OutputRoot: f.root, Spec: &jobspb.JobSpec{}}}}, nil
+	return []*jobspb.JobInfo{{Id: "7", Record: &jobspb.JobRecord{Id: 7, Index: -1, OutputRoot: f.root, Spec: &jobspb.JobSpec{MemoryBytes: 12637976576}}}}, nil
 }
 
 func (f *fakeJobs) CancelJobs(context.Context, []string) ([]*jobspb.JobInfo, map[string]bool, error) {
@@ -83,7 +83,12 @@ func TestAPI(t *testing.T) {
 		{"GET", "/api/jobs/7/logs", 200, "hello"},
 		{"GET", "/api/jobs/7/logs?rank=x", 400, `rank "x"`},
 		{"GET", "/api/jobs/7/logs?rank=3", 400, "no rank 3"},
-		{"GET", "/api/jobs/7", 200, `"id":"7"`},
+		// The CLI's --json schema: numbers as numbers, an object for a job.
+		{"GET", "/api/jobs/7", 200, `"memory_bytes": 12637976576,`},
+		{"GET", "/api/jobs/7", 200, `"array_index": null,`},
+		{"GET", "/api/", 200, `"path": "/api/jobs/{id}/logs"`},
+		{"GET", "/api/nothing", 404, "no endpoint GET /api/nothing: GET /api/ lists them"},
+		{"GET", "/api/jobs", 200, "[]"},
 		{"GET", "/api/jobs/9", 404, "job 9 not found"},
 		{"GET", "/api/overview", 200, `"status"`},
 		{"GET", "/", 200, "<title>rbs</title>"},

@@ -1,6 +1,6 @@
 // The rbs dashboard: one page, routed by the URL's hash, reading the
-// server's JSON API under /api/. Everything shown is set as text, never as
-// HTML.
+// server's JSON API under /api/ (GET /api/ lists it), whose schema is the
+// CLI's --json. Everything shown is set as text, never as HTML.
 "use strict";
 
 const main = document.getElementById("main");
@@ -48,7 +48,8 @@ function table(head, rows, attrs) {
 }
 
 const num = (v) => Number(v || 0);
-const when = (ms) => (num(ms) ? new Date(num(ms)).toISOString().replace(".000Z", "Z") : "-");
+// when shows an RFC 3339 time of the API; null is "-".
+const when = (t) => (t ? t.replace(".000Z", "Z") : "-");
 const bytes = (n) => {
   n = num(n);
   if (!n) return "-";
@@ -66,10 +67,10 @@ const secs = (ms) => {
 const state = (s) => el("span", { class: "state " + s }, s);
 const terminal = (s) => !["PENDING", "RUNNING"].includes(s);
 
-function elapsed(r) {
-  if (!num(r.start_unix_ms)) return "-";
-  const end = num(r.end_unix_ms) || Date.now();
-  return secs(end - num(r.start_unix_ms));
+function elapsed(j) {
+  if (!j.start_time) return "-";
+  const end = j.end_time ? Date.parse(j.end_time) : Date.now();
+  return secs(end - Date.parse(j.start_time));
 }
 
 function page(title, ...children) {
@@ -89,28 +90,29 @@ async function overview() {
     try {
       const o = await api("/api/overview");
       const st = o.status;
-      const workers = (st.workers || []).map((w) => {
-        const res = w.resources || {};
-        const gpus = (res.gpus || []).map((g) => `${g.index}: ${g.name || g.uuid}`).join(", ") || (res.gpu_note ? "none (" + res.gpu_note + ")" : "none");
+      const workers = st.workers.map((w) => {
+        const gpus = w.gpus.map((g) => `${g.index}: ${g.name || g.uuid}`).join(", ") || (w.gpu_note ? "none (" + w.gpu_note + ")" : "none");
+        const props = Object.entries(w.properties).flatMap(([k, vs]) => vs.map((v) => k + "=" + v)).sort();
         return el("tr", { "data-worker": w.name },
           el("td", {}, w.name),
           el("td", { class: "num" }, `${w.action_slots.used}/${w.action_slots.total}`),
           el("td", { class: "num" }, `${w.job_slots.used}/${w.job_slots.total}`),
-          el("td", { class: "num" }, res.cpus),
-          el("td", { class: "num" }, bytes(res.memory_bytes)),
+          el("td", { class: "num" }, w.cpus),
+          el("td", { class: "num" }, bytes(w.memory_bytes)),
           el("td", {}, gpus),
-          el("td", {}, res.container_runtime || "-"),
-          el("td", {}, (w.properties || []).map((p) => p.name + "=" + p.value).join(" ")),
-          el("td", {}, when(w.last_heartbeat_unix_ms)));
+          el("td", {}, w.container_runtime || "-"),
+          el("td", {}, props.join(" ")),
+          el("td", {}, when(w.last_heartbeat)));
       });
-      const jobs = Object.entries(st.jobs || {}).filter(([, n]) => num(n) > 0).map(([s, n]) => el("tr", {}, el("td", {}, state(s)), el("td", { class: "num" }, num(n))));
-      const windows = (o.reservations || []).map((r) => el("tr", {}, el("td", {}, r.name), el("td", {}, when(r.start_unix_ms)), el("td", {}, when(r.end_unix_ms)), el("td", {}, (r.workers || []).join(", ") || "all"), el("td", {}, r.reason)));
-      const q = st.queue || {};
+      const jobs = Object.entries(st.jobs).filter(([, n]) => n > 0).map(([s, n]) => el("tr", {},
+        el("td", {}, el("a", { href: "#/jobs?state=" + encodeURIComponent(s) }, state(s))), el("td", { class: "num" }, n)));
+      const windows = o.reservations.map((r) => el("tr", {}, el("td", {}, r.name), el("td", {}, when(r.start)), el("td", {}, when(r.end)), el("td", {}, r.workers.join(", ") || "all"), el("td", {}, r.reason)));
+      const q = st.queue;
       box.replaceChildren(
         el("h2", {}, `Workers (${workers.length})`),
         table(["Worker", "Action slots", "Job slots", "CPUs", "Memory", "GPUs", "Containers", "Properties", "Last heartbeat"], workers, { id: "workers" }),
         el("h2", {}, "Build actions"),
-        el("p", {}, `${num(q.queued_actions)} queued, ${num(q.executing_actions)} executing`),
+        el("p", {}, `${q.queued_actions} queued, ${q.executing_actions} executing`),
         el("h2", {}, "Jobs"),
         jobs.length ? table(["State", "Jobs"], jobs, { id: "job-counts" }) : el("p", { class: "muted" }, "No jobs."),
         el("h2", {}, "Queues"),
@@ -122,26 +124,28 @@ async function overview() {
 }
 
 function queueTable(queues) {
-  return table(["Queue", "Priority", "Max time", "Running", "Pending", "Default"], (queues || []).map((q) =>
+  return table(["Queue", "Priority", "Max time", "Running", "Pending", "Default"], queues.map((q) =>
     el("tr", { "data-queue": q.name }, el("td", {}, el("a", { href: "#/jobs?queue=" + encodeURIComponent(q.name) }, q.name)),
-      el("td", { class: "num" }, q.priority), el("td", {}, num(q.max_time_ms) ? secs(q.max_time_ms) : "none"),
-      el("td", { class: "num" }, q.running), el("td", { class: "num" }, q.pending), el("td", {}, q.is_default ? "yes" : ""))), { id: "queues" });
+      el("td", { class: "num" }, q.priority), el("td", {}, q.max_time_seconds ? secs(1000 * q.max_time_seconds) : "none"),
+      el("td", { class: "num" }, q.running), el("td", { class: "num" }, q.pending), el("td", {}, q.default ? "yes" : ""))), { id: "queues" });
 }
 
 async function queues() {
   const box = el("div");
   page("Queues", box);
   every(2000, async () => {
-    try { box.replaceChildren(queueTable((await api("/api/overview")).queues)); } catch (e) { problem(e); }
+    try { box.replaceChildren(queueTable(await api("/api/queues"))); } catch (e) { problem(e); }
   });
 }
 
 const STATES = ["", "PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY"];
 
 // The job list, with filters kept in the hash: #/jobs?state=PENDING&queue=batch&user=ann&history=1.
+// Its query is the API's: by default, as GET /api/jobs and rbs job list,
+// the jobs pending and running.
 async function jobs(params) {
   const f = {
-    state: el("select", { id: "filter-state" }, STATES.map((s) => el("option", { value: s, selected: params.get("state") === s }, s || "active"))),
+    state: el("select", { id: "filter-state" }, STATES.map((s) => el("option", { value: s, selected: params.get("state") === s }, s || "pending and running"))),
     queue: el("input", { id: "filter-queue", value: params.get("queue") || "", size: 10 }),
     user: el("input", { id: "filter-user", value: params.get("user") || "", size: 10 }),
     history: el("input", { id: "filter-history", type: "checkbox", checked: params.get("history") === "1" }),
@@ -165,16 +169,14 @@ async function jobs(params) {
   if (q.get("state") && terminal(q.get("state"))) q.set("history", "1");
   every(2000, async () => {
     try {
-      const list = (await api("/api/jobs?" + q)).jobs;
-      const rows = list.map((j) => {
-        const r = j.record;
-        return el("tr", { "data-id": j.id },
-          el("td", {}, el("a", { href: "#/jobs/" + j.id, class: "job-link" }, j.id)),
-          el("td", {}, r.spec.name), el("td", {}, r.spec.user), el("td", {}, r.spec.queue),
-          el("td", {}, state(r.state)), el("td", {}, elapsed(r)), el("td", { class: "num" }, num(j.priority.total)),
-          el("td", {}, r.state === "PENDING" ? "(" + r.pending_reason + ")" : r.worker));
-      });
-      box.replaceChildren(rows.length ? table(["Job", "Name", "User", "Queue", "State", "Time", "Priority", "Worker / reason"], rows, { id: "jobs" }) : el("p", { class: "muted", id: "jobs" }, "No jobs."));
+      const list = await api("/api/jobs?" + q);
+      const rows = list.map((j) => el("tr", { "data-id": j.id },
+        el("td", {}, el("a", { href: "#/jobs/" + j.id, class: "job-link" }, j.id)),
+        el("td", {}, j.name), el("td", {}, j.user), el("td", {}, j.queue),
+        el("td", {}, state(j.state)), el("td", {}, elapsed(j)), el("td", { class: "num" }, j.priority.total),
+        el("td", {}, j.state === "PENDING" ? "(" + j.pending_reason + ")" : j.workers.join(","))));
+      const none = q.get("history") === "1" ? "No jobs." : "No pending or running jobs; tick \u201cWith ended\u201d for the ended ones.";
+      box.replaceChildren(rows.length ? table(["Job", "Name", "User", "Queue", "State", "Time", "Priority", "Worker / reason"], rows, { id: "jobs" }) : el("p", { class: "muted", id: "jobs" }, none));
     } catch (e) { problem(e); }
   });
 }
@@ -218,15 +220,18 @@ async function job(id) {
   every(2000, async () => {
     if (ended) return;
     let list;
-    try { list = (await api("/api/jobs/" + encodeURIComponent(id))).jobs; } catch (e) { details.replaceChildren(el("p", { class: "error" }, e.message)); return; }
+    try {
+      const shown = await api("/api/jobs/" + encodeURIComponent(id));
+      list = Array.isArray(shown) ? shown : [shown];
+    } catch (e) { details.replaceChildren(el("p", { class: "error" }, e.message)); return; }
     if (list.length > 1) {
       details.replaceChildren(el("p", {}, `An array of ${list.length} tasks:`), table(["Task", "State"], list.map((t) =>
-        el("tr", { "data-id": t.id }, el("td", {}, el("a", { href: "#/jobs/" + t.id }, t.id)), el("td", {}, state(t.record.state))))));
-      cancel.hidden = list.every((t) => terminal(t.record.state));
+        el("tr", { "data-id": t.id }, el("td", {}, el("a", { href: "#/jobs/" + t.id }, t.id)), el("td", {}, state(t.state))))));
+      cancel.hidden = list.every((t) => terminal(t.state));
       return;
     }
-    const j = list[0], r = j.record, s = r.spec;
-    const nodes = Math.max(num(s.nodes), 1);
+    const j = list[0];
+    const nodes = j.nodes;
     if (ranks !== nodes) {
       ranks = nodes;
       rankSel.replaceChildren(el("option", { value: "" }, nodes > 1 ? "all ranks" : "output"),
@@ -234,43 +239,43 @@ async function job(id) {
       rankSel.hidden = nodes < 2;
       stream("");
     }
-    ended = terminal(r.state);
+    ended = terminal(j.state);
     cancel.hidden = ended;
     const row = (k, ...v) => el("tr", {}, el("th", {}, k), el("td", {}, ...v));
     const p = j.priority;
     const rows = [
-      row("State", el("span", { id: "job-state", class: "state " + r.state }, r.state), r.state === "PENDING" && r.pending_reason ? el("span", { id: "job-reason" }, " (" + r.pending_reason + ")") : null),
-      row("Name", s.name), row("User", s.user), row("Queue", s.queue),
-      row("Command", s.script ? `script (${s.script.length} bytes)` : (s.command || []).join(" ")),
-      row("Resources", `cpus=${Math.max(num(s.cpus), 1)} memory=${bytes(s.memory_bytes)} gpus=${num(s.gpus)} nodes=${nodes}`),
-      row("Time limit", num(r.time_limit_ms) ? secs(r.time_limit_ms) : "none"),
-      row("Priority", el("span", { id: "priority" }, `${num(p.total)} = base ${num(p.base)} + queue ${num(p.queue)} + age ${num(p.age)}`)),
-      row("Submitted", when(r.submit_unix_ms)), row("Started", when(r.start_unix_ms)), row("Ended", when(r.end_unix_ms)),
-      row("Attempts", num(r.attempts)),
+      row("State", el("span", { id: "job-state", class: "state " + j.state }, j.state), j.state === "PENDING" && j.pending_reason ? el("span", { id: "job-reason" }, " (" + j.pending_reason + ")") : null),
+      row("Name", j.name), row("User", j.user), row("Queue", j.queue),
+      row("Command", j.script_bytes ? `script (${j.script_bytes} bytes)` : j.command_line),
+      row("Resources", `cpus=${j.cpus} memory=${bytes(j.memory_bytes)} gpus=${j.gpus} nodes=${nodes}`),
+      row("Time limit", j.time_limit_seconds ? secs(1000 * j.time_limit_seconds) : "none"),
+      row("Priority", el("span", { id: "priority" }, `${p.total} = base ${p.base} + queue ${p.queue} + age ${p.age}`)),
+      row("Submitted", when(j.submit_time)), row("Started", when(j.start_time)), row("Ended", when(j.end_time)),
+      row("Attempts", j.attempts),
     ];
-    if (r.state === "PENDING") {
-      rows.push(row("Queue position", num(j.queue_position) ? `${j.queue_position} in ${s.queue}` : "-"));
-      rows.push(row("Expected start", num(j.expected_start_unix_ms) ? when(j.expected_start_unix_ms) : "unknown"));
+    if (j.state === "PENDING") {
+      rows.push(row("Queue position", j.queue_position ? `${j.queue_position} in ${j.queue}` : "-"));
+      rows.push(row("Expected start", j.expected_start ? when(j.expected_start) : "unknown" + (j.start_unknown ? ": " + j.start_unknown : "")));
     }
-    for (const n of r.nodes || []) {
-      rows.push(row(nodes > 1 ? "Rank " + n.rank : "Worker", n.worker + ((n.gpu_uuids || []).length ? " GPUs " + n.gpu_uuids.join(",") : "")));
+    for (const n of j.ranks) {
+      rows.push(row(nodes > 1 ? "Rank " + n.rank : "Worker", n.worker + (n.gpu_uuids.length ? " GPUs " + n.gpu_uuids.join(",") : "")));
     }
-    if (terminal(r.state)) {
-      rows.push(row("Exit code", r.exit_code), row("CPU time", secs(r.cpu_time_ms)), row("Peak memory", bytes(r.peak_memory_bytes)));
+    if (terminal(j.state)) {
+      rows.push(row("Exit code", j.exit_code), row("CPU time", secs(1000 * j.cpu_time_seconds)), row("Peak memory", bytes(j.peak_memory_bytes)));
     }
-    if (r.message) rows.push(row("Message", r.message));
-    for (const d of j.deps || []) rows.push(row("Dependency", `${d.kind}:${d.id} (${d.state})`));
+    if (j.message) rows.push(row("Message", j.message));
+    for (const d of j.dependencies) rows.push(row("Dependency", `${d.kind}:${d.id} (${d.state})`));
     const parts = [table([], rows, { id: "job" })];
     if ((j.placement || []).length) {
       parts.push(el("h2", {}, "Why it waits"), el("ul", { id: "placement" }, j.placement.map((x) => el("li", {}, x))));
     }
-    if ((r.history || []).length) {
-      parts.push(el("h2", {}, "Attempts"), table(["Attempt", "Where", "State", "Exit", "Started", "Ended", "Message"], r.history.map((a) =>
+    if (j.history.length) {
+      parts.push(el("h2", {}, "Attempts"), table(["Attempt", "Where", "State", "Exit", "Started", "Ended", "Message"], j.history.map((a) =>
         el("tr", {}, el("td", {}, a.attempt), el("td", {}, (a.workers || []).length ? a.workers.join(",") : a.worker), el("td", {}, state(a.state)),
-          el("td", {}, a.exit_code), el("td", {}, when(a.start_unix_ms)), el("td", {}, when(a.end_unix_ms)), el("td", {}, a.message))), { id: "attempts" }));
+          el("td", {}, a.exit_code), el("td", {}, when(a.start_time)), el("td", {}, when(a.end_time)), el("td", {}, a.message))), { id: "attempts" }));
     }
-    if ((r.outputs || []).length) {
-      parts.push(el("h2", {}, "Outputs"), el("ul", { id: "outputs" }, r.outputs.map((o) => el("li", {},
+    if ((j.outputs || []).length) {
+      parts.push(el("h2", {}, "Outputs"), el("ul", { id: "outputs" }, j.outputs.map((o) => el("li", {},
         o.kind === "file" ? el("a", { href: "/api/jobs/" + encodeURIComponent(id) + "/outputs/" + o.path.split("/").map(encodeURIComponent).join("/"), download: "" }, o.path) : o.path,
         ` (${o.kind}, ${bytes(o.size_bytes)})`))));
     }
@@ -285,14 +290,14 @@ async function actions() {
   every(2000, async () => {
     try {
       const a = await api("/api/actions");
-      const st = a.stats || {};
-      const run = num(st.completed), hits = num(st.cache_hits);
+      const st = a.stats;
+      const run = st.completed, hits = st.cache_hits;
       const rate = run + hits ? ((100 * hits) / (run + hits)).toFixed(1) + "%" : "-";
       const ms = (v) => (num(v) ? num(v).toFixed(1) : "-");
       const scale = Math.max(1, ...(a.actions || []).map((x) => num(x.total_ms)));
       const bar = (cls, v) => el("span", { class: "bar " + cls, title: cls + " " + ms(v) + " ms", "data-w": Math.round((200 * num(v)) / scale) });
       const rows = (a.actions || []).map((x) => el("tr", {},
-        el("td", {}, when(x.completed_unix_ms)), el("td", { title: x.digest }, x.digest.slice(0, 12)), el("td", {}, x.worker || "-"),
+        el("td", {}, when(x.completed_time)), el("td", { title: x.digest }, x.digest.slice(0, 12)), el("td", {}, x.worker || "-"),
         el("td", {}, x.cache_hit ? "cache hit" : x.error ? "error: " + x.error : "exit " + x.exit_code),
         el("td", { class: "num" }, ms(x.total_ms)), el("td", { class: "num" }, ms(x.queued_ms)), el("td", { class: "num" }, ms(x.fetch_ms)),
         el("td", { class: "num" }, ms(x.run_ms)), el("td", { class: "num" }, ms(x.upload_ms)),
