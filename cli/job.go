@@ -414,7 +414,8 @@ func (c *JobSubmitCmd) overrides(memory int64) (manifest.Overrides, error) {
 type JobListCmd struct {
 	RemoteFlags
 	State   []string `help:"Only jobs in these states (PENDING, RUNNING, COMPLETED, …; repeatable or comma-separated)."`
-	Queue   string   `help:"Only jobs of this queue."`
+	Queue   string   `short:"p" aliases:"partition" help:"Only jobs of this queue."`
+	User    string   `short:"u" help:"Only jobs of this user."`
 	History bool     `help:"Include jobs that have ended."`
 	JSON    bool     `name:"json" help:"Print a JSON array of jobs."`
 }
@@ -435,6 +436,9 @@ func (c *JobListCmd) Run() error {
 	list, err := collect(jobs.List(context.Background(), &jobspb.ListRequest{States: states, Queue: c.Queue, History: c.History}))
 	if err != nil {
 		return err
+	}
+	if c.User != "" {
+		list = slices.DeleteFunc(list, func(j *jobspb.JobInfo) bool { return j.Record.Spec.GetUser() != c.User })
 	}
 	if c.JSON {
 		return printJSON(os.Stdout, jobsJSON(list))
