@@ -63,7 +63,7 @@ func (w *workspace) read(name string) string {
 	return string(b)
 }
 
-var builtLine = regexp.MustCompile(`Built (\d+) targets: (\d+) actions, (\d+) executed, (\d+) cached`)
+var builtLine = regexp.MustCompile(`Built (\d+) targets?: (\d+) actions?, (\d+) executed (?:locally|remotely), (\d+) cached`)
 
 // executed returns how many actions a build ran and how many it took from
 // the cache.
@@ -147,7 +147,7 @@ sh_test(name = "passes", srcs = ["passes.sh"])
 	if log := w.read("rbs-out/testlogs/broken/fails/test.log"); log != "something is wrong\n" {
 		t.Fatalf("test log %q", log)
 	}
-	if out := w.mustRbs("test", "--test_tag_filters=-broken", "//broken:all"); !strings.Contains(out, "1 tests: 1 passed") {
+	if out := w.mustRbs("test", "--test_tag_filters=-broken", "//broken:all"); !strings.Contains(out, "1 test: 1 passed") {
 		t.Fatalf("tag filter:\n%s", out)
 	}
 	if got := w.mustRbs("run", "//app:greet", "--", "Ada", "Linus"); !strings.HasSuffix(got, "hello, Ada\nhello, Linus\n") {
@@ -297,7 +297,7 @@ func TestActionsWriteIntoTheirInputs(t *testing.T) {
 	for _, where := range [][]string{nil, {"--remote", srv.Addr}} {
 		w := newWorkspace(t)
 		w.writePython()
-		if out := w.mustRbs(append([]string{"test"}, append(where, "//py:helper_test")...)...); !strings.Contains(out, "1 tests: 1 passed") {
+		if out := w.mustRbs(append([]string{"test"}, append(where, "//py:helper_test")...)...); !strings.Contains(out, "1 test: 1 passed") {
 			t.Fatalf("rbs test %v:\n%s", where, out)
 		}
 		w.mustRbs(append([]string{"build"}, append(where, "//py:gen")...)...)
