@@ -149,3 +149,20 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestPatternsAsBazelTakesThem: pkg:target from the workspace root, and
+// negative patterns after --.
+func TestPatternsAsBazelTakesThem(t *testing.T) {
+	w := newWorkspace(t)
+	if out := w.mustRbs("build", "app:count"); !strings.Contains(out, "Target //app:count up-to-date") {
+		t.Fatalf("build app:count:\n%s", out)
+	}
+	out := w.mustRbs("build", "--", "//app:count", "//app:words", "-//app:words")
+	if !strings.Contains(out, "Built 1 target:") || strings.Contains(out, "Target //app:words") {
+		t.Fatalf("build -- //app:count //app:words -//app:words:\n%s", out)
+	}
+	all := strings.Count(w.mustRbs("query", "//app:all"), "\n")
+	if got := strings.Count(w.mustRbs("query", "//app:all -//app:count -//app:words"), "\n"); got != all-2 {
+		t.Fatalf("query with two negative patterns: %d targets of %d", got, all)
+	}
+}
