@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -292,7 +293,8 @@ func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 
 // QueryCmd is `rbs query`.
 type QueryCmd struct {
-	Expr string `arg:"" help:"Query expression: a pattern, deps(//x) or kind(rule, //...)."`
+	Output string `enum:"label,label_kind,build" default:"label" help:"How each target is printed, as Bazel's --output: label, label_kind (its kind, then its label) or build (its rule as the BUILD file declares it)."`
+	Expr   string `arg:"" help:"Query expression: target patterns, deps(x[, depth]), rdeps(universe, x[, depth]), kind(regex, x), tests(x), attr(name, regex, x), joined with + (union), - (except) and ^ (intersect)."`
 }
 
 // Run implements the command.
@@ -302,10 +304,28 @@ func (c *QueryCmd) Run() error {
 		if err != nil {
 			return err
 		}
+		w := bufio.NewWriter(os.Stdout)
 		for _, l := range labels {
-			fmt.Println(l)
+			switch c.Output {
+			case "label":
+				fmt.Fprintln(w, l)
+			case "label_kind":
+				kind, err := s.Kind(l)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(w, kind, l)
+			case "build":
+				t, err := s.Target(l)
+				if err != nil {
+					return err
+				}
+				if t != nil {
+					fmt.Fprintln(w, rules.Declaration(t))
+				}
+			}
 		}
-		return nil
+		return w.Flush()
 	})
 }
 

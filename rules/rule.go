@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strings"
 
 	"github.com/rbs-build/rbs/starlark/label"
 	"go.starlark.net/starlark"
@@ -279,4 +280,34 @@ func DepLabels(t *TargetDef) []label.Label {
 		}
 	}
 	return out
+}
+
+// Declaration is the target as its BUILD file declares it, in BUILD
+// syntax, as Bazel's query --output build prints it: where it is declared,
+// then the rule with its name, tags and the attributes that differ from
+// their defaults.
+func Declaration(t *TargetDef) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n%s(\n    name = %q,\n", t.Pos, t.Rule.Name(), t.Label.Name)
+	for _, name := range sortedKeys(t.Rule.attrs) {
+		v := t.Attrs[name]
+		if same, err := starlark.Equal(v, t.Rule.attrs[name].zero()); strings.HasPrefix(name, "_") || v == nil || err == nil && same {
+			continue
+		}
+		fmt.Fprintf(&b, "    %s = %s,\n", name, v)
+	}
+	if len(t.Tags) > 0 {
+		fmt.Fprintf(&b, "    tags = %s,\n", starlarkStrings(t.Tags))
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// starlarkStrings is ss as a Starlark list of strings.
+func starlarkStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = starlark.String(s).String()
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }

@@ -166,3 +166,46 @@ func TestPatternsAsBazelTakesThem(t *testing.T) {
 		t.Fatalf("query with two negative patterns: %d targets of %d", got, all)
 	}
 }
+
+// TestQueryLanguage: rbs query takes Bazel's rdeps(), tests(), attr(),
+// operators and --output, and points at the column of a syntax error.
+func TestQueryLanguage(t *testing.T) {
+	w := newWorkspace(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rdeps(//app:all, //app:words, 1)"}, "//app:count\n//app:greet\n//app:greet_test\n//app:words\n"},
+		{[]string{"tests(//app:all)"}, "//app:count_test\n//app:greet_test\n"},
+		{[]string{`attr(cmd, "wc -l", //app:all)`}, "//app:count\n"},
+		{[]string{"kind(genrule, //app:all) - //app:words"}, "//app:count\n"},
+		{[]string{"kind(genrule, //app:all) ^ deps(//app:count_test, 1)"}, "//app:count\n"},
+		{[]string{"--output", "label_kind", "deps(//app:words, 1)"}, "genrule rule //app:words\nsource file //app:words.in\n"},
+		{[]string{"--output=build", "//app:count"}, `genrule(
+    name = "count",
+    cmd = "wc -l < $(location :words) | tr -d ' ' > $@",
+    outs = ["count.txt"],
+    srcs = [":words"],
+)
+`},
+	} {
+		if out := w.mustRbs(append([]string{"query"}, tc.args...)...); !strings.HasSuffix(out, tc.want) {
+			t.Errorf("query %q:\n%s\nwant\n%s", tc.args, out, tc.want)
+		}
+	}
+	q := "deps(//app:count) + kind(genrule //app:all)"
+	col := strings.Index(q, "//app:all")
+	out, err := w.rbs("", "query", q)
+	lines := strings.Split(out, "\n")
+	caretUnder := func() bool {
+		for i, l := range lines[:len(lines)-1] {
+			if at := strings.Index(l, q); at >= 0 {
+				return strings.Index(lines[i+1], "^") == at+col
+			}
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(out, "column "+strconv.Itoa(col+1)+": want , then") || !caretUnder() {
+		t.Errorf("a missing comma: %v\n%s", err, out)
+	}
+}

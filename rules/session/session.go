@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -406,16 +405,6 @@ func (s *Session) Runnable(ctx context.Context, target string) (program, dir str
 func (s *Session) Clean() error {
 	os.Remove(filepath.Join(s.ws.Root, BinLink))
 	return os.RemoveAll(filepath.Join(s.ws.Root, OutDir))
-}
-
-// sortedLabels returns labels as sorted strings.
-func sortedLabels(ls []label.Label) []string {
-	out := make([]string, len(ls))
-	for i, l := range ls {
-		out[i] = l.String()
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Staged is a file of a built target as a job stages it: its place in the
