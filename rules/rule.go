@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rbs-build/rbs/starlark/label"
+	"github.com/rbs-build/rbs/starlark/spell"
 	"go.starlark.net/starlark"
 )
 
@@ -136,7 +137,7 @@ func (r *RuleClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, k
 			t.Attrs[name] = v
 		case commonAttrs[name]:
 		default:
-			return nil, fmt.Errorf("%s %s: unknown attribute %q (attributes: %v)", r.Name(), pkg.labelOf(t), name, sortedKeys(r.attrs))
+			return nil, unknownAttr(r.Name()+" "+pkg.labelOf(t), name, sortedKeys(r.attrs))
 		}
 	}
 	if t.Label.Name == "" {
@@ -157,6 +158,12 @@ func (r *RuleClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, k
 		return nil, err
 	}
 	return starlark.None, nil
+}
+
+// unknownAttr is the error of an attribute of what that it does not have,
+// with the one it likely meant and those it has.
+func unknownAttr(what, name string, attrs []string) error {
+	return fmt.Errorf("%s: unknown attribute %q%s (attributes: %s)", what, name, spell.DidYouMean(name, attrs), strings.Join(attrs, ", "))
 }
 
 func stringList(v starlark.Value) ([]string, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
+	"github.com/rbs-build/rbs/starlark/spell"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkjson"
 	"go.starlark.net/starlarkstruct"
@@ -446,7 +447,8 @@ func (w *Workspace) expand(s, cwd string) ([]label.Label, error) {
 		}
 		if _, ok := pkg.Targets[p.Name]; !ok {
 			if _, ok := pkg.Outputs[p.Name]; !ok {
-				return nil, fmt.Errorf("no such target //%s:%s in package %q (targets: %v)", pkg.Name, p.Name, pkg.Name, sortedTargetNames(pkg))
+				names := sortedTargetNames(pkg)
+				return nil, fmt.Errorf("no such target //%s:%s in package %q%s (targets: %s)", pkg.Name, p.Name, pkg.Name, spell.DidYouMean(p.Name, names), strings.Join(names, ", "))
 			}
 		}
 		out = append(out, label.Label{Pkg: pkg.Name, Name: p.Name})

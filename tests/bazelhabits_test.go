@@ -209,3 +209,13 @@ func TestQueryLanguage(t *testing.T) {
 		t.Errorf("a missing comma: %v\n%s", err, out)
 	}
 }
+
+// TestNoSuchTargetSuggests: a misspelt target on the command line gets a
+// suggestion and the package's targets as words.
+func TestNoSuchTargetSuggests(t *testing.T) {
+	w := newWorkspace(t)
+	out, err := w.rbs("", "build", "//app:cuont")
+	if err == nil || !strings.Contains(out, `no such target //app:cuont in package "app" (did you mean count?) (targets: count, count_test, `) {
+		t.Fatalf("build //app:cuont: %v\n%s", err, out)
+	}
+}
