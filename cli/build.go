@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,6 +15,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/rules"
 	"github.com/rbs-build/rbs/rules/session"
@@ -22,14 +25,15 @@ import (
 
 // BuildFlags are shared by build, test and run.
 type BuildFlags struct {
-	Jobs        int      `help:"Actions run at once (default: the number of CPUs)."`
+	Jobs        int      `short:"j" help:"Actions run at once (default: the number of CPUs)."`
+	KeepGoing   bool     `name:"keep_going" aliases:"keep-going" short:"k" help:"Go on past a failed action, building (and testing) everything that does not depend on it, as Bazel's --keep_going."`
 	Remote      string   `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
-	RemoteCache string   `name:"remote_cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
+	RemoteCache string   `name:"remote_cache" aliases:"remote-cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
 	TokenFile   string   `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
 	TLSCA       string   `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
 	Platform    string   `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
 	Define      []string `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
-	Mode        string   `name:"compilation_mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
+	Mode        string   `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
 	Set         []string `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
 }
 
@@ -60,9 +64,10 @@ func (f BuildFlags) configuration(opts *session.Options) error {
 }
 
 // session runs fn in a build session opened in the working directory,
-// closing it afterwards; the context ends on SIGINT or SIGTERM.
-func (f BuildFlags) session(fn func(ctx context.Context, s *session.Session) error) error {
-	opts := session.Options{Jobs: f.Jobs, Out: os.Stdout}
+// closing it afterwards; the context ends on SIGINT or SIGTERM. A session
+// that executes actions first says where, on stderr.
+func (f BuildFlags) session(executes bool, fn func(ctx context.Context, s *session.Session) error) error {
+	opts := session.Options{Jobs: f.Jobs, KeepGoing: f.KeepGoing, Out: os.Stdout}
 	if err := f.configuration(&opts); err != nil {
 		return err
 	}
@@ -86,9 +91,34 @@ func (f BuildFlags) session(fn func(ctx context.Context, s *session.Session) err
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		opts.Progress = os.Stderr
 	}
+	if executes {
+		fmt.Fprintln(os.Stderr, f.executing())
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	return withSession(opts, func(s *session.Session) error { return fn(ctx, s) })
+}
+
+// executing says where a build's actions run: it is printed first, so
+// that $RBS_REMOTE never sends a build to a cluster unsaid.
+func (f BuildFlags) executing() string {
+	switch {
+	case f.RemoteCache != "":
+		return fmt.Sprintf("executing locally, caching on %s (remote cache)", f.RemoteCache)
+	case f.Remote != "" && f.Remote == os.Getenv("RBS_REMOTE"):
+		return fmt.Sprintf("executing on %s (remote, from $RBS_REMOTE)", f.Remote)
+	case f.Remote != "":
+		return fmt.Sprintf("executing on %s (remote)", f.Remote)
+	}
+	return "executing locally"
+}
+
+// where is how the summary says where actions were executed.
+func (f BuildFlags) where() string {
+	if f.Remote != "" && f.RemoteCache == "" {
+		return "remotely"
+	}
+	return "locally"
 }
 
 // withSession opens a session in the working directory for fn.
@@ -114,7 +144,7 @@ type BuildCmd struct {
 }
 
 // Run implements the command.
-func (c *BuildCmd) Run() error { return c.session(c.run) }
+func (c *BuildCmd) Run() error { return c.session(!c.NoBuild, c.run) }
 
 func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
 	sum, err := s.Build(ctx, c.Patterns, c.NoBuild)
@@ -126,20 +156,48 @@ func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
 		return nil
 	}
 	st := sum.Stats
-	fmt.Printf("Built %d targets: %d actions, %d executed, %d cached.\n", len(sum.Targets), st.Total, st.Executed, st.Cached)
+	line := fmt.Sprintf("Built %s: %s, %d executed %s, %d cached", units.Plural(len(sum.Targets), "target", "targets"), units.Plural(st.Total, "action", "actions"), st.Executed, c.where(), st.Cached)
+	if internal := st.Total - st.Executed - st.Cached; internal > 0 {
+		line += fmt.Sprintf(", %d internal (files rbs wrote or copied itself)", internal)
+	}
+	fmt.Println(line + ".")
+	printOutputs(os.Stdout, sum.Targets)
 	return nil
+}
+
+// maxOutputTargets is how many targets' outputs a build lists.
+const maxOutputTargets = 10
+
+// printOutputs lists the files of the targets built, at their paths from
+// the workspace root, as Bazel does.
+func printOutputs(w io.Writer, targets []*rules.Configured) {
+	for i, c := range targets {
+		if i == maxOutputTargets {
+			fmt.Fprintf(w, "(%s more not listed: name fewer to see their outputs)\n", units.Plural(len(targets)-i, "target", "targets"))
+			return
+		}
+		if len(c.Files) == 0 {
+			fmt.Fprintf(w, "Target %s up-to-date (nothing to build)\n", c.Label)
+			continue
+		}
+		fmt.Fprintf(w, "Target %s up-to-date:\n", c.Label)
+		for _, f := range c.Files {
+			fmt.Fprintf(w, "  %s\n", f.Path())
+		}
+	}
 }
 
 // TestCmd is `rbs test`.
 type TestCmd struct {
 	BuildFlags
-	TagFilters string   `name:"test_tag_filters" help:"Comma-separated tags: a keeps tests tagged a, -b drops tests tagged b."`
-	TestArg    []string `name:"test_arg" sep:"none" help:"Argument passed to every test (repeatable)."`
+	TagFilters string   `name:"test_tag_filters" aliases:"test-tag-filters" help:"Comma-separated tags: a keeps tests tagged a, -b drops tests tagged b."`
+	TestArg    []string `name:"test_arg" aliases:"test-arg" sep:"none" help:"Argument passed to every test (repeatable)."`
+	TestOutput string   `name:"test_output" aliases:"test-output" enum:"summary,errors,all" default:"summary" help:"Whose test logs to print besides the summary, as Bazel's --test_output: summary (none), errors (the failed tests'), all."`
 	Patterns   []string `arg:"" optional:"" help:"Test target patterns."`
 }
 
 // Run implements the command.
-func (c *TestCmd) Run() error { return c.session(c.run) }
+func (c *TestCmd) Run() error { return c.session(true, c.run) }
 
 func (c *TestCmd) run(ctx context.Context, s *session.Session) error {
 	var filters []string
@@ -147,23 +205,45 @@ func (c *TestCmd) run(ctx context.Context, s *session.Session) error {
 		filters = strings.Split(c.TagFilters, ",")
 	}
 	results, err := s.Test(ctx, c.Patterns, filters, c.TestArg)
-	if err != nil {
+	if results == nil {
 		return err
+	}
+	for _, r := range results {
+		if c.TestOutput == "all" || c.TestOutput == "errors" && !r.Passed && !r.Unbuilt {
+			log, rerr := os.ReadFile(filepath.Join(s.Root(), r.Log))
+			if rerr != nil {
+				return rerr
+			}
+			fmt.Printf("==> %s (%s) <==\n%s", r.Log, r.Label, log)
+			if len(log) > 0 && log[len(log)-1] != '\n' {
+				fmt.Println()
+			}
+		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	failed := 0
 	for _, r := range results {
-		status := "PASSED"
 		if !r.Passed {
-			status, failed = "FAILED", failed+1
+			failed++
 		}
-		if r.Cached {
-			status = "(cached) " + status
+		switch {
+		case r.Unbuilt:
+			fmt.Fprintf(tw, "%s\tFAILED TO BUILD\n", r.Label)
+			continue
+		case r.Passed && r.Cached:
+			fmt.Fprintf(tw, "%s\t(cached) PASSED", r.Label)
+		case r.Passed:
+			fmt.Fprintf(tw, "%s\tPASSED", r.Label)
+		default:
+			fmt.Fprintf(tw, "%s\tFAILED", r.Label)
 		}
-		fmt.Fprintf(tw, "%s\t%s\tin %.1fs\t%s\n", r.Label, status, r.Duration.Seconds(), r.Log)
+		fmt.Fprintf(tw, "\tin %.1fs\t%s\n", r.Duration.Seconds(), r.Log)
 	}
 	tw.Flush()
-	fmt.Printf("%d tests: %d passed, %d failed.\n", len(results), len(results)-failed, failed)
+	fmt.Printf("%s: %d passed, %d failed.\n", units.Plural(len(results), "test", "tests"), len(results)-failed, failed)
+	if err != nil {
+		return err
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d tests failed", failed, len(results))
 	}
@@ -180,7 +260,7 @@ type RunCmd struct {
 }
 
 // Run implements the command.
-func (c *RunCmd) Run() error { return c.session(c.run) }
+func (c *RunCmd) Run() error { return c.session(true, c.run) }
 
 func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 	prog, dir, defaultArgs, err := s.Runnable(ctx, c.Target)
@@ -194,9 +274,15 @@ func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 	cmd := exec.Command(prog, append(defaultArgs, args...)...)
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// RUNFILES_DIR is the runfiles tree's root, as under bazel run; the
-	// program runs in the workspace's directory in it.
-	cmd.Env = append(os.Environ(), "RUNFILES_DIR="+filepath.Dir(dir), "BUILD_WORKSPACE_DIRECTORY="+s.Root())
+	// As under bazel run: RUNFILES_DIR is the runfiles tree's root, and
+	// the program runs in the workspace's directory in it;
+	// BUILD_WORKSPACE_DIRECTORY and BUILD_WORKING_DIRECTORY are the
+	// workspace root and the directory rbs run was started in.
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	cmd.Env = append(os.Environ(), "RUNFILES_DIR="+filepath.Dir(dir), "BUILD_WORKSPACE_DIRECTORY="+s.Root(), "BUILD_WORKING_DIRECTORY="+wd)
 	if err := cmd.Run(); err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			return exitError{ee, ee.ExitCode()}
@@ -208,7 +294,8 @@ func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 
 // QueryCmd is `rbs query`.
 type QueryCmd struct {
-	Expr string `arg:"" help:"Query expression: a pattern, deps(//x) or kind(rule, //...)."`
+	Output string `enum:"label,label_kind,build" default:"label" help:"How each target is printed, as Bazel's --output: label, label_kind (its kind, then its label) or build (its rule as the BUILD file declares it)."`
+	Expr   string `arg:"" help:"Query expression: target patterns, deps(x[, depth]), rdeps(universe, x[, depth]), kind(regex, x), tests(x), attr(name, regex, x), joined with + (union), - (except) and ^ (intersect)."`
 }
 
 // Run implements the command.
@@ -218,10 +305,28 @@ func (c *QueryCmd) Run() error {
 		if err != nil {
 			return err
 		}
+		w := bufio.NewWriter(os.Stdout)
 		for _, l := range labels {
-			fmt.Println(l)
+			switch c.Output {
+			case "label":
+				fmt.Fprintln(w, l)
+			case "label_kind":
+				kind, err := s.Kind(l)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(w, kind, l)
+			case "build":
+				t, err := s.Target(l)
+				if err != nil {
+					return err
+				}
+				if t != nil {
+					fmt.Fprintln(w, rules.Declaration(t))
+				}
+			}
 		}
-		return nil
+		return w.Flush()
 	})
 }
 

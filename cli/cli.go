@@ -30,6 +30,17 @@ type CLI struct {
 
 	Remote RemoteCmd `cmd:"" help:"Run or inspect an rbs cluster (scheduler, CAS, workers)."`
 	Job    JobCmd    `cmd:"" help:"Submit and manage batch jobs."`
+
+	VersionCmd VersionCmd `cmd:"" name:"version" help:"Print the version, as --version does."`
+}
+
+// VersionCmd is `rbs version`.
+type VersionCmd struct{}
+
+// Run implements the command.
+func (VersionCmd) Run() error {
+	fmt.Println(Version())
+	return nil
 }
 
 // Options returns the kong options of the rbs command line.

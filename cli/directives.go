@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -167,7 +165,7 @@ var sbatchOptions = map[string]string{
 	"--array": "--array", "-a": "--array",
 	"--nodes": "--nodes", "-N": "--nodes",
 	"--gpus": "--gpus", "-G": "--gpus",
-	"--mem":        "--memory-gb",
+	"--mem":        "--mem",
 	"--export":     "--export",
 	"--no-requeue": "--no-requeue",
 	"--requeue":    "",
@@ -213,30 +211,9 @@ func sbatchFlags(words []string) (flags, ignored []string, err error) {
 			i++
 			value = words[i]
 		}
-		if flag == "--memory-gb" {
-			if value, err = sbatchMem(value); err != nil {
-				return nil, nil, err
-			}
-		}
 		flags = append(flags, flag+"="+value)
 	}
 	return flags, ignored, nil
-}
-
-// sbatchMem turns sbatch's --mem, a whole number with the unit K, M, G or
-// T (default M, as sbatch has it), into GiB, --memory-gb's value.
-func sbatchMem(v string) (string, error) {
-	digits := strings.TrimRight(v, "KMGTkmgt")
-	n, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || len(v)-len(digits) > 1 {
-		return "", fmt.Errorf("--mem %q: want a whole number with the unit K, M, G or T, as in 4G or 4000M (M when none)", v)
-	}
-	unit := "M"
-	if len(v) > len(digits) {
-		unit = strings.ToUpper(v[len(digits):])
-	}
-	shift := map[string]int{"K": -20, "M": -10, "G": 0, "T": 10}[unit]
-	return strconv.FormatFloat(math.Ldexp(float64(n), shift), 'g', -1, 64), nil
 }
 
 // checkDirective parses one line's words as submit flags alone.

@@ -67,7 +67,7 @@ srun hostname
 `)
 	var warned strings.Builder
 	got, err := ExpandDirectives([]string{"job", "submit", "--script", sbatch}, &warned)
-	want := []string{"job", "submit", "--name=sim", "--time=1:00:00", "--array=0-9%2", "--memory-gb=4", "--cpus=2", "--env", "A=1", "--nodes=2", "--no-requeue", "--memory-gb=0.5", "--script", sbatch}
+	want := []string{"job", "submit", "--name=sim", "--time=1:00:00", "--array=0-9%2", "--mem=4G", "--cpus=2", "--env", "A=1", "--nodes=2", "--no-requeue", "--mem=512", "--script", sbatch}
 	if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("#SBATCH lines:\n got %q, %v\nwant %q", got, err, want)
 	}
@@ -76,14 +76,29 @@ srun hostname
 		sbatch + ":6: #SBATCH -o out.%j: ignored -o, which rbs has no equivalent of\n"; warned.String() != strings.ReplaceAll(want, sbatch, "rbs: warning: "+sbatch) {
 		t.Errorf("#SBATCH warnings:\n%s", warned.String())
 	}
-	for _, tc := range []struct{ mem, gib string }{{"4000", "3.90625"}, {"1T", "1024"}, {"2g", "2"}, {"1024K", "0.0009765625"}} {
-		if got, err := sbatchMem(tc.mem); got != tc.gib || err != nil {
-			t.Errorf("--mem %s: %q, %v; want %s GiB", tc.mem, got, err, tc.gib)
+	// --mem is sbatch's (a bare number is MiB), --memory-gb rbs's (GiB);
+	// of the two, the last given wins.
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{
+		{[]string{"--mem", "4000"}, 4000 << 20},
+		{[]string{"--mem=1T"}, 1 << 40},
+		{[]string{"--mem", "2g"}, 2 << 30},
+		{[]string{"--memory-gb", "4G"}, 4 << 30},
+		{[]string{"--memory-gb", "1.5"}, 3 << 29},
+		{[]string{"--memory-gb", "512MiB"}, 512 << 20},
+		{[]string{"--mem", "4G", "--memory-gb", "2"}, 2 << 30},
+		{[]string{"--memory-gb", "2", "--mem", "512"}, 512 << 20},
+	} {
+		d, err := parseSubmit(append(tc.args, "--", "true"))
+		if err != nil || d.o.MemoryBytes != tc.want {
+			t.Errorf("%q: %v bytes, %v; want %d", tc.args, d, err, tc.want)
 		}
 	}
 	for _, tc := range []struct{ text, want string }{
-		{"#SBATCH --time=soon\n", `bad.sh:1: #SBATCH --time=soon: invalid time limit "soon"`},
-		{"#SBATCH --mem=4GB\n", `bad.sh:1: #SBATCH --mem=4GB: --mem "4GB": want a whole number with the unit K, M, G or T`},
+		{"#SBATCH --time=soon\n", `bad.sh:1: #SBATCH --time=soon: --time: invalid time limit "soon"`},
+		{"#SBATCH --mem=4QB\n", `bad.sh:1: #SBATCH --mem=4QB: --mem: invalid size "4QB": unknown unit`},
 		{"#SBATCH -J\n", "bad.sh:1: #SBATCH -J: -J needs a value"},
 		{"#SBATCH --gpus=a100:2\n", `bad.sh:1: #SBATCH --gpus=a100:2: --gpus: expected a valid 32 bit int but got "a100:2"`},
 		{"#SBATCH --requeue=1\n", "bad.sh:1: #SBATCH --requeue=1: --requeue takes no value"},
@@ -91,10 +106,10 @@ srun hostname
 		{"#!/bin/sh\n#RBS extra\n", `bad.sh:2: #RBS extra: "extra" is not a submit flag`},
 		{"#RBS --script other.sh\n", "bad.sh:1: #RBS --script other.sh: --script cannot be given"},
 		{"#RBS --name 'unclosed\n", "bad.sh:1"},
-		{"#RBS --time soon\n", `bad.sh:1: #RBS --time soon: invalid time limit "soon"`},
+		{"#RBS --time soon\n", `bad.sh:1: #RBS --time soon: --time: invalid time limit "soon"`},
 		{"#RBS --no-such-flag\n", "bad.sh:1: #RBS --no-such-flag: unknown flag --no-such-flag"},
 		{"#!/bin/sh\n# Train.\n#RBS --cpu 4\n", `bad.sh:3: #RBS --cpu 4: unknown flag --cpu, did you mean one of "--cpus"`},
-		{"#RBS -J x --tim 1h\n", `bad.sh:1: #RBS -J x --tim 1h: unknown flag --tim, did you mean "--time"?`},
+		{"#RBS -J x --tim 1h\n", `bad.sh:1: #RBS -J x --tim 1h: unknown flag --tim, did you mean one of "--mem", "--time"?`},
 		{"#RBS -- true\n", `bad.sh:1: #RBS -- true: "--" is not a submit flag`},
 	} {
 		p := script("bad.sh", tc.text)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/google/uuid"
 	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/jobs/manifest"
@@ -90,31 +91,32 @@ func collect[R any, P interface {
 // JobSubmitCmd is `rbs job submit`.
 type JobSubmitCmd struct {
 	RemoteFlags
-	Name          string   `short:"J" aliases:"job-name" help:"Job name (default: the command or script name); sbatch's --job-name too." placeholder:"NAME"`
-	Queue         string   `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch); sbatch's --partition too." placeholder:"QUEUE"`
-	Priority      int32    `help:"Priority within the queue; higher runs first." placeholder:"N"`
-	CPUs          int32    `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's); sbatch's --cpus-per-task too." placeholder:"N"`
-	MemoryGB      float64  `name:"memory-gb" help:"Memory reserved and enforced, in GiB (0: none)." placeholder:"GIB"`
-	GPUs          int32    `name:"gpus" help:"GPUs reserved on the worker (on each, with --nodes)." placeholder:"N"`
-	Constraint    []string `sep:"none" help:"Run only on workers that offer this platform property NAME=VALUE (their --property; OSFamily and ISA too), e.g. gpu=a100 (repeatable)." placeholder:"NAME=VALUE"`
-	Preemptible   bool     `help:"Let a job of higher priority that cannot otherwise start preempt this one: it gets SIGTERM, the server's --preempt-grace, then SIGKILL, and goes back to PENDING to resume from its --checkpoint-dir."`
-	Container     string   `help:"Run the command in this OCI image (podman or docker on the worker, whichever it has): the job's directory is the working directory, and the environment and GPUs are passed through. Only workers with a container runtime take the job." placeholder:"IMAGE"`
-	Nodes         string   `name:"nodes" short:"N" help:"Run the job on N distinct workers at once, a gang (MIN-MAX: elastic, starting once MIN fit, on as many as fit up to MAX): the same command on each, with RBS_NODE_RANK, RBS_NNODES, RBS_NODELIST, RBS_MASTER_ADDR and RBS_MASTER_PORT (and PyTorch's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK) set; --cpus, --memory-gb and --gpus are per node. The job ends when rank 0 ends; any other rank failing ends them all (default: 1, or the job target's)." placeholder:"N"`
-	Time          string   `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS (default: the queue's)."`
-	Deps          string   `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID; sbatch's --dependency too." placeholder:"DEPS"`
-	Array         string   `short:"a" help:"Job array: 0-99, 1,3,7, 0-99:4 (every 4th), and %N to run at most N at once, as in 0-99%10." placeholder:"SPEC"`
-	Export        string   `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
-	Env           []string `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
-	NoRequeue     bool     `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
-	MaxRetries    int32    `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
-	CheckpointDir string   `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
-	Hold          bool     `help:"Submit the job held: it stays PENDING (JobHeldUser) until rbs job release ID. A held job is accepted even when no registered worker could ever run it, which is otherwise refused."`
-	Parsable      bool     `help:"Print only the job id."`
-	Interactive   bool     `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's exit code, as with srun (1 for a job that ended without one, such as one cancelled before it ran)."`
-	Inputs        []string `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
-	Platform      string   `help:"Build the job target and the --inputs labels for this platform, OS-ARCH such as linux-arm64 (default: $RBS_TARGET_PLATFORM, else this machine's), and run the job only on workers of it. Another platform than this machine's is not built here: its outputs come from the cluster's action cache, filled by rbs build --platform P --remote on that cluster."`
-	Outputs       []string `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
-	Script        string   `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, and its #SBATCH lines the sbatch options rbs has (--job-name, --partition, --cpus-per-task, --time, --dependency, --array, --nodes, --gpus, --mem, --export, --no-requeue, --requeue and their short names), warning of the others; flags on the command line win." type:"existingfile"`
+	Name          string        `short:"J" aliases:"job-name" help:"Job name (default: the command or script name); sbatch's --job-name too." placeholder:"NAME"`
+	Queue         string        `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch); sbatch's --partition too." placeholder:"QUEUE"`
+	Priority      int32         `help:"Priority within the queue; higher runs first." placeholder:"N"`
+	CPUs          int32         `name:"cpus" short:"c" aliases:"cpus-per-task" help:"CPUs reserved on the worker (default: 1, or the job target's); sbatch's --cpus-per-task too." placeholder:"N"`
+	MemoryGB      units.GiB     `name:"memory-gb" help:"Memory reserved and enforced: a size such as 4G, 512MiB or 1.5GiB, a bare number being GiB (0: none)." placeholder:"SIZE"`
+	Mem           units.MiB     `name:"mem" help:"Memory as sbatch's --mem spells it: a size such as 4G, a bare number being MiB (4000: 4000MiB); of --mem and --memory-gb the last given wins." placeholder:"SIZE"`
+	GPUs          int32         `name:"gpus" help:"GPUs reserved on the worker (on each, with --nodes)." placeholder:"N"`
+	Constraint    []string      `sep:"none" help:"Run only on workers that offer this platform property NAME=VALUE (their --property; OSFamily and ISA too), e.g. gpu=a100 (repeatable)." placeholder:"NAME=VALUE"`
+	Preemptible   bool          `help:"Let a job of higher priority that cannot otherwise start preempt this one: it gets SIGTERM, the server's --preempt-grace, then SIGKILL, and goes back to PENDING to resume from its --checkpoint-dir."`
+	Container     string        `help:"Run the command in this OCI image (podman or docker on the worker, whichever it has): the job's directory is the working directory, and the environment and GPUs are passed through. Only workers with a container runtime take the job." placeholder:"IMAGE"`
+	Nodes         string        `name:"nodes" short:"N" help:"Run the job on N distinct workers at once, a gang (MIN-MAX: elastic, starting once MIN fit, on as many as fit up to MAX): the same command on each, with RBS_NODE_RANK, RBS_NNODES, RBS_NODELIST, RBS_MASTER_ADDR and RBS_MASTER_PORT (and PyTorch's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK) set; --cpus, --memory-gb and --gpus are per node. The job ends when rank 0 ends; any other rank failing ends them all (default: 1, or the job target's)." placeholder:"N"`
+	Time          spec.Duration `short:"t" help:"Time limit: 90s, 30m, 2h, 1d2h, or Slurm's MM, MM:SS, [D-]HH:MM:SS, a bare number being minutes (default: the queue's)." placeholder:"DURATION"`
+	Deps          string        `short:"d" aliases:"dependency" help:"Dependencies: afterok:ID,afterany:ID,afternotok:ID; sbatch's --dependency too." placeholder:"DEPS"`
+	Array         string        `short:"a" help:"Job array: 0-99, 1,3,7, 0-99:4 (every 4th), and %N to run at most N at once, as in 0-99%10." placeholder:"SPEC"`
+	Export        string        `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
+	Env           []string      `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
+	NoRequeue     bool          `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
+	MaxRetries    int32         `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
+	CheckpointDir string        `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
+	Hold          bool          `help:"Submit the job held: it stays PENDING (JobHeldUser) until rbs job release ID. A held job is accepted even when no registered worker could ever run it, which is otherwise refused."`
+	Parsable      bool          `help:"Print only the job id."`
+	Interactive   bool          `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's exit code, as with srun (1 for a job that ended without one, such as one cancelled before it ran)."`
+	Inputs        []string      `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
+	Platform      string        `help:"Build the job target and the --inputs labels for this platform, OS-ARCH such as linux-arm64 (default: $RBS_TARGET_PLATFORM, else this machine's), and run the job only on workers of it. Another platform than this machine's is not built here: its outputs come from the cluster's action cache, filled by rbs build --platform P --remote on that cluster."`
+	Outputs       []string      `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
+	Script        string        `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, and its #SBATCH lines the sbatch options rbs has (--job-name, --partition, --cpus-per-task, --time, --dependency, --array, --nodes, --gpus, --mem, --export, --no-requeue, --requeue and their short names), warning of the others; flags on the command line win." type:"existingfile"`
 	// Partial passthrough: the words before the command (or before --)
 	// are all parsed as flags, so a mistyped flag is an error with a
 	// suggestion instead of the start of the command; from the first
@@ -129,10 +131,27 @@ type JobSubmitCmd struct {
 // AfterApply parses the text of the flags (a time, the dependencies,
 // --env …) as kong parses the command line, so that a bad value is an
 // error of the command line, before anything is built or sent.
-func (c *JobSubmitCmd) AfterApply() error {
+func (c *JobSubmitCmd) AfterApply(kctx *kong.Context) error {
 	var err error
-	c.o, err = c.overrides()
+	c.o, err = c.overrides(memoryOf(kctx, c.MemoryGB, c.Mem))
 	return err
+}
+
+// memoryOf is the memory asked for: --memory-gb and --mem are one setting
+// spelt two ways, so the last given wins, as when one flag is given twice
+// (an #SBATCH --mem line, then --memory-gb typed).
+func memoryOf(kctx *kong.Context, gib units.GiB, mib units.MiB) int64 {
+	var mem int64
+	for _, p := range kctx.Path {
+		switch {
+		case p.Flag == nil:
+		case p.Flag.Name == "memory-gb":
+			mem = int64(gib)
+		case p.Flag.Name == "mem":
+			mem = int64(mib)
+		}
+	}
+	return mem
 }
 
 // Run implements the command. A job target and a command typed after --
@@ -354,14 +373,11 @@ func (c *JobSubmitCmd) target() (string, []string) {
 // overrides are what the flags given set over a job's manifest, their
 // text (a time, the dependencies, --env) parsed; the values are checked
 // with the rest of the manifest.
-func (c *JobSubmitCmd) overrides() (manifest.Overrides, error) {
+func (c *JobSubmitCmd) overrides(memory int64) (manifest.Overrides, error) {
 	o := manifest.Overrides{
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs,
 		MaxRetries: c.MaxRetries, CheckpointDir: c.CheckpointDir, Outputs: c.Outputs, Array: c.Array,
 		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible, Constraints: c.Constraint, Hold: c.Hold,
-	}
-	if c.MemoryGB < 0 {
-		return o, fmt.Errorf("invalid --memory-gb %g: want 0 or more", c.MemoryGB)
 	}
 	if c.Nodes != "" {
 		lo, hi, err := spec.ParseNodes(c.Nodes)
@@ -373,14 +389,8 @@ func (c *JobSubmitCmd) overrides() (manifest.Overrides, error) {
 			o.MinNodes = int32(lo)
 		}
 	}
-	o.MemoryBytes = int64(c.MemoryGB * (1 << 30))
-	if c.Time != "" {
-		d, err := spec.ParseDuration(c.Time)
-		if err != nil {
-			return o, err
-		}
-		o.TimeLimitMs = d.Milliseconds()
-	}
+	o.MemoryBytes = memory
+	o.TimeLimitMs = time.Duration(c.Time).Milliseconds()
 	if c.Deps != "" {
 		deps, err := spec.ParseDeps(c.Deps)
 		if err != nil {
@@ -407,7 +417,8 @@ func (c *JobSubmitCmd) overrides() (manifest.Overrides, error) {
 type JobListCmd struct {
 	RemoteFlags
 	State   []string `help:"Only jobs in these states (PENDING, RUNNING, COMPLETED, …; repeatable or comma-separated)."`
-	Queue   string   `help:"Only jobs of this queue."`
+	Queue   string   `short:"p" aliases:"partition" help:"Only jobs of this queue."`
+	User    string   `short:"u" help:"Only jobs of this user."`
 	History bool     `help:"Include jobs that have ended."`
 	JSON    bool     `name:"json" help:"Print a JSON array of jobs."`
 }
@@ -428,6 +439,9 @@ func (c *JobListCmd) Run() error {
 	list, err := collect(jobs.List(context.Background(), &jobspb.ListRequest{States: states, Queue: c.Queue, History: c.History}))
 	if err != nil {
 		return err
+	}
+	if c.User != "" {
+		list = slices.DeleteFunc(list, func(j *jobspb.JobInfo) bool { return j.Record.Spec.GetUser() != c.User })
 	}
 	if c.JSON {
 		return schema.Write(os.Stdout, schema.Jobs(list))
@@ -564,26 +578,8 @@ func untilServerBack(jobs jobspb.JobsClient, fn func() error) error {
 // JobWaitCmd is `rbs job wait`.
 type JobWaitCmd struct {
 	RemoteFlags
-	IDs     []string `arg:"" name:"id" help:"Job ids; an array's id waits for all its tasks."`
-	Timeout string   `help:"Give up after this long: 90s, 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS, exiting non-zero and naming the jobs not ended (default: wait for ever)." placeholder:"DURATION"`
-
-	timeout time.Duration `kong:"-"`
-}
-
-// AfterApply parses --timeout with the command line.
-func (c *JobWaitCmd) AfterApply() error {
-	if c.Timeout == "" {
-		return nil
-	}
-	d, err := spec.ParseDuration(c.Timeout)
-	if err != nil {
-		return fmt.Errorf("--timeout: %w", err)
-	}
-	if d <= 0 {
-		return fmt.Errorf("--timeout %q: want a time above 0", c.Timeout)
-	}
-	c.timeout = d
-	return nil
+	IDs     []string      `arg:"" name:"id" help:"Job ids; an array's id waits for all its tasks."`
+	Timeout spec.Duration `help:"Give up after this long: 90s, 30m, 2h, 1d2h, or Slurm's MM, MM:SS, [D-]HH:MM:SS, a bare number being minutes, exiting non-zero and naming the jobs not ended (default: wait for ever)." placeholder:"DURATION"`
 }
 
 // Run implements the command. Each job is printed as it ends, or as soon as
@@ -598,8 +594,8 @@ func (c *JobWaitCmd) Run() error {
 	// The timeout is this client's alone: ctx ends only when it is up.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if c.timeout > 0 {
-		defer time.AfterFunc(c.timeout, cancel).Stop()
+	if c.Timeout > 0 {
+		defer time.AfterFunc(time.Duration(c.Timeout), cancel).Stop()
 	}
 	printed := map[string]bool{}
 	var bad []string
@@ -632,7 +628,7 @@ func (c *JobWaitCmd) Run() error {
 		}
 	})
 	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("timed out after %s: %s", c.timeout, notEnded(jobs, c.IDs, printed))
+		return fmt.Errorf("timed out after %s: %s", time.Duration(c.Timeout), notEnded(jobs, c.IDs, printed))
 	}
 	if err != nil {
 		return err
@@ -861,13 +857,13 @@ func (c *JobQueuesCmd) Run() error {
 // removes one, or lists them.
 type JobReserveCmd struct {
 	RemoteFlags
-	Name    string   `arg:"" optional:"" help:"The window to create; without it, the windows are listed."`
-	In      string   `help:"Start in this long: 90s, 30m, 2h, 1d (default: now)."`
-	For     string   `help:"How long it lasts: 30m, 2h, 1d2h, Slurm's [D-]HH:MM:SS (needed to create one)."`
-	Reason  string   `help:"Why, shown with the window and in the placement of the jobs it holds back."`
-	Workers []string `help:"The workers reserved, comma-separated (default: every worker)."`
-	Cancel  string   `help:"Remove the window NAME." placeholder:"NAME"`
-	JSON    bool     `name:"json" help:"List the windows as a JSON array."`
+	Name    string        `arg:"" optional:"" help:"The window to create; without it, the windows are listed."`
+	In      spec.Duration `help:"Start in this long: 90s, 30m, 2h, 1d, or Slurm's [D-]HH:MM:SS, a bare number being minutes (default: now)." placeholder:"DURATION"`
+	For     spec.Duration `help:"How long it lasts: 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS, a bare number being minutes (needed to create one)." placeholder:"DURATION"`
+	Reason  string        `help:"Why, shown with the window and in the placement of the jobs it holds back."`
+	Workers []string      `help:"The workers reserved, comma-separated (default: every worker)."`
+	Cancel  string        `help:"Remove the window NAME." placeholder:"NAME"`
+	JSON    bool          `name:"json" help:"List the windows as a JSON array."`
 }
 
 // Run implements the command.
@@ -896,20 +892,11 @@ func (c *JobReserveCmd) Run() error {
 		}
 		return printReservations(os.Stdout, resp.Reservations, c.JSON, time.Now())
 	}
-	if c.For == "" {
+	if c.For == 0 {
 		return fmt.Errorf("reservation %s: give its length with --for, such as --for 1h", c.Name)
 	}
-	length, err := spec.ParseDuration(c.For)
-	if err != nil {
-		return fmt.Errorf("--for: %w", err)
-	}
-	var in time.Duration
-	if c.In != "" {
-		if in, err = spec.ParseDuration(c.In); err != nil {
-			return fmt.Errorf("--in: %w", err)
-		}
-	}
-	start := time.Now().Add(in)
+	length := time.Duration(c.For)
+	start := time.Now().Add(time.Duration(c.In))
 	r := &jobspb.Reservation{Name: c.Name, StartUnixMs: start.UnixMilli(), EndUnixMs: start.Add(length).UnixMilli(), Reason: c.Reason, Workers: c.Workers}
 	if _, err := jobs.Reserve(ctx, &jobspb.ReserveRequest{Reservation: r}); err != nil {
 		return err

@@ -18,7 +18,7 @@ func TestSubmitParsesFlags(t *testing.T) {
 		wantErr string
 	}{
 		{args: []string{"--cpu", "4", "--", "true"}, wantErr: `unknown flag --cpu, did you mean one of "--cpus"`},
-		{args: []string{"--nam", "x", "true"}, wantErr: `unknown flag --nam, did you mean "--name"?`},
+		{args: []string{"--nam", "x", "true"}, wantErr: `unknown flag --nam, did you mean one of "--name", "--mem"?`},
 		{args: []string{"-c", "2", "-x", "--", "true"}, wantErr: "unknown flag -x"},
 		{args: []string{"--cpus", "2", "--gpu", "1", "echo", "hi"}, wantErr: `unknown flag --gpu, did you mean`},
 		{args: []string{"-", "x"}, wantErr: `command "-" starts with -: give it after --`},

@@ -30,7 +30,7 @@ func elapsed(r *jobspb.JobRecord) string {
 // with their indices in brackets, such as 42_[5-99%10].
 func printJobTable(w io.Writer, jobs []*jobspb.JobInfo) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOBID\tNAME\tQUEUE\tSTATE\tTIME\tPRIORITY\tWORKER/REASON")
+	fmt.Fprintln(tw, "JOBID\tNAME\tUSER\tQUEUE\tSTATE\tTIME\tPRIORITY\tWORKER/REASON")
 	for i := 0; i < len(jobs); {
 		j, r := jobs[i], jobs[i].Record
 		id, n := j.Id, samePending(jobs[i:])
@@ -45,7 +45,7 @@ func printJobTable(w io.Writer, jobs []*jobspb.JobInfo) {
 		if r.State == "PENDING" {
 			where = "(" + r.PendingReason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", id, r.Spec.Name, r.Spec.Queue, r.State, elapsed(r), j.Priority.GetTotal(), where)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", id, r.Spec.Name, r.Spec.GetUser(), r.Spec.Queue, r.State, elapsed(r), j.Priority.GetTotal(), where)
 		i += n
 	}
 	tw.Flush()

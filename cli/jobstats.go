@@ -19,8 +19,8 @@ import (
 // JobStatsCmd is `rbs job stats`.
 type JobStatsCmd struct {
 	RemoteFlags
-	Since    string `help:"Jobs that ended from then: a time ago (90m, 2h, 7d) or a time (2026-12-01, 2026-12-01T15:04, RFC 3339)." default:"1d"`
-	Until    string `help:"Jobs that ended before then, as --since (default: now)."`
+	Since    when   `help:"Jobs that ended from then: a time ago (90m, 2h, 7d, or Slurm's [D-]HH:MM:SS, a bare number being minutes) or a time (2026-12-01, 2026-12-01T15:04, RFC 3339)." default:"1d" placeholder:"WHEN"`
+	Until    when   `help:"Jobs that ended before then, as --since (default: now)." placeholder:"WHEN"`
 	Queue    string `help:"Only the jobs of this queue."`
 	User     string `help:"Only the jobs of this user."`
 	Worst    int    `help:"How many of the jobs that used their CPUs worst to list." default:"5"`
@@ -31,15 +31,9 @@ type JobStatsCmd struct {
 // Run implements the command.
 func (c *JobStatsCmd) Run() error {
 	now := time.Now()
-	since, err := parseWhen("--since", c.Since, now)
-	if err != nil {
-		return err
-	}
-	until := now
-	if c.Until != "" {
-		if until, err = parseWhen("--until", c.Until, now); err != nil {
-			return err
-		}
+	since, until := c.Since.at(now), now
+	if c.Until != (when{}) {
+		until = c.Until.at(now)
 	}
 	if !until.After(since) {
 		return fmt.Errorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
@@ -76,18 +70,35 @@ func (c *JobStatsCmd) Run() error {
 	return nil
 }
 
-// parseWhen reads a time for flag: a duration before now, a date, or a
-// time.
-func parseWhen(flag, s string, now time.Time) (time.Time, error) {
+// when is a time --since and --until read: a duration before now, a
+// date, or a time.
+type when struct {
+	ago  time.Duration
+	time time.Time
+}
+
+// UnmarshalText lets kong read a when.
+func (w *when) UnmarshalText(b []byte) error {
+	s := string(b)
 	if d, err := spec.ParseDuration(s); err == nil {
-		return now.Add(-d), nil
+		*w = when{ago: d}
+		return nil
 	}
 	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
 		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
+			*w = when{time: t}
+			return nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("invalid %s: %q: want a time ago (90m, 2h, 7d) or a time (2026-12-01, 2026-12-01T15:04, RFC 3339)", flag, s)
+	return fmt.Errorf("%q: want a time ago (90m, 2h, 7d) or a time (2026-12-01, 2026-12-01T15:04, RFC 3339)", s)
+}
+
+// at is the time w stands for when it is now.
+func (w when) at(now time.Time) time.Time {
+	if w.ago > 0 {
+		return now.Add(-w.ago)
+	}
+	return w.time
 }
 
 // percent formats an efficiency, "-" for a job that never ran.

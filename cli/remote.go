@@ -52,9 +52,9 @@ type RemoteServeCmd struct {
 	TLSCert         string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile" placeholder:"FILE"`
 	TLSKey          string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile" placeholder:"FILE"`
 	Config          string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile" placeholder:"FILE"`
-	WorkerTimeout   time.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere." default:"15s"`
-	JobRetention    string        `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS (default: for ever)." placeholder:"DURATION"`
-	PreemptGrace    time.Duration `name:"preempt-grace" help:"How long a preempted job has between SIGTERM and SIGKILL to write its checkpoint." default:"30s"`
+	WorkerTimeout   spec.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere: 15s, 2m, or Slurm's MM:SS, a bare number being minutes." default:"15s" placeholder:"DURATION"`
+	JobRetention    spec.Duration `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS, a bare number being minutes (default: for ever)." placeholder:"DURATION"`
+	PreemptGrace    spec.Duration `name:"preempt-grace" help:"How long a preempted job has between SIGTERM and SIGKILL to write its checkpoint: 30s, 2m, 1d, a bare number being minutes." default:"30s" placeholder:"DURATION"`
 	MaxJobOutput    units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
 	Workers         int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs." placeholder:"N"`
 	MetricsPublic   bool          `name:"metrics-public" help:"Serve /metrics without the token, for a Prometheus that holds none; the rest of the web endpoint still asks for it."`
@@ -69,14 +69,6 @@ func (c *RemoteServeCmd) Run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var retention time.Duration
-	if c.JobRetention != "" {
-		d, err := spec.ParseDuration(c.JobRetention)
-		if err != nil {
-			return fmt.Errorf("--job-retention: %w", err)
-		}
-		retention = d
-	}
 	token, err := secret(c.TokenFile, tokenEnv)
 	if err != nil {
 		return fmt.Errorf("--token-file: %w", err)
@@ -158,10 +150,10 @@ func (c *RemoteServeCmd) Run() error {
 		TLSCert:        c.TLSCert,
 		TLSKey:         c.TLSKey,
 		Config:         c.Config,
-		WorkerTimeout:  c.WorkerTimeout,
-		JobRetention:   retention,
+		WorkerTimeout:  time.Duration(c.WorkerTimeout),
+		JobRetention:   time.Duration(c.JobRetention),
 		MaxJobOutput:   int64(c.MaxJobOutput),
-		PreemptGrace:   c.PreemptGrace,
+		PreemptGrace:   time.Duration(c.PreemptGrace),
 		Workers:        workers,
 		MetricsPublic:  c.MetricsPublic,
 		Log:            log,
@@ -217,7 +209,7 @@ func embeddedWorkers(n int, dataDir string, cpus int, memory int64, gpus []*work
 				Name:             name,
 				WorkDir:          filepath.Join(dataDir, "workers", name),
 				CPUs:             max(1, share(cpus, n, i)),
-				MemoryGB:         float64(memory/int64(n)) / (1 << 30),
+				MemoryGB:         units.GiB(memory / int64(n)),
 				ActionSlots:      -1,
 				JobSlots:         -1,
 				GPUs:             "auto",
@@ -257,7 +249,7 @@ type RemoteWorkerCmd struct {
 	ActionSlots      int        `help:"Build actions run at once (default: one per CPU)." default:"-1" placeholder:"N"`
 	JobSlots         int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1" placeholder:"N"`
 	CPUs             int        `name:"cpus" help:"CPUs offered (default: all)." placeholder:"N"`
-	MemoryGB         float64    `name:"memory-gb" help:"Memory offered in GiB (default: all)." placeholder:"GIB"`
+	MemoryGB         units.GiB  `name:"memory-gb" help:"Memory offered: a size such as 64G or 512GiB, a bare number being GiB (default: all)." placeholder:"SIZE"`
 	GPUs             string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML (default: auto)." default:"auto" placeholder:"N|auto"`
 	Platform         string     `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance." placeholder:"OS-ARCH"`
 	Property         []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)." placeholder:"NAME=VALUE"`
@@ -317,7 +309,7 @@ func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, e
 		Server:       client.Options{Target: c.Server, Token: os.Getenv(workerTokenEnv), TokenFile: c.WorkerTokenFile, CACert: c.TLSCA},
 		Name:         c.Name,
 		CPUs:         c.CPUs,
-		MemoryBytes:  int64(c.MemoryGB * (1 << 30)),
+		MemoryBytes:  int64(c.MemoryGB),
 		CacheMaxSize: int64(c.CacheMaxSize),
 		Version:      Version(),
 		Log:          log,
@@ -339,8 +331,8 @@ func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, e
 	if cfg.CPUs == 0 {
 		cfg.CPUs = runtime.NumCPU()
 	}
-	if cfg.CPUs < 0 || c.MemoryGB < 0 {
-		return cfg, fmt.Errorf("--cpus and --memory-gb must not be negative")
+	if cfg.CPUs < 0 {
+		return cfg, fmt.Errorf("--cpus %d: must not be negative", cfg.CPUs)
 	}
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = worker.MemoryBytes()

@@ -17,8 +17,8 @@ func TestEmbeddedWorkers(t *testing.T) {
 		if w.cmd.Name != name || w.cmd.WorkDir != filepath.Join("/data", "workers", name) {
 			t.Errorf("worker %d: name %q, work dir %q", i, w.cmd.Name, w.cmd.WorkDir)
 		}
-		if w.cmd.CPUs != wantCPUs[i] || w.cmd.MemoryGB != 1 {
-			t.Errorf("worker %s: %d CPUs, %v GiB, want %d and 1", name, w.cmd.CPUs, w.cmd.MemoryGB, wantCPUs[i])
+		if w.cmd.CPUs != wantCPUs[i] || w.cmd.MemoryGB != 1<<30 {
+			t.Errorf("worker %s: %d CPUs, %d bytes, want %d and 1GiB", name, w.cmd.CPUs, w.cmd.MemoryGB, wantCPUs[i])
 		}
 		var idx []int32
 		for _, g := range w.gpus {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
+	"github.com/rbs-build/rbs/starlark/spell"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
@@ -136,7 +137,7 @@ func (an *analyzer) file(pkg *Package, l label.Label) (*Configured, error) {
 	}
 	info, err := os.Stat(filepath.Join(pkg.Dir, filepath.FromSlash(l.Name)))
 	if err != nil || info.IsDir() {
-		return nil, fmt.Errorf("no such target %s: no rule named %q in package %q and no file of that name", l, l.Name, pkg.Name)
+		return nil, fmt.Errorf("no such target %s: no rule named %q in package %q and no file of that name%s", l, l.Name, pkg.Name, spell.DidYouMean(l.Name, sortedTargetNames(pkg)))
 	}
 	// A file in a subpackage belongs to that package.
 	for dir := path.Dir(l.Name); dir != "."; dir = path.Dir(dir) {

@@ -3,7 +3,9 @@ package rules
 import (
 	"fmt"
 	"sort"
+	"strings"
 
+	"github.com/rbs-build/rbs/starlark/spell"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
@@ -159,7 +161,7 @@ func (a *Attr) check(name string, v starlark.Value) error {
 			return bad("a string")
 		}
 		if len(a.values) > 0 && !contains(a.values, string(s)) {
-			return fmt.Errorf("attribute %s: %q is not one of %v", name, string(s), a.values)
+			return fmt.Errorf("attribute %s: %q is not one of %s%s", name, string(s), strings.Join(a.values, ", "), spell.DidYouMean(string(s), a.values))
 		}
 	case attrInt:
 		if _, ok := v.(starlark.Int); !ok {

@@ -106,7 +106,7 @@ func (m *MacroClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, 
 			}
 			given[k] = kv[1]
 		default:
-			return nil, fmt.Errorf("%s: unknown attribute %q (attributes: %v)", m.Name(), k, sortedKeys(m.attrs))
+			return nil, unknownAttr(m.Name(), k, sortedKeys(m.attrs))
 		}
 	}
 	if name == "" {

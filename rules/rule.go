@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strings"
 
 	"github.com/rbs-build/rbs/starlark/label"
+	"github.com/rbs-build/rbs/starlark/spell"
 	"go.starlark.net/starlark"
 )
 
@@ -135,7 +137,7 @@ func (r *RuleClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, k
 			t.Attrs[name] = v
 		case commonAttrs[name]:
 		default:
-			return nil, fmt.Errorf("%s %s: unknown attribute %q (attributes: %v)", r.Name(), pkg.labelOf(t), name, sortedKeys(r.attrs))
+			return nil, unknownAttr(r.Name()+" "+pkg.labelOf(t), name, sortedKeys(r.attrs))
 		}
 	}
 	if t.Label.Name == "" {
@@ -156,6 +158,12 @@ func (r *RuleClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, k
 		return nil, err
 	}
 	return starlark.None, nil
+}
+
+// unknownAttr is the error of an attribute of what that it does not have,
+// with the one it likely meant and those it has.
+func unknownAttr(what, name string, attrs []string) error {
+	return fmt.Errorf("%s: unknown attribute %q%s (attributes: %s)", what, name, spell.DidYouMean(name, attrs), strings.Join(attrs, ", "))
 }
 
 func stringList(v starlark.Value) ([]string, error) {
@@ -279,4 +287,34 @@ func DepLabels(t *TargetDef) []label.Label {
 		}
 	}
 	return out
+}
+
+// Declaration is the target as its BUILD file declares it, in BUILD
+// syntax, as Bazel's query --output build prints it: where it is declared,
+// then the rule with its name, tags and the attributes that differ from
+// their defaults.
+func Declaration(t *TargetDef) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n%s(\n    name = %q,\n", t.Pos, t.Rule.Name(), t.Label.Name)
+	for _, name := range sortedKeys(t.Rule.attrs) {
+		v := t.Attrs[name]
+		if same, err := starlark.Equal(v, t.Rule.attrs[name].zero()); strings.HasPrefix(name, "_") || v == nil || err == nil && same {
+			continue
+		}
+		fmt.Fprintf(&b, "    %s = %s,\n", name, v)
+	}
+	if len(t.Tags) > 0 {
+		fmt.Fprintf(&b, "    tags = %s,\n", starlarkStrings(t.Tags))
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// starlarkStrings is ss as a Starlark list of strings.
+func starlarkStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = starlark.String(s).String()
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
+	"github.com/rbs-build/rbs/starlark/spell"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkjson"
 	"go.starlark.net/starlarkstruct"
@@ -374,56 +376,82 @@ func (w *Workspace) Packages(names []string) ([]*Package, error) {
 }
 
 // Expand resolves target patterns (relative to package cwd) to the labels
-// of rule targets, in order, without duplicates.
+// of rule targets, in order, without duplicates. As on Bazel's command
+// line, a pattern that starts with "-" (after --) takes the targets it
+// names out of those the patterns before it named: //... -//app:train.
 func (w *Workspace) Expand(patterns []string, cwd string) ([]label.Label, error) {
 	var out []label.Label
 	seen := map[string]bool{}
-	add := func(l label.Label) {
-		if !seen[l.String()] {
-			seen[l.String()] = true
-			out = append(out, l)
+	for _, s := range patterns {
+		neg, negative := strings.CutPrefix(s, "-")
+		if negative {
+			s = neg
+		}
+		ls, err := w.expand(s, cwd)
+		if err != nil {
+			return nil, err
+		}
+		if negative {
+			drop := map[string]bool{}
+			for _, l := range ls {
+				drop[l.String()] = true
+				delete(seen, l.String())
+			}
+			out = slices.DeleteFunc(out, func(l label.Label) bool { return drop[l.String()] })
+			continue
+		}
+		for _, l := range ls {
+			if !seen[l.String()] {
+				seen[l.String()] = true
+				out = append(out, l)
+			}
 		}
 	}
-	for _, s := range patterns {
-		p, err := label.ParsePattern(s, cwd)
+	return out, nil
+}
+
+// expand resolves one target pattern.
+func (w *Workspace) expand(s, cwd string) ([]label.Label, error) {
+	p, err := label.ParsePattern(s, cwd)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	if p.Recursive {
+		all, err := label.Packages(w.Root, p.Pkg)
 		if err != nil {
 			return nil, err
 		}
-		var names []string
-		if p.Recursive {
-			all, err := label.Packages(w.Root, p.Pkg)
-			if err != nil {
-				return nil, err
+		for _, n := range all {
+			if !w.nested(n) {
+				names = append(names, n)
 			}
-			for _, n := range all {
-				if !w.nested(n) {
-					names = append(names, n)
+		}
+	} else {
+		names = []string{p.Pkg}
+	}
+	pkgs, err := w.Packages(names)
+	if err != nil {
+		return nil, err
+	}
+	var out []label.Label
+	for _, pkg := range pkgs {
+		if p.Recursive || p.Name == "all" {
+			for _, n := range pkg.Order {
+				// As in Bazel, wildcards skip targets tagged manual.
+				if !contains(pkg.Targets[n].Tags, "manual") {
+					out = append(out, label.Label{Pkg: pkg.Name, Name: n})
 				}
 			}
-		} else {
-			names = []string{p.Pkg}
+			continue
 		}
-		pkgs, err := w.Packages(names)
-		if err != nil {
-			return nil, err
-		}
-		for _, pkg := range pkgs {
-			if p.Recursive || p.Name == "all" {
-				for _, n := range pkg.Order {
-					// As in Bazel, wildcards skip targets tagged manual.
-					if !contains(pkg.Targets[n].Tags, "manual") {
-						add(label.Label{Pkg: pkg.Name, Name: n})
-					}
-				}
-				continue
+		if _, ok := pkg.Targets[p.Name]; !ok {
+			if _, ok := pkg.Outputs[p.Name]; !ok {
+				names := sortedTargetNames(pkg)
+				return nil, fmt.Errorf("no such target //%s:%s in package %q%s (targets: %s)", pkg.Name, p.Name, pkg.Name, spell.DidYouMean(p.Name, names), strings.Join(names, ", "))
 			}
-			if _, ok := pkg.Targets[p.Name]; !ok {
-				if _, ok := pkg.Outputs[p.Name]; !ok {
-					return nil, fmt.Errorf("no such target //%s:%s in package %q (targets: %v)", pkg.Name, p.Name, pkg.Name, sortedTargetNames(pkg))
-				}
-			}
-			add(label.Label{Pkg: pkg.Name, Name: p.Name})
 		}
+		out = append(out, label.Label{Pkg: pkg.Name, Name: p.Name})
 	}
 	return out, nil
 }

@@ -63,7 +63,7 @@ func (w *workspace) read(name string) string {
 	return string(b)
 }
 
-var builtLine = regexp.MustCompile(`Built (\d+) targets: (\d+) actions, (\d+) executed, (\d+) cached`)
+var builtLine = regexp.MustCompile(`Built (\d+) targets?: (\d+) actions?, (\d+) executed (?:locally|remotely), (\d+) cached`)
 
 // executed returns how many actions a build ran and how many it took from
 // the cache.
@@ -147,7 +147,7 @@ sh_test(name = "passes", srcs = ["passes.sh"])
 	if log := w.read("rbs-out/testlogs/broken/fails/test.log"); log != "something is wrong\n" {
 		t.Fatalf("test log %q", log)
 	}
-	if out := w.mustRbs("test", "--test_tag_filters=-broken", "//broken:all"); !strings.Contains(out, "1 tests: 1 passed") {
+	if out := w.mustRbs("test", "--test_tag_filters=-broken", "//broken:all"); !strings.Contains(out, "1 test: 1 passed") {
 		t.Fatalf("tag filter:\n%s", out)
 	}
 	if got := w.mustRbs("run", "//app:greet", "--", "Ada", "Linus"); !strings.HasSuffix(got, "hello, Ada\nhello, Linus\n") {
@@ -172,6 +172,10 @@ genrule(name = "b", outs = ["x"], cmd = "touch $@")`, `output //bad:x is declare
 		{"missing output", `genrule(name = "lazy", outs = ["never.txt"], cmd = "true")`, `//bad:lazy.*never.txt`},
 		{"failing command", `genrule(name = "f", outs = ["f.txt"], cmd = "echo oops >&2; exit 3")`, `(?s)//bad:f.*exit 3.*oops`},
 		{"starlark error", `genrule(name = "g", outs = 3)`, `(?s)bad/BUILD.rbs:1:8.*outs`},
+		{"misspelt rule", `cc_libary(name = "l", srcs = ["l.c"])`, `bad/BUILD.rbs:1:1: undefined: cc_libary \(did you mean cc_library\?\)`},
+		{"misspelt attribute", `genrule(name = "g", srcss = ["a"], outs = ["o"], cmd = "true")`, `unknown attribute "srcss" \(did you mean srcs\?\) \(attributes: cmd, cmd_bash, .*, srcs, tools\)`},
+		{"misspelt label", `filegroup(name = "words", srcs = [])
+filegroup(name = "g", srcs = [":wrods"])`, `no such target //bad:wrods: .* \(did you mean words\?\)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -297,7 +301,7 @@ func TestActionsWriteIntoTheirInputs(t *testing.T) {
 	for _, where := range [][]string{nil, {"--remote", srv.Addr}} {
 		w := newWorkspace(t)
 		w.writePython()
-		if out := w.mustRbs(append([]string{"test"}, append(where, "//py:helper_test")...)...); !strings.Contains(out, "1 tests: 1 passed") {
+		if out := w.mustRbs(append([]string{"test"}, append(where, "//py:helper_test")...)...); !strings.Contains(out, "1 test: 1 passed") {
 			t.Fatalf("rbs test %v:\n%s", where, out)
 		}
 		w.mustRbs(append([]string{"build"}, append(where, "//py:gen")...)...)

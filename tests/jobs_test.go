@@ -985,7 +985,7 @@ func TestSubmitRejectsUnknownFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--cpu", "4", "--", "true"}, `unknown flag --cpu, did you mean one of "--cpus"`},
-		{[]string{"--cpus", "2", "--tim", "1h", "echo", "hi"}, `unknown flag --tim, did you mean "--time"?`},
+		{[]string{"--cpus", "2", "--tim", "1h", "echo", "hi"}, `unknown flag --tim, did you mean one of "--mem", "--time"?`},
 		{[]string{"--script", script}, `typo.sh:2: #RBS --cpu 4: unknown flag --cpu, did you mean one of "--cpus"`},
 	} {
 		out, stderr, err := rbsRun(srv, append([]string{"job", "submit"}, tc.args...)...)

@@ -36,6 +36,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"build", "--jobz", "3", "//..."}, `unknown flag --jobz, did you mean "--jobs"?`},
 		{[]string{"remote", "worker", "--job-slots", "many"}, `"many"`},
 		{[]string{"job"}, "rbs job --help"},
+		{[]string{"job", "submit", "--memory-gb", "4Q", "--", "true"}, `--memory-gb: invalid size "4Q"`},
+		{[]string{"job", "submit", "--mem", "lots", "--", "true"}, `--mem: invalid size "lots"`},
+		{[]string{"job", "reserve", "w", "--for", "soon"}, `--for: invalid time limit "soon"`},
+		{[]string{"job", "stats", "--since", "yesterday-ish"}, `--since: "yesterday-ish"`},
+		{[]string{"remote", "serve", "--worker-timeout", "5x"}, `--worker-timeout: invalid time limit "5x"`},
+		{[]string{"remote", "serve", "--preempt-grace", "0"}, `--preempt-grace: invalid time limit "0"`},
+		{[]string{"remote", "worker", "--memory-gb=-1"}, `--memory-gb: invalid size "-1"`},
 	} {
 		cmd := exec.Command(rbsBin, tc.args...)
 		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr)

@@ -187,3 +187,18 @@ func FormatDuration(d time.Duration) string {
 	}
 	return fmt.Sprintf("%s%02d:%02d:%02d", sign, h, m, s)
 }
+
+// Duration is a length of time that flags accept in ParseDuration's
+// grammar, so that every duration flag reads the same text: 90s, 30m, 2h,
+// 1d2h, or Slurm's MM, MM:SS, [D-]HH:MM:SS, a bare number being minutes.
+type Duration time.Duration
+
+// UnmarshalText lets flag parsers accept durations.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}

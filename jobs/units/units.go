@@ -20,11 +20,15 @@ var sizeUnits = map[string]float64{
 	"T": 1 << 40, "TI": 1 << 40, "TIB": 1 << 40, "TB": 1e12,
 }
 
-// ParseSize reads a size: a non-negative number with an optional unit. Bare
-// K, M, G, T are binary (as in Slurm); KiB/MiB/GiB/TiB and Kubernetes'
-// Ki/Mi/Gi/Ti are binary; KB/MB/GB/TB are decimal. Units are
-// case-insensitive.
-func ParseSize(s string) (Size, error) {
+// ParseSize reads a size: a non-negative number with an optional unit, a
+// bare number being bytes. Bare K, M, G, T are binary (as in Slurm);
+// KiB/MiB/GiB/TiB and Kubernetes' Ki/Mi/Gi/Ti are binary; KB/MB/GB/TB are
+// decimal. Units are case-insensitive. A fraction of a byte is refused in
+// bytes and dropped in larger units (1.3GiB).
+func ParseSize(s string) (Size, error) { return parseSize(s, "B") }
+
+// parseSize is ParseSize with bare, the unit of a bare number.
+func parseSize(s, bare string) (Size, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasPrefix(t, "-") {
 		return 0, fmt.Errorf("invalid size %q: must not be negative", s)
@@ -34,6 +38,9 @@ func ParseSize(s string) (Size, error) {
 		i = len(t)
 	}
 	num, unit := t[:i], strings.ToUpper(strings.TrimSpace(t[i:]))
+	if unit == "" {
+		unit = bare
+	}
 	mult, ok := sizeUnits[unit]
 	if !ok {
 		return 0, fmt.Errorf("invalid size %q: unknown unit %q (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)", s, t[i:])
@@ -49,10 +56,32 @@ func ParseSize(s string) (Size, error) {
 	if b >= math.MaxInt64 {
 		return 0, fmt.Errorf("invalid size %q: too large", s)
 	}
-	if b != math.Trunc(b) {
+	if b != math.Trunc(b) && mult == 1 {
 		return 0, fmt.Errorf("invalid size %q: not a whole number of bytes", s)
 	}
 	return Size(b), nil
+}
+
+// GiB is a size whose bare number means GiB, as --memory-gb reads it: 4,
+// 0.5, or any size with a unit (4G, 512MiB).
+type GiB Size
+
+// UnmarshalText lets flag parsers accept sizes in GiB.
+func (z *GiB) UnmarshalText(b []byte) error {
+	v, err := parseSize(string(b), "GIB")
+	*z = GiB(v)
+	return err
+}
+
+// MiB is a size whose bare number means MiB, as sbatch's --mem reads it:
+// 4000, or any size with a unit (4G).
+type MiB Size
+
+// UnmarshalText lets flag parsers accept sizes in MiB.
+func (z *MiB) UnmarshalText(b []byte) error {
+	v, err := parseSize(string(b), "MIB")
+	*z = MiB(v)
+	return err
 }
 
 // UnmarshalText lets flag parsers accept sizes.

@@ -51,3 +51,35 @@ func TestSizeString(t *testing.T) {
 		}
 	}
 }
+
+// A bare number is GiB for GiB (--memory-gb) and MiB for MiB (sbatch's
+// --mem); a unit given wins in both.
+func TestBareUnits(t *testing.T) {
+	tests := []struct {
+		in       string
+		gib, mib Size
+	}{
+		{"4", 4 << 30, 4 << 20},
+		{"0.5", 1 << 29, 1 << 19},
+		{"4G", 4 << 30, 4 << 30},
+		{"4Gi", 4 << 30, 4 << 30},
+		{"512MiB", 512 << 20, 512 << 20},
+		{"2GB", 2e9, 2e9},
+		{"100B", 100, 100},
+		{"0", 0, 0},
+	}
+	for _, tt := range tests {
+		var g GiB
+		var m MiB
+		if err := g.UnmarshalText([]byte(tt.in)); err != nil || Size(g) != tt.gib {
+			t.Errorf("GiB %q = %d, %v; want %d", tt.in, g, err, tt.gib)
+		}
+		if err := m.UnmarshalText([]byte(tt.in)); err != nil || Size(m) != tt.mib {
+			t.Errorf("MiB %q = %d, %v; want %d", tt.in, m, err, tt.mib)
+		}
+	}
+	var g GiB
+	if err := g.UnmarshalText([]byte("4Q")); err == nil || !strings.Contains(err.Error(), `"4Q"`) {
+		t.Errorf(`GiB "4Q": %v, want an error naming it`, err)
+	}
+}

@@ -42,6 +42,24 @@ type Engine struct {
 	Progress func(Stats) // called on every change, from one goroutine at a time
 	// Log receives the output of failed actions.
 	Log io.Writer
+	// KeepGoing, as Bazel's --keep_going, runs every action that does
+	// not depend on a failed one instead of stopping at the first failure.
+	KeepGoing bool
+}
+
+// FailedError is a build that went on past failed actions (KeepGoing).
+type FailedError struct {
+	Errs    []error         // of the failed actions, in the order they failed
+	Skipped int             // actions not run as they depend on a failed one
+	Unbuilt map[string]bool // exec paths of the outputs of both
+}
+
+func (e *FailedError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("%s\nfailed actions: %d; not run, as they depend on them: %d", strings.Join(msgs, "\n"), len(e.Errs), e.Skipped)
 }
 
 // ActionError is an action that ran and failed.
@@ -60,6 +78,7 @@ type node struct {
 	deps    []*node
 	waiting int
 	users   []*node
+	skipped bool // depends on a failed action (KeepGoing)
 }
 
 // Build makes the given files, running what is needed.
@@ -118,6 +137,24 @@ func (e *Engine) Build(ctx context.Context, an *rules.Analysis, files []*rules.F
 			ready <- n
 		}
 	}
+	failed := &FailedError{Unbuilt: map[string]bool{}}
+	// fail records n's failure, under mu: its outputs and those of the
+	// actions depending on it go unbuilt, and those actions, passed to the
+	// loop as skipped, never run.
+	var fail func(n *node)
+	fail = func(n *node) {
+		for _, o := range n.action.Outputs {
+			failed.Unbuilt[o.Path()] = true
+		}
+		for _, u := range n.users {
+			if !u.skipped {
+				u.skipped = true
+				failed.Skipped++
+				ready <- u
+				fail(u)
+			}
+		}
+	}
 	report := func() {
 		if e.Progress != nil {
 			e.Progress(st)
@@ -136,6 +173,12 @@ func (e *Engine) Build(ctx context.Context, an *rules.Analysis, files []*rules.F
 			break
 		}
 		remaining--
+		mu.Lock()
+		skipped := n.skipped
+		mu.Unlock()
+		if skipped {
+			continue
+		}
 		sem <- struct{}{}
 		wg.Add(1)
 		mu.Lock()
@@ -149,6 +192,12 @@ func (e *Engine) Build(ctx context.Context, an *rules.Analysis, files []*rules.F
 			mu.Lock()
 			defer mu.Unlock()
 			st.Running--
+			if err != nil && e.KeepGoing && ctx.Err() == nil {
+				failed.Errs = append(failed.Errs, err)
+				fail(n)
+				report()
+				return
+			}
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err
@@ -179,6 +228,9 @@ func (e *Engine) Build(ctx context.Context, an *rules.Analysis, files []*rules.F
 	}
 	if err := ctx.Err(); err != nil {
 		return st, err
+	}
+	if len(failed.Errs) > 0 {
+		return st, failed
 	}
 	return st, nil
 }

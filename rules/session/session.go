@@ -11,7 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,9 +35,12 @@ const (
 
 // Options configure a Session.
 type Options struct {
-	Dir    string // where the command runs; the workspace is found from it
-	Jobs   int
-	Remote client.Options // Target "" for local execution
+	Dir  string // where the command runs; the workspace is found from it
+	Jobs int
+	// KeepGoing builds (and tests) what does not depend on a failed
+	// action instead of stopping at the first failure.
+	KeepGoing bool
+	Remote    client.Options // Target "" for local execution
 	// RemoteCache, with Remote set, runs actions locally and only shares
 	// results through the remote cache.
 	RemoteCache bool
@@ -151,7 +154,7 @@ func (s *Session) engine() (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine.Engine{Root: s.ws.Root, Exec: ex, Jobs: s.opts.Jobs, Platform: s.ws.Platform.Properties()}
+	e := &engine.Engine{Root: s.ws.Root, Exec: ex, Jobs: s.opts.Jobs, Platform: s.ws.Platform.Properties(), KeepGoing: s.opts.KeepGoing}
 	if s.opts.Progress != nil {
 		var mu sync.Mutex
 		last := time.Time{}
@@ -254,6 +257,7 @@ type TestResult struct {
 	Label    label.Label
 	Passed   bool
 	Cached   bool
+	Unbuilt  bool // not run: building it failed (KeepGoing)
 	ExitCode int
 	Duration time.Duration
 	Log      string // path of the test log, relative to the workspace
@@ -285,7 +289,13 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 		patternsOfTests = append(patternsOfTests, l.String())
 	}
 	sum, err := s.Build(ctx, patternsOfTests, false)
-	if err != nil {
+	var failed *engine.FailedError
+	if errors.As(err, &failed) {
+		// Keep going: run the tests that were built.
+		sum.Targets = slices.DeleteFunc(sum.Targets, func(c *rules.Configured) bool {
+			return slices.ContainsFunc(append([]*rules.File{c.Executable}, sum.Runfiles[c.Executable.Path()]...), func(f *rules.File) bool { return failed.Unbuilt[f.Path()] })
+		})
+	} else if err != nil {
 		return nil, err
 	}
 	e, err := s.engine()
@@ -305,6 +315,18 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 		}()
 	}
 	wg.Wait()
+	if failed != nil {
+		built := map[string]bool{}
+		for _, r := range results {
+			built[r.Label.String()] = true
+		}
+		for _, l := range tests {
+			if !built[l.String()] {
+				results = append(results, TestResult{Label: l, Unbuilt: true, ExitCode: -1})
+			}
+		}
+		return results, failed
+	}
 	return results, nil
 }
 
@@ -367,7 +389,10 @@ func (s *Session) Runnable(ctx context.Context, target string) (program, dir str
 	}
 	c := sum.Targets[0]
 	if c.Executable == nil {
-		return "", "", nil, fmt.Errorf("%s is not executable", c.Label)
+		if m, _ := c.Job(); m != nil {
+			return "", "", nil, fmt.Errorf("%s is a job target, which runs on the cluster, not here: submit it with rbs job submit %[1]s", c.Label)
+		}
+		return "", "", nil, fmt.Errorf("%s is not executable: rbs run takes a target with an executable, such as a py_binary, sh_binary or cc_binary", c.Label)
 	}
 	dir, err = engine.MakeRunfiles(s.ws.Root, s.ws.Name, c.Executable, sum.Runfiles[c.Executable.Path()])
 	if err != nil {
@@ -380,16 +405,6 @@ func (s *Session) Runnable(ctx context.Context, target string) (program, dir str
 func (s *Session) Clean() error {
 	os.Remove(filepath.Join(s.ws.Root, BinLink))
 	return os.RemoveAll(filepath.Join(s.ws.Root, OutDir))
-}
-
-// sortedLabels returns labels as sorted strings.
-func sortedLabels(ls []label.Label) []string {
-	out := make([]string, len(ls))
-	for i, l := range ls {
-		out[i] = l.String()
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Staged is a file of a built target as a job stages it: its place in the

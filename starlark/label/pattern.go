@@ -27,6 +27,7 @@ type Pattern struct {
 //	//pkg:name       one target
 //	//pkg            //pkg:<last component of pkg>
 //	:name, name      one target of pkg ("name" may be a relative file path)
+//	sub:name         one target of pkg/sub (sub:all, every target of it)
 //	..., sub/...     pkg (or pkg/sub) and every package below it
 //
 // Patterns naming another repository ("@repo//...") are rejected.
@@ -86,16 +87,20 @@ func ParsePattern(s, pkg string) (Pattern, error) {
 		return Pattern{Pkg: p, Name: name}, nil
 	}
 
-	// Relative single-package patterns: ":name", ":all", "name".
-	if hasColon && path != "" {
-		return bad("a relative pattern must start with ':' (use //pkg:name for another package)")
-	}
+	// Relative single-package patterns: ":name", ":all", "name", and, as
+	// on Bazel's command line, "sub/pkg:name" for a package below pkg.
 	name := body
 	if hasColon {
 		name = target
 	}
 	if reason := checkName(name); reason != "" {
 		return bad(reason)
+	}
+	if hasColon && path != "" {
+		if reason := checkPkg(path); reason != "" {
+			return bad(reason)
+		}
+		pkg = joinPkg(pkg, path)
 	}
 	return Pattern{Pkg: pkg, Name: name}, nil
 }

@@ -31,6 +31,9 @@ func TestParsePattern(t *testing.T) {
 		{"...:all", "pkg", Pattern{Pkg: "pkg", Recursive: true}, "//pkg/..."},
 		{"sub/...", "pkg", Pattern{Pkg: "pkg/sub", Recursive: true}, "//pkg/sub/..."},
 		{"sub/...", "", Pattern{Pkg: "sub", Recursive: true}, "//sub/..."},
+		{"app:train", "", Pattern{Pkg: "app", Name: "train"}, "//app:train"},
+		{"a/b:all", "", Pattern{Pkg: "a/b", Name: "all"}, "//a/b:all"},
+		{"sub:name", "pkg", Pattern{Pkg: "pkg/sub", Name: "name"}, "//pkg/sub:name"},
 	}
 	for _, tt := range tests {
 		got, err := ParsePattern(tt.in, tt.pkg)
@@ -71,8 +74,9 @@ func TestParsePatternErrors(t *testing.T) {
 		"//...:name",
 		"...:name",
 		"//pkg/...:",
-		"pkg:name",
-		"pkg:all",
+		"../pkg:name",
+		"a//b:name",
+		"pkg:",
 		"@rbs//...",
 		"@rbs//pkg:all",
 		"//a:/b",

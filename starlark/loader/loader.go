@@ -17,6 +17,8 @@ import (
 	"sync"
 
 	"github.com/rbs-build/rbs/starlark/label"
+	"github.com/rbs-build/rbs/starlark/spell"
+	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -180,9 +182,10 @@ func (l *Loader) exec(chain *loadChain, m Module) (starlark.StringDict, error) {
 		return nil, fmt.Errorf("loading %s: %w", m, err)
 	}
 	thread := l.Thread(m.String(), m.Repo, m.Package(), chain)
-	globals, err := starlark.ExecFileOptions(fileOptions, thread, m.String(), src, l.env(m))
+	env := l.env(m)
+	globals, err := starlark.ExecFileOptions(fileOptions, thread, m.String(), src, env)
 	if err != nil {
-		return nil, Describe(err)
+		return nil, Describe(suggest(err, env))
 	}
 	if l.loaded != nil {
 		l.loaded(m, globals)
@@ -218,9 +221,26 @@ func (l *Loader) Thread(name, repo, pkg string, chain *loadChain) *starlark.Thre
 func (l *Loader) ExecBuild(thread *starlark.Thread, filename string, src []byte, env starlark.StringDict) error {
 	_, err := starlark.ExecFileOptions(fileOptions, thread, filename, src, env)
 	if err != nil {
-		return Describe(err)
+		return Describe(suggest(err, env))
 	}
 	return nil
+}
+
+// suggest adds to each "undefined: NAME" of a file's resolve errors the
+// predeclared name it was likely meant to be (cc_libary: cc_library),
+// which Starlark's resolver cannot, as it does not see them.
+func suggest(err error, env starlark.StringDict) error {
+	var list resolve.ErrorList
+	if !errors.As(err, &list) {
+		return err
+	}
+	names := append(env.Keys(), starlark.Universe.Keys()...)
+	for i, e := range list {
+		if name, ok := strings.CutPrefix(e.Msg, "undefined: "); ok && !strings.Contains(name, " ") {
+			list[i].Msg += spell.DidYouMean(name, names)
+		}
+	}
+	return list
 }
 
 // Describe formats a Starlark error with its position and backtrace.
