@@ -496,9 +496,6 @@ func (c *JobLogsCmd) Run() error {
 		return err
 	}
 	defer conn.Close()
-	if err := sayNotStarted(jobs, c.ID, c.Follow); err != nil {
-		return err
-	}
 	var written int64
 	follow := func() error {
 		stream, err := jobs.Logs(context.Background(), &jobspb.LogsRequest{Id: c.ID, Follow: c.Follow, Offset: written, OneRank: c.Rank >= 0, Rank: c.Rank})
@@ -520,10 +517,16 @@ func (c *JobLogsCmd) Run() error {
 			}
 		}
 	}
+	// Saying whether the job has started is also the check that the
+	// server is there at the start.
+	notStarted := func() error { return sayNotStarted(jobs, c.ID, c.Follow) }
 	if !c.Follow {
+		if err := notStarted(); err != nil {
+			return err
+		}
 		return follow()
 	}
-	return untilServerBack(jobs, follow)
+	return untilServerBack(notStarted, follow)
 }
 
 // sayNotStarted says on stderr when job id has not started, so has no
@@ -552,9 +555,10 @@ const serverBack = 10 * time.Minute
 
 // untilServerBack calls fn again while it fails because the server cannot
 // be reached, for up to serverBack, and says so once on stderr. A server
-// that cannot be reached at the start (a wrong address, say) fails at once.
-func untilServerBack(jobs jobspb.JobsClient, fn func() error) error {
-	if _, err := jobs.Queues(context.Background(), &jobspb.QueuesRequest{}); err != nil {
+// that cannot be reached at the start (a wrong address, say) fails at once:
+// reach, a first call to the server, fails.
+func untilServerBack(reach, fn func() error) error {
+	if err := reach(); err != nil {
 		return err
 	}
 	var since time.Time
@@ -599,7 +603,11 @@ func (c *JobWaitCmd) Run() error {
 	}
 	printed := map[string]bool{}
 	var bad []string
-	err = untilServerBack(jobs, func() error {
+	reach := func() error {
+		_, err := jobs.Queues(context.Background(), &jobspb.QueuesRequest{})
+		return err
+	}
+	err = untilServerBack(reach, func() error {
 		stream, err := jobs.Wait(ctx, &jobspb.WaitRequest{Ids: c.IDs})
 		if err != nil {
 			return err
