@@ -25,16 +25,16 @@ import (
 
 // BuildFlags are shared by build, test and run.
 type BuildFlags struct {
-	Jobs        int      `short:"j" help:"Actions run at once (default: the number of CPUs)."`
-	KeepGoing   bool     `name:"keep_going" aliases:"keep-going" short:"k" help:"Go on past a failed action, building (and testing) everything that does not depend on it, as Bazel's --keep_going."`
-	Remote      string   `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
-	RemoteCache string   `name:"remote_cache" aliases:"remote-cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
-	TokenFile   string   `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
-	TLSCA       string   `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
-	Platform    string   `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
-	Define      []string `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
-	Mode        string   `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
-	Set         []string `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
+	Jobs        int          `short:"j" help:"Actions run at once (default: the number of CPUs)."`
+	KeepGoing   bool         `name:"keep_going" aliases:"keep-going" short:"k" help:"Go on past a failed action, building (and testing) everything that does not depend on it, as Bazel's --keep_going."`
+	Remote      string       `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
+	RemoteCache string       `name:"remote_cache" aliases:"remote-cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
+	TokenFile   string       `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
+	TLSCA       string       `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
+	Platform    platformFlag `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
+	Define      []string     `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
+	Mode        string       `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
+	Set         []string     `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
 }
 
 // configuration reads the flags that configure a build: --define,
@@ -72,7 +72,7 @@ func (f BuildFlags) session(executes bool, fn func(ctx context.Context, s *sessi
 		return err
 	}
 	if f.Platform != "" {
-		p, err := platform.Parse(f.Platform)
+		p, err := platform.Parse(string(f.Platform))
 		if err != nil {
 			return fmt.Errorf("--platform: %w", err)
 		}
@@ -336,4 +336,17 @@ type CleanCmd struct{}
 // Run implements the command.
 func (c *CleanCmd) Run() error {
 	return withSession(session.Options{}, func(s *session.Session) error { return s.Clean() })
+}
+
+// platformFlag is a --platform value, OS-ARCH, checked when the command
+// line is read; "" for this machine's.
+type platformFlag string
+
+// UnmarshalText lets flag parsers refuse a platform rbs does not know.
+func (f *platformFlag) UnmarshalText(b []byte) error {
+	if _, err := platform.Parse(string(b)); err != nil {
+		return err
+	}
+	*f = platformFlag(b)
+	return nil
 }

@@ -114,7 +114,7 @@ type JobSubmitCmd struct {
 	Parsable      bool          `help:"Print only the job id."`
 	Interactive   bool          `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's exit code, as with srun (1 for a job that ended without one, such as one cancelled before it ran)."`
 	Inputs        []string      `sep:"none" help:"Stage PATH (a directory whole, skipping .git, .rbs and rbs-out; a file under its base name) or DEST=PATH (the same under the subdirectory DEST) into the job's directory, through the cluster's CAS (repeatable)."`
-	Platform      string        `help:"Build the job target and the --inputs labels for this platform, OS-ARCH such as linux-arm64 (default: $RBS_TARGET_PLATFORM, else this machine's), and run the job only on workers of it. Another platform than this machine's is not built here: its outputs come from the cluster's action cache, filled by rbs build --platform P --remote on that cluster."`
+	Platform      platformFlag  `help:"Build the job target and the --inputs labels for this platform, OS-ARCH such as linux-arm64 (default: $RBS_TARGET_PLATFORM, else this machine's), and run the job only on workers of it. Another platform than this machine's is not built here: its outputs come from the cluster's action cache, filled by rbs build --platform P --remote on that cluster."`
 	Outputs       []string      `sep:"none" help:"Record this file or directory, relative to the job's directory, into the CAS when the job ends, however it ends; fetch them with rbs job outputs (repeatable)."`
 	Script        string        `help:"Run this script file (its #! line, else /bin/sh), with the arguments after -- if any. Its leading #RBS lines give flags, and its #SBATCH lines the sbatch options rbs has (--job-name, --partition, --cpus-per-task, --time, --dependency, --array, --nodes, --gpus, --mem, --export, --no-requeue, --requeue and their short names), warning of the others; flags on the command line win." type:"existingfile"`
 	// Partial passthrough: the words before the command (or before --)
@@ -329,7 +329,7 @@ func (c *JobSubmitCmd) targetPlatform() (platform.Platform, error) {
 	if c.Platform == "" {
 		return platform.FromEnv()
 	}
-	p, err := platform.Parse(c.Platform)
+	p, err := platform.Parse(string(c.Platform))
 	if err != nil {
 		return p, fmt.Errorf("--platform: %w", err)
 	}

@@ -241,23 +241,23 @@ const workerTokenEnv = "RBS_WORKER_TOKEN"
 
 // RemoteWorkerCmd is `rbs remote worker`.
 type RemoteWorkerCmd struct {
-	Server           string     `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT, or a comma-separated list of a cluster's servers." env:"RBS_REMOTE" placeholder:"ADDR"`
-	WorkerTokenFile  string     `name:"worker-token-file" help:"File holding the server's worker token (default: $RBS_WORKER_TOKEN)." type:"existingfile" placeholder:"FILE"`
-	TLSCA            string     `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile" placeholder:"FILE"`
-	WorkDir          string     `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path" placeholder:"DIR"`
-	Name             string     `help:"Worker name, unique in the cluster (default: the host name)." placeholder:"NAME"`
-	ActionSlots      int        `help:"Build actions run at once (default: one per CPU)." default:"-1" placeholder:"N"`
-	JobSlots         int        `help:"Batch jobs run at once (default: one per CPU)." default:"-1" placeholder:"N"`
-	CPUs             int        `name:"cpus" help:"CPUs offered (default: all)." placeholder:"N"`
-	MemoryGB         units.GiB  `name:"memory-gb" help:"Memory offered: a size such as 64G or 512GiB, a bare number being GiB (default: all)." placeholder:"SIZE"`
-	GPUs             string     `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML (default: auto)." default:"auto" placeholder:"N|auto"`
-	Platform         string     `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance." placeholder:"OS-ARCH"`
-	Property         []string   `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)." placeholder:"NAME=VALUE"`
-	CacheMaxSize     units.Size `name:"cache-max-size" help:"Bound on the local CAS cache." default:"${worker_cache}"`
-	RunAs            string     `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
-	ContainerRuntime string     `name:"container-runtime" help:"What runs the jobs that name an image (--container): auto finds podman, else docker, on PATH and offers none when neither works; podman, docker or the path of either must work; none offers none (default: auto)." default:"auto" placeholder:"auto|podman|docker|none|PATH"`
-	ContainerFlag    []string   `name:"container-flag" sep:"none" placeholder:"FLAG" help:"Flag for every container run, after those the worker works out for this machine (podman: --runtime runc where crun is the default, --ulimit nofile and nproc at the worker's own limits, --pids-limit -1), which it may override; e.g. --container-flag=--security-opt=label=disable (repeatable)."`
-	LogFormat        string     `name:"log-format" help:"Log format on stderr: text or json (default: text)." default:"text" placeholder:"text|json"`
+	Server           string       `help:"Server address: HOST:PORT, grpc://HOST:PORT or grpcs://HOST:PORT, or a comma-separated list of a cluster's servers." env:"RBS_REMOTE" placeholder:"ADDR"`
+	WorkerTokenFile  string       `name:"worker-token-file" help:"File holding the server's worker token (default: $RBS_WORKER_TOKEN)." type:"existingfile" placeholder:"FILE"`
+	TLSCA            string       `name:"tls-ca" help:"PEM file of the CA that signed the server's certificate (grpcs:// servers)." type:"existingfile" placeholder:"FILE"`
+	WorkDir          string       `help:"Directory for the worker's cache and scratch space (default: $XDG_CACHE_HOME/rbs/worker-NAME)." type:"path" placeholder:"DIR"`
+	Name             string       `help:"Worker name, unique in the cluster (default: the host name)." placeholder:"NAME"`
+	ActionSlots      int          `help:"Build actions run at once (default: one per CPU)." default:"-1" placeholder:"N"`
+	JobSlots         int          `help:"Batch jobs run at once (default: one per CPU)." default:"-1" placeholder:"N"`
+	CPUs             int          `name:"cpus" help:"CPUs offered (default: all)." placeholder:"N"`
+	MemoryGB         units.GiB    `name:"memory-gb" help:"Memory offered: a size such as 64G or 512GiB, a bare number being GiB (default: all)." placeholder:"SIZE"`
+	GPUs             string       `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML (default: auto)." default:"auto" placeholder:"N|auto"`
+	Platform         platformFlag `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance." placeholder:"OS-ARCH"`
+	Property         []string     `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)." placeholder:"NAME=VALUE"`
+	CacheMaxSize     units.Size   `name:"cache-max-size" help:"Bound on the local CAS cache." default:"${worker_cache}"`
+	RunAs            string       `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
+	ContainerRuntime string       `name:"container-runtime" help:"What runs the jobs that name an image (--container): auto finds podman, else docker, on PATH and offers none when neither works; podman, docker or the path of either must work; none offers none (default: auto)." default:"auto" placeholder:"auto|podman|docker|none|PATH"`
+	ContainerFlag    []string     `name:"container-flag" sep:"none" placeholder:"FLAG" help:"Flag for every container run, after those the worker works out for this machine (podman: --runtime runc where crun is the default, --ulimit nofile and nproc at the worker's own limits, --pids-limit -1), which it may override; e.g. --container-flag=--security-opt=label=disable (repeatable)."`
+	LogFormat        string       `name:"log-format" help:"Log format on stderr: text or json (default: text)." default:"text" placeholder:"text|json"`
 }
 
 // newLogger returns a logger writing to stderr in format: text or json.
@@ -346,7 +346,7 @@ func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, e
 	}
 	cfg.GPUs = gpus
 	if c.Platform != "" {
-		p, err := platform.Parse(c.Platform)
+		p, err := platform.Parse(string(c.Platform))
 		if err != nil {
 			return cfg, fmt.Errorf("--platform: %w", err)
 		}

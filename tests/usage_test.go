@@ -30,6 +30,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"job", "submit", "--deps", "after:1", "--", "true"}, `"after:1"`},
 		{[]string{"job", "submit", "--script", bad}, "bad.sh:3: #RBS --tim 5m: unknown flag --tim"},
 		{[]string{"job", "lst"}, `unexpected argument lst, did you mean "list"?`},
+		{[]string{"build", "--platform", "nope", "//x"}, `--platform: platform "nope"`},
+		{[]string{"job", "submit", "--platform", "linux-vax", "--", "true"}, `"linux-vax"`},
 		{[]string{"job", "wait"}, `expected "<id> ..."`},
 		{[]string{"job", "wait", "--timeout", "soon", "1"}, `--timeout: invalid time limit "soon"`},
 		{[]string{"job", "logs", "1", "--rank", "first"}, `--rank: expected a valid 32 bit int but got "first"`},
