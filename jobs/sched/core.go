@@ -121,7 +121,6 @@ type worker struct {
 	// requeued after LostAfter.
 	registered bool
 	downSince  time.Time
-	send       func(*workerpb.ServerMessage)
 	running    map[Key]*job // each with one node here
 }
 
@@ -776,14 +775,26 @@ type WorkerInfo struct {
 	Properties []string
 	// Platform is the worker's OS-ARCH, from its OSFamily and ISA.
 	Platform string
-	// Running lists the job attempts (task ids) the worker still runs.
-	Running []string
-	Send    func(*workerpb.ServerMessage)
 }
 
-// WorkerUp registers (or re-registers) a worker. Jobs the server believes
-// run there but the worker does not report are requeued.
-func (c *Core) WorkerUp(info WorkerInfo) {
+// Report is what a worker reports holding of job attempts, at its
+// registration or in a heartbeat.
+type Report struct {
+	// Running holds the attempts (task ids) it runs, each with the master
+	// port it picked as a gang's rank 0 (0 for none).
+	Running map[string]int32
+	// Finished holds the attempts that have ended whose ends it has not
+	// had acknowledged: their reports are on their way.
+	Finished map[string]bool
+	// Lost reports whether an attempt assigned to the worker is lost: the
+	// report does not hold it, though the worker had had its assignment
+	// when it made the report.
+	Lost func(task string) bool
+}
+
+// WorkerUp registers (or re-registers) a worker, which reports holding
+// holds: it is reconciled with them (Reconcile).
+func (c *Core) WorkerUp(info WorkerInfo, holds Report) {
 	w := c.workers[info.Name]
 	if w == nil {
 		w = &worker{name: info.Name, running: map[Key]*job{}}
@@ -798,19 +809,10 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 	gpus := append([]*workerpb.Gpu(nil), info.GPUs...)
 	sort.Slice(gpus, func(a, b int) bool { return gpus[a].Index < gpus[b].Index })
 	w.dev = devices{gpus: gpus, held: map[string]Key{}}
-	w.connected, w.registered, w.downSince, w.send = true, true, time.Time{}, info.Send
+	w.connected, w.registered, w.downSince = true, true, time.Time{}
 	c.reschedule = true
-	still := map[string]bool{}
-	for _, t := range info.Running {
-		still[t] = true
-	}
 	for _, j := range w.running {
-		n := j.nodeOn(w.name)
-		if n != nil && n.Assigned && n.State == "" && !still[n.TaskId] {
-			c.requeue(j, fmt.Sprintf("worker %s restarted without it", w.name))
-			continue
-		}
-		if n != nil {
+		if n := j.nodeOn(w.name); n != nil {
 			for i, index := range n.GpuIndices {
 				g := &workerpb.Gpu{Index: index}
 				if i < len(n.GpuUuids) {
@@ -820,14 +822,37 @@ func (c *Core) WorkerUp(info WorkerInfo) {
 			}
 		}
 	}
-	// Attempts the worker runs that the server has no record of (ended or
-	// requeued while it was away) are stopped.
-	for t := range still {
-		if j, ok := c.byTask[t]; !ok || j.node(t).Worker != w.name {
-			c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t}}})
+	c.reconcile(w, holds)
+	c.resendStdin(w)
+}
+
+// Reconcile brings what the Core holds of a connected worker in line with
+// what the worker reports holding: an attempt it runs that is not one the
+// Core has running there (ended, requeued or never known) is stopped; one
+// assigned there that it has lost is requeued; the master port a gang's
+// rank 0 picked is taken, if the Core did not hear of it.
+func (c *Core) Reconcile(name string, r Report) {
+	if w := c.workers[name]; w != nil && w.connected {
+		c.reconcile(w, r)
+	}
+}
+
+func (c *Core) reconcile(w *worker, r Report) {
+	for _, j := range w.running {
+		n := j.nodeOn(w.name)
+		if n != nil && n.Assigned && n.State == "" && r.Lost(n.TaskId) {
+			c.requeue(j, fmt.Sprintf("worker %s no longer runs it", w.name))
 		}
 	}
-	c.resendStdin(w)
+	for t, port := range r.Running {
+		j, n := c.attempt(w.name, t)
+		switch {
+		case j == nil:
+			c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t}}})
+		case port > 0 && n.Rank == 0 && j.rec.MasterPort == 0:
+			c.Started(w.name, &workerpb.JobStarted{TaskId: t, MasterPort: port})
+		}
+	}
 }
 
 // WorkerLost records that a worker is lost, as the owner of worker
@@ -991,6 +1016,10 @@ func (c *Core) Started(workerName string, e *workerpb.JobStarted) {
 // ends once every node sent has reported, with rank 0's exit code and
 // outputs, or as the first rank that failed ended.
 func (c *Core) Ended(workerName string, e *workerpb.JobEnded) {
+	// Once this round is committed, the worker may forget the end.
+	if w := c.workers[workerName]; w != nil {
+		c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Ack{Ack: &workerpb.Ack{TaskIds: []string{e.TaskId}}}})
+	}
 	j, n := c.attempt(workerName, e.TaskId)
 	if j == nil {
 		return

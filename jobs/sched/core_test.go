@@ -73,7 +73,7 @@ func (h *harness) worker(name string, cpus int32, slots int, gpus ...int32) {
 	for _, g := range gpus {
 		devs = append(devs, &workerpb.Gpu{Index: g, Uuid: fmt.Sprintf("GPU-%s-%d", name, g)})
 	}
-	h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: 8 << 30, GPUs: devs, JobSlots: slots, Send: func(*workerpb.ServerMessage) {}})
+	h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: 8 << 30, GPUs: devs, JobSlots: slots}, holding())
 }
 
 func (h *harness) submit(s *jobspb.JobSpec) int64 {
@@ -349,7 +349,7 @@ func TestReconnectKeepsRunningJobs(t *testing.T) {
 	h.step()
 	h.c.WorkerDown("w")
 	h.advance(5 * time.Second)
-	h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 2, Memory: 1 << 30, JobSlots: 2, Running: []string{h.c.jobs[Key{kept, -1}].task}, Send: func(*workerpb.ServerMessage) {}})
+	h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 2, Memory: 1 << 30, JobSlots: 2}, holding(h.c.jobs[Key{kept, -1}].task))
 	h.step()
 	if r := h.rec(kept, -1); r.State != string(Running) || r.Attempts != 1 {
 		t.Fatalf("reported job: %s attempt %d", r.State, r.Attempts)
@@ -368,7 +368,7 @@ func TestRestartFromRecords(t *testing.T) {
 	h.restart()
 	c2 := h.c
 	task := c2.jobs[Key{run, -1}].task
-	c2.WorkerUp(WorkerInfo{Name: "w", CPUs: 2, JobSlots: 2, Memory: 1 << 30, Running: []string{task}, Send: func(*workerpb.ServerMessage) {}})
+	c2.WorkerUp(WorkerInfo{Name: "w", CPUs: 2, JobSlots: 2, Memory: 1 << 30}, holding(task))
 	h.step()
 	if r := h.rec(run, -1); r.State != string(Running) || r.Attempts != 1 {
 		t.Fatalf("after restart: %s attempt %d", r.State, r.Attempts)
@@ -516,7 +516,7 @@ func TestOutputCap(t *testing.T) {
 			for _, c := range tc.chunks {
 				if c.restart {
 					h.restart()
-					h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 1, Memory: 8 << 30, JobSlots: 1, Running: []string{task}, Send: func(*workerpb.ServerMessage) {}})
+					h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 1, Memory: 8 << 30, JobSlots: 1}, holding(task))
 				}
 				h.c.Log("w", task, c.offset, c.skipped, []byte(c.data))
 			}
@@ -726,7 +726,7 @@ func TestSubmitPipeline(t *testing.T) {
 func TestPlatform(t *testing.T) {
 	h := newHarness(t)
 	up := func(name, platform string, cpus int32) {
-		h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: 8 << 30, JobSlots: 4, Platform: platform, Send: func(*workerpb.ServerMessage) {}})
+		h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: 8 << 30, JobSlots: 4, Platform: platform}, holding())
 	}
 	up("x86", "linux-x86_64", 4)
 	arm := h.submit(&jobspb.JobSpec{Platform: "linux-arm64"})
@@ -812,5 +812,61 @@ func TestSubmitOnce(t *testing.T) {
 	}
 	if n := len(h.c.jobs); n != 4 {
 		t.Fatalf("%d jobs, want 4", n)
+	}
+}
+
+// holding is a registration's report of a worker running tasks: every
+// attempt assigned to it that it does not hold is lost.
+func holding(tasks ...string) Report {
+	r := Report{Running: map[string]int32{}, Finished: map[string]bool{}}
+	for _, t := range tasks {
+		r.Running[t] = 0
+	}
+	r.Lost = func(task string) bool {
+		_, running := r.Running[task]
+		return !running && !r.Finished[task]
+	}
+	return r
+}
+
+// What a worker reports in a heartbeat is reconciled: a job it does not
+// report is lost only when it had had its assignment; a job it runs that
+// is not its own is stopped; the end of a job is acknowledged once the
+// round that recorded it is committed.
+func TestReconcileWithHeartbeats(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 2, 2)
+	id := h.submit(&jobspb.JobSpec{})
+	h.step()
+	task := h.c.jobs[Key{id, -1}].task
+	h.commit()
+
+	notYet := holding()
+	notYet.Lost = func(string) bool { return false } // made before the assignment arrived
+	notYet.Running["9#1"] = 0
+	h.c.Reconcile("w", notYet)
+	out := h.commit()
+	if r := h.rec(id, -1); r.State != string(Running) || r.Attempts != 1 {
+		t.Fatalf("a report made before the assignment: %s attempt %d", r.State, r.Attempts)
+	}
+	if len(out) != 1 || out[0].Msg.GetCancel().GetTaskId() != "9#1" {
+		t.Fatalf("sent %v, want the stray attempt cancelled", out)
+	}
+
+	h.c.Reconcile("w", holding(task))
+	if out := h.commit(); len(out) != 0 {
+		t.Fatalf("a report of what runs sent %v", out)
+	}
+	h.c.Reconcile("w", holding())
+	h.step()
+	r := h.rec(id, -1)
+	if r.Attempts != 2 || !strings.Contains(r.History[0].Message, "worker w no longer runs it") {
+		t.Fatalf("a lost attempt: %s attempt %d, history %v", r.State, r.Attempts, r.History)
+	}
+	h.commit()
+	h.finish(id, -1, Completed)
+	out = h.commit()
+	if len(out) != 1 || !slices.Equal(out[0].Msg.GetAck().GetTaskIds(), []string{h.c.jobs[Key{id, -1}].task}) {
+		t.Fatalf("after the end, sent %v, want its Ack", out)
 	}
 }

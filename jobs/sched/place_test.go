@@ -31,7 +31,7 @@ func (h *harness) assigns() map[string]*workerpb.AssignJob {
 func TestGangPlacement(t *testing.T) {
 	h := newHarness(t)
 	for _, w := range []string{"a", "b", "c"} {
-		h.c.WorkerUp(WorkerInfo{Name: w, Address: "10.0.0." + w, CPUs: 4, Memory: 8 << 30, JobSlots: 4, Send: func(*workerpb.ServerMessage) {}})
+		h.c.WorkerUp(WorkerInfo{Name: w, Address: "10.0.0." + w, CPUs: 4, Memory: 8 << 30, JobSlots: 4}, holding())
 	}
 	four := h.submit(&jobspb.JobSpec{Name: "four", Nodes: 4})
 	two := h.submit(&jobspb.JobSpec{Name: "two", Nodes: 2, Cpus: 3})
@@ -201,13 +201,13 @@ func TestGPUAccounter(t *testing.T) {
 func TestPlacementReasons(t *testing.T) {
 	h := newHarness(t)
 	up := func(name string, cpus int32, mem int64) {
-		h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: mem, JobSlots: 2, Platform: "linux-x86_64", Send: func(*workerpb.ServerMessage) {}})
+		h.c.WorkerUp(WorkerInfo{Name: name, CPUs: cpus, Memory: mem, JobSlots: 2, Platform: "linux-x86_64"}, holding())
 	}
 	up("small1", 8, 4<<30)
 	up("small2", 8, 4<<30)
 	up("busy", 8, 16<<30)
-	h.c.WorkerUp(WorkerInfo{Name: "arm", CPUs: 8, Memory: 64 << 30, JobSlots: 2, Platform: "linux-arm64", Send: func(*workerpb.ServerMessage) {}})
-	h.c.WorkerUp(WorkerInfo{Name: "builder", CPUs: 8, Memory: 64 << 30, JobSlots: 0, Send: func(*workerpb.ServerMessage) {}})
+	h.c.WorkerUp(WorkerInfo{Name: "arm", CPUs: 8, Memory: 64 << 30, JobSlots: 2, Platform: "linux-arm64"}, holding())
+	h.c.WorkerUp(WorkerInfo{Name: "builder", CPUs: 8, Memory: 64 << 30, JobSlots: 0}, holding())
 	blocker := h.submit(&jobspb.JobSpec{Platform: "linux-x86_64", MemoryBytes: 12 << 30})
 	h.step()
 	if w := h.rec(blocker, -1).Worker; w != "busy" {
@@ -238,7 +238,7 @@ func TestPackingCountsMemory(t *testing.T) {
 		name string
 		mem  int64
 	}{{"roomy", 64 << 30}, {"snug", 8 << 30}} {
-		h.c.WorkerUp(WorkerInfo{Name: w.name, CPUs: 4, Memory: w.mem, JobSlots: 4, Send: func(*workerpb.ServerMessage) {}})
+		h.c.WorkerUp(WorkerInfo{Name: w.name, CPUs: 4, Memory: w.mem, JobSlots: 4}, holding())
 	}
 	id := h.submit(&jobspb.JobSpec{MemoryBytes: 6 << 30})
 	h.step()
@@ -294,7 +294,7 @@ func TestContainerPlacement(t *testing.T) {
 	if p := strings.Join(h.c.explain(h.c.jobs[Key{id, -1}]), "; "); p != "1 worker: no container runtime (podman or docker), the job runs in localhost/train:1" {
 		t.Fatalf("placement %q", p)
 	}
-	h.c.WorkerUp(WorkerInfo{Name: "podman", CPUs: 4, Memory: 8 << 30, JobSlots: 4, ContainerRuntime: "podman", Send: func(*workerpb.ServerMessage) {}})
+	h.c.WorkerUp(WorkerInfo{Name: "podman", CPUs: 4, Memory: 8 << 30, JobSlots: 4, ContainerRuntime: "podman"}, holding())
 	sent := h.assigns()
 	if a := sent["podman"]; a == nil || a.ContainerImage != "localhost/train:1" || len(sent) != 1 {
 		t.Fatalf("sent %v, want the job on podman with its image", sent)
@@ -333,7 +333,7 @@ func TestElasticGang(t *testing.T) {
 // A job's constraints are properties a worker must offer.
 func TestConstraints(t *testing.T) {
 	h := newHarness(t)
-	h.c.WorkerUp(WorkerInfo{Name: "plain", CPUs: 4, Memory: 8 << 30, JobSlots: 4, Properties: []string{"OSFamily=linux"}, Send: func(*workerpb.ServerMessage) {}})
+	h.c.WorkerUp(WorkerInfo{Name: "plain", CPUs: 4, Memory: 8 << 30, JobSlots: 4, Properties: []string{"OSFamily=linux"}}, holding())
 	id := h.submit(&jobspb.JobSpec{Constraints: []string{"gpu=a100", "OSFamily=linux"}})
 	h.step()
 	if r := h.rec(id, -1).PendingReason; r != ReasonNoWorkerFits {
@@ -342,7 +342,7 @@ func TestConstraints(t *testing.T) {
 	if p := strings.Join(h.c.explain(h.c.jobs[Key{id, -1}]), "; "); p != "1 worker: lacks the property gpu=a100" {
 		t.Fatalf("placement %q", p)
 	}
-	h.c.WorkerUp(WorkerInfo{Name: "a100", CPUs: 4, Memory: 8 << 30, JobSlots: 4, Properties: []string{"OSFamily=linux", "gpu=a100"}, Send: func(*workerpb.ServerMessage) {}})
+	h.c.WorkerUp(WorkerInfo{Name: "a100", CPUs: 4, Memory: 8 << 30, JobSlots: 4, Properties: []string{"OSFamily=linux", "gpu=a100"}}, holding())
 	if sent := h.assigns(); sent["a100"] == nil || len(sent) != 1 {
 		t.Fatalf("sent %v, want the job on a100", sent)
 	}
@@ -364,8 +364,8 @@ func TestGangPortAfterRestart(t *testing.T) {
 	if rank0.Worker == "b" {
 		other = "a"
 	}
-	h.c.WorkerUp(WorkerInfo{Name: rank0.Worker, CPUs: 1, Memory: 8 << 30, JobSlots: 1, Running: []string{rank0.TaskId}, Send: func(*workerpb.ServerMessage) {}})
-	h.c.WorkerUp(WorkerInfo{Name: other, CPUs: 1, Memory: 8 << 30, JobSlots: 1, Send: func(*workerpb.ServerMessage) {}})
+	h.c.WorkerUp(WorkerInfo{Name: rank0.Worker, CPUs: 1, Memory: 8 << 30, JobSlots: 1}, holding(rank0.TaskId))
+	h.c.WorkerUp(WorkerInfo{Name: other, CPUs: 1, Memory: 8 << 30, JobSlots: 1}, holding())
 	if sent := h.assigns(); len(sent) != 0 || h.rec(id, -1).State != string(Running) {
 		t.Fatalf("before the port: sent %v, state %s", sent, h.rec(id, -1).State)
 	}

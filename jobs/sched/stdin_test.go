@@ -51,7 +51,7 @@ func TestStdinDelivery(t *testing.T) {
 	}
 	reconnect := func(h *harness, k Key) {
 		h.c.WorkerDown("w")
-		h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 4, Memory: 8 << 30, JobSlots: 1, Running: []string{h.c.jobs[k].task}})
+		h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 4, Memory: 8 << 30, JobSlots: 1}, holding(h.c.jobs[k].task))
 	}
 	for _, tc := range []struct {
 		name  string
@@ -112,7 +112,7 @@ func TestStdinDelivery(t *testing.T) {
 			{in("x", false), "1#1@0:x"},
 			{func(h *harness, k Key) { h.restart() }, ""},
 			{func(h *harness, k Key) {
-				h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 4, Memory: 8 << 30, JobSlots: 1, Running: []string{"1#1"}})
+				h.c.WorkerUp(WorkerInfo{Name: "w", CPUs: 4, Memory: 8 << 30, JobSlots: 1}, holding("1#1"))
 			}, "1#1@0:+eof"},
 			{in("y", false), ""},
 		}},

@@ -82,7 +82,6 @@ func (c *Core) Publish(wait bool) bool {
 	r.workers = make(map[string]*worker, len(c.workers))
 	for name, w := range c.workers {
 		cw := *w
-		cw.send = nil
 		cw.running = make(map[Key]*job, len(w.running))
 		for k := range w.running {
 			cw.running[k] = r.jobs[k]

@@ -28,7 +28,7 @@ import (
 	"github.com/rbs-build/rbs/jobs/store"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/proto/workerpb"
-	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rbe/session"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -60,10 +60,9 @@ type Service struct {
 
 	// Owned by the loop goroutine.
 	core *sched.Core
-	send map[string]func(*workerpb.ServerMessage)
-	drop map[string]func() // ends a worker's stream, so that it reconnects
-	gen  map[string]uint64 // registration generation of each worker
-	next uint64
+	// sessions holds the stream session of each connected worker, which
+	// messages go through.
+	sessions map[string]*session.Session
 	// failing is why the last commit failed, nil once one has succeeded
 	// with room to spare; while it is set, clients' changes are refused.
 	failing error
@@ -141,9 +140,7 @@ func New(cfg Config) (*Service, error) {
 		reqs:        make(chan *request, cfg.Buffer),
 		done:        make(chan struct{}),
 		core:        core,
-		send:        map[string]func(*workerpb.ServerMessage){},
-		drop:        map[string]func(){},
-		gen:         map[string]uint64{},
+		sessions:    map[string]*session.Session{},
 		changed:     make(chan struct{}),
 	}
 	s.view.Store(core.View())
@@ -248,8 +245,8 @@ func (s *Service) apply(round []*request) error {
 		}
 	}
 	for _, o := range out {
-		if send := s.send[o.Worker]; send != nil {
-			send(o.Msg)
+		if sess := s.sessions[o.Worker]; sess != nil {
+			sess.Send(o.Msg)
 		}
 	}
 	// A client waiting on the round reads next what it changed; other
@@ -295,10 +292,10 @@ func (s *Service) reload() error {
 	s.core = core
 	s.view.Store(core.View())
 	s.pending, s.pendingOut = nil, nil
-	for _, drop := range s.drop {
-		drop()
+	for _, sess := range s.sessions {
+		sess.Drop()
 	}
-	s.send, s.drop, s.gen = map[string]func(*workerpb.ServerMessage){}, map[string]func(){}, map[string]uint64{}
+	clear(s.sessions)
 	return nil
 }
 
@@ -369,61 +366,65 @@ func (s *Service) changes() <-chan struct{} {
 // Register adds the Jobs API to a gRPC server.
 func (s *Service) Register(r grpc.ServiceRegistrar) { jobspb.RegisterJobsServer(r, s) }
 
-// WorkerUp is called when a worker's stream registers. It returns the
-// registration's generation, which WorkerDown must present, so that the end
-// of a replaced stream does not mark its successor down, and how much output
-// of each job attempt the worker runs is stored.
-func (s *Service) WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage), drop func()) (uint64, map[string]int64) {
+// WorkerUp takes the session of a worker's new stream and returns how much
+// output of each job attempt the worker runs is stored.
+func (s *Service) WorkerUp(sess *session.Session) map[string]int64 {
+	reg := sess.Reg
 	info := sched.WorkerInfo{
-		Name:     name,
-		CPUs:     reg.GetResources().GetCpus(),
-		Memory:   reg.GetResources().GetMemoryBytes(),
-		JobSlots: int(reg.JobSlots),
-		Send:     send,
+		Name:             reg.Name,
+		CPUs:             reg.Resources.GetCpus(),
+		Memory:           reg.Resources.GetMemoryBytes(),
+		GPUs:             reg.Resources.GetGpus(),
+		JobSlots:         reg.JobSlots,
+		Address:          reg.Address,
+		ContainerRuntime: reg.Resources.GetContainerRuntime(),
+		Platform:         reg.Platform,
 	}
-	info.GPUs = reg.GetResources().GetGpus()
-	info.Address = reg.Address
-	info.ContainerRuntime = reg.GetResources().GetContainerRuntime()
 	for _, p := range reg.Properties {
-		info.Properties = append(info.Properties, p.Name+"="+p.Value)
+		info.Properties = append(info.Properties, p.String())
 	}
-	props := map[string]string{}
-	for _, p := range reg.Properties {
-		props[p.Name] = p.Value
-	}
-	if p, ok := platform.FromProperties(props); ok {
-		info.Platform = p.String()
-	}
-	for _, r := range reg.Running {
-		if r.SlotClass == workerpb.SlotClass_SLOT_CLASS_JOB {
-			info.Running = append(info.Running, r.TaskId)
-		}
-	}
-	var gen uint64
 	var stored map[string]int64
 	s.do(context.Background(), func(c *sched.Core) error {
-		s.next++
-		gen = s.next
-		s.gen[name] = gen
-		s.send[name] = send
-		s.drop[name] = drop
-		c.WorkerUp(info)
-		stored = c.OutputStored(name)
+		s.sessions[reg.Name] = sess
+		c.WorkerUp(info, report(sess, reg.Holds))
+		stored = c.OutputStored(reg.Name)
 		return nil
 	})
-	return gen, stored
+	return stored
 }
 
-// WorkerDown is called when the stream of registration gen ends.
-func (s *Service) WorkerDown(name string, gen uint64) {
+// report is a worker's report of the job attempts it holds, as the Core
+// takes it.
+func report(sess *session.Session, r session.Report) sched.Report {
+	rep := sched.Report{Running: map[string]int32{}, Finished: map[string]bool{}, Lost: func(task string) bool { return sess.Lost(r, task) }}
+	for _, t := range r.Of(workerpb.SlotClass_SLOT_CLASS_JOB) {
+		if t.Finished {
+			rep.Finished[t.ID] = true
+		} else {
+			rep.Running[t.ID] = t.MasterPort
+		}
+	}
+	return rep
+}
+
+// Reconcile takes what a worker reports holding in a heartbeat.
+func (s *Service) Reconcile(sess *session.Session, r session.Report) {
 	s.post(func(c *sched.Core) error {
-		if s.gen[name] != gen {
+		if s.sessions[sess.Name()] == sess {
+			c.Reconcile(sess.Name(), report(sess, r))
+		}
+		return nil
+	})
+}
+
+// WorkerDown is told that a session's stream has ended.
+func (s *Service) WorkerDown(sess *session.Session) {
+	s.post(func(c *sched.Core) error {
+		if s.sessions[sess.Name()] != sess {
 			return nil // a newer stream has taken over
 		}
-		delete(s.send, name)
-		delete(s.drop, name)
-		delete(s.gen, name)
-		c.WorkerDown(name)
+		delete(s.sessions, sess.Name())
+		c.WorkerDown(sess.Name())
 		return nil
 	})
 }
@@ -438,7 +439,8 @@ func (s *Service) WorkerLost(name, why string) {
 }
 
 // FromWorker takes a worker's job messages, in the order they arrived.
-func (s *Service) FromWorker(name string, m *workerpb.WorkerMessage) {
+func (s *Service) FromWorker(sess *session.Session, m *workerpb.WorkerMessage) {
+	name := sess.Name()
 	switch k := m.Kind.(type) {
 	case *workerpb.WorkerMessage_JobLog:
 		s.post(func(c *sched.Core) error {

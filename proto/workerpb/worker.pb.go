@@ -248,7 +248,11 @@ type ServerMessage struct {
 	//	*ServerMessage_Cancel
 	//	*ServerMessage_AssignJob
 	//	*ServerMessage_JobStdin
-	Kind          isServerMessage_Kind `protobuf_oneof:"kind"`
+	//	*ServerMessage_Ack
+	Kind isServerMessage_Kind `protobuf_oneof:"kind"`
+	// seq numbers the messages of one stream from 1, so that a worker's
+	// Heartbeat can say which of them it had applied when it was made.
+	Seq           uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -335,6 +339,22 @@ func (x *ServerMessage) GetJobStdin() *JobStdin {
 	return nil
 }
 
+func (x *ServerMessage) GetAck() *Ack {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerMessage_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+func (x *ServerMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type isServerMessage_Kind interface {
 	isServerMessage_Kind()
 }
@@ -359,6 +379,10 @@ type ServerMessage_JobStdin struct {
 	JobStdin *JobStdin `protobuf:"bytes,5,opt,name=job_stdin,json=jobStdin,proto3,oneof"`
 }
 
+type ServerMessage_Ack struct {
+	Ack *Ack `protobuf:"bytes,6,opt,name=ack,proto3,oneof"`
+}
+
 func (*ServerMessage_Registered) isServerMessage_Kind() {}
 
 func (*ServerMessage_AssignAction) isServerMessage_Kind() {}
@@ -368,6 +392,8 @@ func (*ServerMessage_Cancel) isServerMessage_Kind() {}
 func (*ServerMessage_AssignJob) isServerMessage_Kind() {}
 
 func (*ServerMessage_JobStdin) isServerMessage_Kind() {}
+
+func (*ServerMessage_Ack) isServerMessage_Kind() {}
 
 type Register struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -380,7 +406,9 @@ type Register struct {
 	Properties  []*Property `protobuf:"bytes,4,rep,name=properties,proto3" json:"properties,omitempty"`
 	ActionSlots int32       `protobuf:"varint,5,opt,name=action_slots,json=actionSlots,proto3" json:"action_slots,omitempty"`
 	JobSlots    int32       `protobuf:"varint,6,opt,name=job_slots,json=jobSlots,proto3" json:"job_slots,omitempty"`
-	// running lists work the worker is still running from before a reconnect.
+	// running lists the work the worker holds from before a reconnect:
+	// what runs, and what ended unacknowledged (finished), whose reports
+	// follow the registration.
 	Running []*RunningTask `protobuf:"bytes,7,rep,name=running,proto3" json:"running,omitempty"`
 	Version string         `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
 	// address is where other workers reach this one (a gang's rank 0 serves
@@ -692,7 +720,14 @@ type RunningTask struct {
 	// action_digest is the action a task of the action class runs, so that a
 	// server that did not assign the task (one that took over from the server
 	// that did) can adopt it rather than run the action again.
-	ActionDigest  *Digest `protobuf:"bytes,3,opt,name=action_digest,json=actionDigest,proto3" json:"action_digest,omitempty"`
+	ActionDigest *Digest `protobuf:"bytes,3,opt,name=action_digest,json=actionDigest,proto3" json:"action_digest,omitempty"`
+	// master_port is the port a gang's rank 0 picked (JobStarted), reported
+	// for as long as it runs.
+	MasterPort int32 `protobuf:"varint,4,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
+	// finished says the task has ended and its report (TaskResult or
+	// JobEnded) has not been acknowledged (Ack): the worker sends the report
+	// again on every new stream until it is.
+	Finished      bool `protobuf:"varint,5,opt,name=finished,proto3" json:"finished,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -748,9 +783,31 @@ func (x *RunningTask) GetActionDigest() *Digest {
 	return nil
 }
 
+func (x *RunningTask) GetMasterPort() int32 {
+	if x != nil {
+		return x.MasterPort
+	}
+	return 0
+}
+
+func (x *RunningTask) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
+}
+
+// Heartbeat is the worker's whole state, sent every heartbeat interval:
+// everything it runs or has finished unacknowledged. The server reconciles
+// with it: work it does not know of is adopted or stopped, and work it
+// assigned that is missing is lost.
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Running       []*RunningTask         `protobuf:"bytes,1,rep,name=running,proto3" json:"running,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Running []*RunningTask         `protobuf:"bytes,1,rep,name=running,proto3" json:"running,omitempty"`
+	// applied is the seq of the last ServerMessage the worker had applied
+	// when it made the heartbeat: an assignment sent later cannot be in
+	// running yet.
+	Applied       uint64 `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -792,6 +849,59 @@ func (x *Heartbeat) GetRunning() []*RunningTask {
 	return nil
 }
 
+func (x *Heartbeat) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+// Ack says the server has recorded the ends of tasks (TaskResult or
+// JobEnded): the worker forgets them, and their output.
+type Ack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskIds       []string               `protobuf:"bytes,1,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ack) Reset() {
+	*x = Ack{}
+	mi := &file_worker_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ack) ProtoMessage() {}
+
+func (x *Ack) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ack.ProtoReflect.Descriptor instead.
+func (*Ack) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Ack) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
 type Registered struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId            string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
@@ -805,7 +915,7 @@ type Registered struct {
 
 func (x *Registered) Reset() {
 	*x = Registered{}
-	mi := &file_worker_proto_msgTypes[8]
+	mi := &file_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +927,7 @@ func (x *Registered) String() string {
 func (*Registered) ProtoMessage() {}
 
 func (x *Registered) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[8]
+	mi := &file_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +940,7 @@ func (x *Registered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registered.ProtoReflect.Descriptor instead.
 func (*Registered) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{8}
+	return file_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Registered) GetWorkerId() string {
@@ -864,7 +974,7 @@ type Digest struct {
 
 func (x *Digest) Reset() {
 	*x = Digest{}
-	mi := &file_worker_proto_msgTypes[9]
+	mi := &file_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +986,7 @@ func (x *Digest) String() string {
 func (*Digest) ProtoMessage() {}
 
 func (x *Digest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[9]
+	mi := &file_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +999,7 @@ func (x *Digest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Digest.ProtoReflect.Descriptor instead.
 func (*Digest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{9}
+	return file_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Digest) GetHash() string {
@@ -922,7 +1032,7 @@ type AssignAction struct {
 
 func (x *AssignAction) Reset() {
 	*x = AssignAction{}
-	mi := &file_worker_proto_msgTypes[10]
+	mi := &file_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1044,7 @@ func (x *AssignAction) String() string {
 func (*AssignAction) ProtoMessage() {}
 
 func (x *AssignAction) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[10]
+	mi := &file_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1057,7 @@ func (x *AssignAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignAction.ProtoReflect.Descriptor instead.
 func (*AssignAction) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{10}
+	return file_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AssignAction) GetTaskId() string {
@@ -988,7 +1098,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_worker_proto_msgTypes[11]
+	mi := &file_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1110,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[11]
+	mi := &file_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1123,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{11}
+	return file_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Cancel) GetTaskId() string {
@@ -1076,7 +1186,7 @@ type AssignJob struct {
 
 func (x *AssignJob) Reset() {
 	*x = AssignJob{}
-	mi := &file_worker_proto_msgTypes[12]
+	mi := &file_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1198,7 @@ func (x *AssignJob) String() string {
 func (*AssignJob) ProtoMessage() {}
 
 func (x *AssignJob) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[12]
+	mi := &file_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1211,7 @@ func (x *AssignJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignJob.ProtoReflect.Descriptor instead.
 func (*AssignJob) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{12}
+	return file_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AssignJob) GetTaskId() string {
@@ -1254,7 +1364,7 @@ type JobStdin struct {
 
 func (x *JobStdin) Reset() {
 	*x = JobStdin{}
-	mi := &file_worker_proto_msgTypes[13]
+	mi := &file_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1376,7 @@ func (x *JobStdin) String() string {
 func (*JobStdin) ProtoMessage() {}
 
 func (x *JobStdin) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[13]
+	mi := &file_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1389,7 @@ func (x *JobStdin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStdin.ProtoReflect.Descriptor instead.
 func (*JobStdin) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{13}
+	return file_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobStdin) GetTaskId() string {
@@ -1323,7 +1433,7 @@ type JobStdinAck struct {
 
 func (x *JobStdinAck) Reset() {
 	*x = JobStdinAck{}
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1445,7 @@ func (x *JobStdinAck) String() string {
 func (*JobStdinAck) ProtoMessage() {}
 
 func (x *JobStdinAck) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1458,7 @@ func (x *JobStdinAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStdinAck.ProtoReflect.Descriptor instead.
 func (*JobStdinAck) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{14}
+	return file_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JobStdinAck) GetTaskId() string {
@@ -1376,7 +1486,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1498,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1511,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{15}
+	return file_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobStarted) GetTaskId() string {
@@ -1435,7 +1545,7 @@ type JobLog struct {
 
 func (x *JobLog) Reset() {
 	*x = JobLog{}
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1557,7 @@ func (x *JobLog) String() string {
 func (*JobLog) ProtoMessage() {}
 
 func (x *JobLog) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1570,7 @@ func (x *JobLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobLog.ProtoReflect.Descriptor instead.
 func (*JobLog) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{16}
+	return file_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobLog) GetTaskId() string {
@@ -1520,7 +1630,7 @@ type JobEnded struct {
 
 func (x *JobEnded) Reset() {
 	*x = JobEnded{}
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1642,7 @@ func (x *JobEnded) String() string {
 func (*JobEnded) ProtoMessage() {}
 
 func (x *JobEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1655,7 @@ func (x *JobEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEnded.ProtoReflect.Descriptor instead.
 func (*JobEnded) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{17}
+	return file_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobEnded) GetTaskId() string {
@@ -1639,7 +1749,7 @@ type JobOutput struct {
 
 func (x *JobOutput) Reset() {
 	*x = JobOutput{}
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1761,7 @@ func (x *JobOutput) String() string {
 func (*JobOutput) ProtoMessage() {}
 
 func (x *JobOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1774,7 @@ func (x *JobOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOutput.ProtoReflect.Descriptor instead.
 func (*JobOutput) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{18}
+	return file_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobOutput) GetPath() string {
@@ -1712,7 +1822,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1834,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1847,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{19}
+	return file_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskResult) GetTaskId() string {
@@ -1811,7 +1921,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1933,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1946,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{20}
+	return file_worker_proto_rawDescGZIP(), []int{21}
 }
 
 type StatusResponse struct {
@@ -1852,7 +1962,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1974,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1987,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{21}
+	return file_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatusResponse) GetWorkers() []*WorkerStatus {
@@ -1924,7 +2034,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2046,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2059,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{22}
+	return file_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WorkerStatus) GetId() string {
@@ -2018,7 +2128,7 @@ type SlotUse struct {
 
 func (x *SlotUse) Reset() {
 	*x = SlotUse{}
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2140,7 @@ func (x *SlotUse) String() string {
 func (*SlotUse) ProtoMessage() {}
 
 func (x *SlotUse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2153,7 @@ func (x *SlotUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotUse.ProtoReflect.Descriptor instead.
 func (*SlotUse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{23}
+	return file_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SlotUse) GetUsed() int32 {
@@ -2070,7 +2180,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_worker_proto_msgTypes[24]
+	mi := &file_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2192,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[24]
+	mi := &file_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2205,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{24}
+	return file_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QueueStatus) GetQueuedActions() int32 {
@@ -2142,7 +2252,7 @@ type ActionRecord struct {
 
 func (x *ActionRecord) Reset() {
 	*x = ActionRecord{}
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2264,7 @@ func (x *ActionRecord) String() string {
 func (*ActionRecord) ProtoMessage() {}
 
 func (x *ActionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2277,7 @@ func (x *ActionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionRecord.ProtoReflect.Descriptor instead.
 func (*ActionRecord) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{25}
+	return file_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ActionRecord) GetDigest() string {
@@ -2259,7 +2369,7 @@ type ActionStats struct {
 
 func (x *ActionStats) Reset() {
 	*x = ActionStats{}
-	mi := &file_worker_proto_msgTypes[26]
+	mi := &file_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2381,7 @@ func (x *ActionStats) String() string {
 func (*ActionStats) ProtoMessage() {}
 
 func (x *ActionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[26]
+	mi := &file_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2394,7 @@ func (x *ActionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionStats.ProtoReflect.Descriptor instead.
 func (*ActionStats) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{26}
+	return file_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ActionStats) GetCompleted() int64 {
@@ -2329,7 +2439,7 @@ const file_worker_proto_rawDesc = "" +
 	"\ajob_log\x18\x05 \x01(\v2\x15.rbs.worker.v1.JobLogH\x00R\x06jobLog\x126\n" +
 	"\tjob_ended\x18\x06 \x01(\v2\x17.rbs.worker.v1.JobEndedH\x00R\bjobEnded\x12@\n" +
 	"\rjob_stdin_ack\x18\a \x01(\v2\x1a.rbs.worker.v1.JobStdinAckH\x00R\vjobStdinAckB\x06\n" +
-	"\x04kind\"\xbc\x02\n" +
+	"\x04kind\"\xf6\x02\n" +
 	"\rServerMessage\x12;\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\v2\x19.rbs.worker.v1.RegisteredH\x00R\n" +
@@ -2338,7 +2448,9 @@ const file_worker_proto_rawDesc = "" +
 	"\x06cancel\x18\x03 \x01(\v2\x15.rbs.worker.v1.CancelH\x00R\x06cancel\x129\n" +
 	"\n" +
 	"assign_job\x18\x04 \x01(\v2\x18.rbs.worker.v1.AssignJobH\x00R\tassignJob\x126\n" +
-	"\tjob_stdin\x18\x05 \x01(\v2\x17.rbs.worker.v1.JobStdinH\x00R\bjobStdinB\x06\n" +
+	"\tjob_stdin\x18\x05 \x01(\v2\x17.rbs.worker.v1.JobStdinH\x00R\bjobStdin\x12&\n" +
+	"\x03ack\x18\x06 \x01(\v2\x12.rbs.worker.v1.AckH\x00R\x03ack\x12\x10\n" +
+	"\x03seq\x18\a \x01(\x04R\x03seqB\x06\n" +
 	"\x04kind\"\xd3\x02\n" +
 	"\bRegister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -2365,14 +2477,20 @@ const file_worker_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x04 \x01(\x03R\vmemoryBytes\"4\n" +
 	"\bProperty\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x9b\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xd8\x01\n" +
 	"\vRunningTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x127\n" +
 	"\n" +
 	"slot_class\x18\x02 \x01(\x0e2\x18.rbs.worker.v1.SlotClassR\tslotClass\x12:\n" +
-	"\raction_digest\x18\x03 \x01(\v2\x15.rbs.worker.v1.DigestR\factionDigest\"A\n" +
+	"\raction_digest\x18\x03 \x01(\v2\x15.rbs.worker.v1.DigestR\factionDigest\x12\x1f\n" +
+	"\vmaster_port\x18\x04 \x01(\x05R\n" +
+	"masterPort\x12\x1a\n" +
+	"\bfinished\x18\x05 \x01(\bR\bfinished\"[\n" +
 	"\tHeartbeat\x124\n" +
-	"\arunning\x18\x01 \x03(\v2\x1a.rbs.worker.v1.RunningTaskR\arunning\"\xe4\x01\n" +
+	"\arunning\x18\x01 \x03(\v2\x1a.rbs.worker.v1.RunningTaskR\arunning\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\x04R\aapplied\" \n" +
+	"\x03Ack\x12\x19\n" +
+	"\btask_ids\x18\x01 \x03(\tR\ataskIds\"\xe4\x01\n" +
 	"\n" +
 	"Registered\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x122\n" +
@@ -2536,7 +2654,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_worker_proto_goTypes = []any{
 	(SlotClass)(0),         // 0: rbs.worker.v1.SlotClass
 	(*WorkerMessage)(nil),  // 1: rbs.worker.v1.WorkerMessage
@@ -2547,71 +2665,73 @@ var file_worker_proto_goTypes = []any{
 	(*Property)(nil),       // 6: rbs.worker.v1.Property
 	(*RunningTask)(nil),    // 7: rbs.worker.v1.RunningTask
 	(*Heartbeat)(nil),      // 8: rbs.worker.v1.Heartbeat
-	(*Registered)(nil),     // 9: rbs.worker.v1.Registered
-	(*Digest)(nil),         // 10: rbs.worker.v1.Digest
-	(*AssignAction)(nil),   // 11: rbs.worker.v1.AssignAction
-	(*Cancel)(nil),         // 12: rbs.worker.v1.Cancel
-	(*AssignJob)(nil),      // 13: rbs.worker.v1.AssignJob
-	(*JobStdin)(nil),       // 14: rbs.worker.v1.JobStdin
-	(*JobStdinAck)(nil),    // 15: rbs.worker.v1.JobStdinAck
-	(*JobStarted)(nil),     // 16: rbs.worker.v1.JobStarted
-	(*JobLog)(nil),         // 17: rbs.worker.v1.JobLog
-	(*JobEnded)(nil),       // 18: rbs.worker.v1.JobEnded
-	(*JobOutput)(nil),      // 19: rbs.worker.v1.JobOutput
-	(*TaskResult)(nil),     // 20: rbs.worker.v1.TaskResult
-	(*StatusRequest)(nil),  // 21: rbs.worker.v1.StatusRequest
-	(*StatusResponse)(nil), // 22: rbs.worker.v1.StatusResponse
-	(*WorkerStatus)(nil),   // 23: rbs.worker.v1.WorkerStatus
-	(*SlotUse)(nil),        // 24: rbs.worker.v1.SlotUse
-	(*QueueStatus)(nil),    // 25: rbs.worker.v1.QueueStatus
-	(*ActionRecord)(nil),   // 26: rbs.worker.v1.ActionRecord
-	(*ActionStats)(nil),    // 27: rbs.worker.v1.ActionStats
-	nil,                    // 28: rbs.worker.v1.Registered.JobOutputEntry
-	nil,                    // 29: rbs.worker.v1.AssignJob.EnvEntry
-	nil,                    // 30: rbs.worker.v1.StatusResponse.JobsEntry
+	(*Ack)(nil),            // 9: rbs.worker.v1.Ack
+	(*Registered)(nil),     // 10: rbs.worker.v1.Registered
+	(*Digest)(nil),         // 11: rbs.worker.v1.Digest
+	(*AssignAction)(nil),   // 12: rbs.worker.v1.AssignAction
+	(*Cancel)(nil),         // 13: rbs.worker.v1.Cancel
+	(*AssignJob)(nil),      // 14: rbs.worker.v1.AssignJob
+	(*JobStdin)(nil),       // 15: rbs.worker.v1.JobStdin
+	(*JobStdinAck)(nil),    // 16: rbs.worker.v1.JobStdinAck
+	(*JobStarted)(nil),     // 17: rbs.worker.v1.JobStarted
+	(*JobLog)(nil),         // 18: rbs.worker.v1.JobLog
+	(*JobEnded)(nil),       // 19: rbs.worker.v1.JobEnded
+	(*JobOutput)(nil),      // 20: rbs.worker.v1.JobOutput
+	(*TaskResult)(nil),     // 21: rbs.worker.v1.TaskResult
+	(*StatusRequest)(nil),  // 22: rbs.worker.v1.StatusRequest
+	(*StatusResponse)(nil), // 23: rbs.worker.v1.StatusResponse
+	(*WorkerStatus)(nil),   // 24: rbs.worker.v1.WorkerStatus
+	(*SlotUse)(nil),        // 25: rbs.worker.v1.SlotUse
+	(*QueueStatus)(nil),    // 26: rbs.worker.v1.QueueStatus
+	(*ActionRecord)(nil),   // 27: rbs.worker.v1.ActionRecord
+	(*ActionStats)(nil),    // 28: rbs.worker.v1.ActionStats
+	nil,                    // 29: rbs.worker.v1.Registered.JobOutputEntry
+	nil,                    // 30: rbs.worker.v1.AssignJob.EnvEntry
+	nil,                    // 31: rbs.worker.v1.StatusResponse.JobsEntry
 }
 var file_worker_proto_depIdxs = []int32{
 	3,  // 0: rbs.worker.v1.WorkerMessage.register:type_name -> rbs.worker.v1.Register
 	8,  // 1: rbs.worker.v1.WorkerMessage.heartbeat:type_name -> rbs.worker.v1.Heartbeat
-	20, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
-	16, // 3: rbs.worker.v1.WorkerMessage.job_started:type_name -> rbs.worker.v1.JobStarted
-	17, // 4: rbs.worker.v1.WorkerMessage.job_log:type_name -> rbs.worker.v1.JobLog
-	18, // 5: rbs.worker.v1.WorkerMessage.job_ended:type_name -> rbs.worker.v1.JobEnded
-	15, // 6: rbs.worker.v1.WorkerMessage.job_stdin_ack:type_name -> rbs.worker.v1.JobStdinAck
-	9,  // 7: rbs.worker.v1.ServerMessage.registered:type_name -> rbs.worker.v1.Registered
-	11, // 8: rbs.worker.v1.ServerMessage.assign_action:type_name -> rbs.worker.v1.AssignAction
-	12, // 9: rbs.worker.v1.ServerMessage.cancel:type_name -> rbs.worker.v1.Cancel
-	13, // 10: rbs.worker.v1.ServerMessage.assign_job:type_name -> rbs.worker.v1.AssignJob
-	14, // 11: rbs.worker.v1.ServerMessage.job_stdin:type_name -> rbs.worker.v1.JobStdin
-	4,  // 12: rbs.worker.v1.Register.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 13: rbs.worker.v1.Register.properties:type_name -> rbs.worker.v1.Property
-	7,  // 14: rbs.worker.v1.Register.running:type_name -> rbs.worker.v1.RunningTask
-	5,  // 15: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
-	0,  // 16: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
-	10, // 17: rbs.worker.v1.RunningTask.action_digest:type_name -> rbs.worker.v1.Digest
-	7,  // 18: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
-	28, // 19: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
-	10, // 20: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
-	29, // 21: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
-	19, // 22: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
-	10, // 23: rbs.worker.v1.TaskResult.action_digest:type_name -> rbs.worker.v1.Digest
-	23, // 24: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
-	25, // 25: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
-	30, // 26: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
-	27, // 27: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
-	4,  // 28: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 29: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
-	24, // 30: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
-	24, // 31: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
-	1,  // 32: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
-	21, // 33: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
-	2,  // 34: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
-	22, // 35: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
-	34, // [34:36] is the sub-list for method output_type
-	32, // [32:34] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	21, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
+	17, // 3: rbs.worker.v1.WorkerMessage.job_started:type_name -> rbs.worker.v1.JobStarted
+	18, // 4: rbs.worker.v1.WorkerMessage.job_log:type_name -> rbs.worker.v1.JobLog
+	19, // 5: rbs.worker.v1.WorkerMessage.job_ended:type_name -> rbs.worker.v1.JobEnded
+	16, // 6: rbs.worker.v1.WorkerMessage.job_stdin_ack:type_name -> rbs.worker.v1.JobStdinAck
+	10, // 7: rbs.worker.v1.ServerMessage.registered:type_name -> rbs.worker.v1.Registered
+	12, // 8: rbs.worker.v1.ServerMessage.assign_action:type_name -> rbs.worker.v1.AssignAction
+	13, // 9: rbs.worker.v1.ServerMessage.cancel:type_name -> rbs.worker.v1.Cancel
+	14, // 10: rbs.worker.v1.ServerMessage.assign_job:type_name -> rbs.worker.v1.AssignJob
+	15, // 11: rbs.worker.v1.ServerMessage.job_stdin:type_name -> rbs.worker.v1.JobStdin
+	9,  // 12: rbs.worker.v1.ServerMessage.ack:type_name -> rbs.worker.v1.Ack
+	4,  // 13: rbs.worker.v1.Register.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 14: rbs.worker.v1.Register.properties:type_name -> rbs.worker.v1.Property
+	7,  // 15: rbs.worker.v1.Register.running:type_name -> rbs.worker.v1.RunningTask
+	5,  // 16: rbs.worker.v1.Resources.gpus:type_name -> rbs.worker.v1.Gpu
+	0,  // 17: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
+	11, // 18: rbs.worker.v1.RunningTask.action_digest:type_name -> rbs.worker.v1.Digest
+	7,  // 19: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
+	29, // 20: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
+	11, // 21: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
+	30, // 22: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
+	20, // 23: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
+	11, // 24: rbs.worker.v1.TaskResult.action_digest:type_name -> rbs.worker.v1.Digest
+	24, // 25: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
+	26, // 26: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
+	31, // 27: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
+	28, // 28: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
+	4,  // 29: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 30: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
+	25, // 31: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
+	25, // 32: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
+	1,  // 33: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
+	22, // 34: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
+	2,  // 35: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
+	23, // 36: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
+	35, // [35:37] is the sub-list for method output_type
+	33, // [33:35] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -2634,6 +2754,7 @@ func file_worker_proto_init() {
 		(*ServerMessage_Cancel)(nil),
 		(*ServerMessage_AssignJob)(nil),
 		(*ServerMessage_JobStdin)(nil),
+		(*ServerMessage_Ack)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2641,7 +2762,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

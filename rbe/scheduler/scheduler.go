@@ -22,6 +22,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/session"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -77,9 +78,7 @@ func (s Stage) Proto() repb.ExecutionStage_Value {
 }
 
 // Property is one platform property an action requires or a worker offers.
-type Property struct{ Name, Value string }
-
-func (p Property) String() string { return p.Name + "=" + p.Value }
+type Property = session.Property
 
 // Action is what the scheduler needs to know about an action to run.
 type Action struct {
@@ -271,7 +270,7 @@ func (s *Scheduler) changedLocked(t *task) {
 func (s *Scheduler) dispatchLocked() {
 	free := 0
 	for _, w := range s.workers {
-		free += w.actionSlots - len(w.running)
+		free += w.actionSlots() - len(w.running)
 	}
 	kept := s.queue[:0]
 	for i, t := range s.queue {
@@ -292,7 +291,7 @@ func (s *Scheduler) dispatchLocked() {
 			t.deadline = s.cfg.Now().Add(t.action.Timeout + s.cfg.TimeoutGrace)
 		}
 		w.running[t.id] = t
-		w.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignAction{AssignAction: &workerpb.AssignAction{
+		w.sess.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignAction{AssignAction: &workerpb.AssignAction{
 			TaskId:       t.id,
 			ActionDigest: &workerpb.Digest{Hash: t.action.Digest.Hash(), SizeBytes: t.action.Digest.Size()},
 			Action:       t.action.ActionBlob,
@@ -309,11 +308,11 @@ func (s *Scheduler) dispatchLocked() {
 func (s *Scheduler) pickLocked(t *task) *Worker {
 	var best *Worker
 	for _, w := range s.workers {
-		if !w.connected || s.inMaintenanceLocked(w) || len(w.running) >= w.actionSlots || !w.offers(t.action.Platform) {
+		if !w.sess.Connected() || s.inMaintenanceLocked(w) || len(w.running) >= w.actionSlots() || !w.offers(t.action.Platform) {
 			continue
 		}
-		if best == nil || w.actionSlots-len(w.running) > best.actionSlots-len(best.running) ||
-			w.actionSlots-len(w.running) == best.actionSlots-len(best.running) && w.id < best.id {
+		if best == nil || w.actionSlots()-len(w.running) > best.actionSlots()-len(best.running) ||
+			w.actionSlots()-len(w.running) == best.actionSlots()-len(best.running) && w.id < best.id {
 			best = w
 		}
 	}
@@ -446,9 +445,9 @@ func (s *Scheduler) Tick() {
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
 	for _, w := range s.workers {
-		if since := now.Sub(w.lastSeen); since > s.cfg.HeartbeatTimeout {
+		if since := w.sess.Silent(now); since > s.cfg.HeartbeatTimeout {
 			why := fmt.Sprintf("worker %s silent for %s", w.name, since.Round(time.Second))
-			if !w.connected {
+			if !w.sess.Connected() {
 				why = fmt.Sprintf("worker %s gone for %s", w.name, since.Round(time.Second))
 			}
 			s.dropWorkerLocked(w, why)
@@ -458,7 +457,7 @@ func (s *Scheduler) Tick() {
 	for _, t := range s.tasks {
 		if t.stage == Executing && !t.deadline.IsZero() && now.After(t.deadline) {
 			w := t.worker
-			w.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t.id}}})
+			w.sess.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: t.id}}})
 			s.completeLocked(t, &repb.ExecuteResponse{Status: status.Newf(codes.DeadlineExceeded,
 				"action %s did not finish within its timeout of %s", t.action.Digest, t.action.Timeout).Proto()})
 		}
@@ -504,9 +503,9 @@ func (s *Scheduler) Load() Load {
 	defer s.mu.Unlock()
 	l := Load{Queued: len(s.queue)}
 	for _, w := range s.workers {
-		if w.connected {
+		if w.sess.Connected() {
 			l.Workers++
-			l.Slots += w.actionSlots
+			l.Slots += w.actionSlots()
 			l.SlotsUsed += len(w.running)
 		}
 	}

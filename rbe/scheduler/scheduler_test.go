@@ -10,6 +10,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/session"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -41,11 +42,36 @@ func (h *harness) advance(d time.Duration) {
 
 func (h *harness) worker(name string, slots int, props ...Property) *Worker {
 	h.t.Helper()
-	w, err := h.s.RegisterWorker(WorkerInfo{Name: name, Session: name, ActionSlots: slots, Properties: props})
+	w, err := h.register(name, name, slots, nil, props...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return w
+}
+
+// register registers a worker process holding tasks, through the session
+// of a stream as the server makes it.
+func (h *harness) register(name, process string, slots int, holds []*workerpb.RunningTask, props ...Property) (*Worker, error) {
+	reg := &workerpb.Register{Name: name, Session: process, ActionSlots: int32(slots), Running: holds}
+	for _, p := range props {
+		reg.Properties = append(reg.Properties, &workerpb.Property{Name: p.Name, Value: p.Value})
+	}
+	r, err := session.Decode(reg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.RegisterWorker(session.New(r, h.now))
+}
+
+// heartbeat is a heartbeat of w holding tasks, having applied the
+// messages sent to it up to applied.
+func (h *harness) heartbeat(w *Worker, applied uint64, tasks ...*workerpb.RunningTask) {
+	w.Session().Heard(h.now)
+	h.s.Reconcile(w, session.DecodeReport(&workerpb.Heartbeat{Running: tasks, Applied: applied}))
+}
+
+func actionTask(id string, d digest.Digest) *workerpb.RunningTask {
+	return &workerpb.RunningTask{TaskId: id, SlotClass: workerpb.SlotClass_SLOT_CLASS_ACTION, ActionDigest: &workerpb.Digest{Hash: d.Hash(), SizeBytes: d.Size()}}
 }
 
 func action(name string, props ...Property) Action {
@@ -67,13 +93,7 @@ func assigned(w *Worker) (tasks, cancels []string) {
 	for {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		w.outMu.Lock()
-		n := len(w.out)
-		w.outMu.Unlock()
-		if n == 0 {
-			return
-		}
-		m, err := w.Next(ctx)
+		m, err := w.Session().Next(ctx)
 		if err != nil {
 			return
 		}
@@ -166,7 +186,7 @@ func TestLostWorkerTasksAreRedispatched(t *testing.T) {
 	}{
 		{"missed heartbeats", func(h *harness, w, _ *Worker) { h.advance(6 * time.Second) }},
 		{"stream ended", func(h *harness, w, other *Worker) {
-			h.s.Disconnect(w, "stream ended")
+			h.s.Disconnect(w)
 			// Gone, it keeps its task until the one liveness deadline.
 			if tasks, _ := assigned(other); len(tasks) != 0 {
 				h.t.Fatalf("re-dispatched at once to %s: %v", other.ID(), tasks)
@@ -184,7 +204,7 @@ func TestLostWorkerTasksAreRedispatched(t *testing.T) {
 			}
 			h.advance(5 * time.Second)
 			w2 := h.worker("w2", 1)
-			h.s.Heartbeat(w2)
+			w2.Session().Heard(h.now)
 			tt.lose(h, w1, w2)
 			tasks, _ := assigned(w2)
 			if len(tasks) != 1 || h.stage(op) != Executing {
@@ -208,7 +228,7 @@ func TestTaskFailsAfterMaxAttempts(t *testing.T) {
 	op := h.submit(action("a"))
 	for i := 1; i <= 2; i++ {
 		w := h.worker(fmt.Sprint("w", i), 1)
-		h.s.Disconnect(w, "crashed")
+		h.s.Disconnect(w)
 		h.advance(11 * time.Second)
 	}
 	snap, _ := h.s.Watch(op.Name)
@@ -218,8 +238,8 @@ func TestTaskFailsAfterMaxAttempts(t *testing.T) {
 }
 
 func TestPlatformMismatchFailsFast(t *testing.T) {
-	linux := Property{"OSFamily", "linux"}
-	gpu := Property{"gpu", "a100"}
+	linux := Property{Name: "OSFamily", Value: "linux"}
+	gpu := Property{Name: "gpu", Value: "a100"}
 	h := newHarness(t)
 
 	// With no worker registered yet, actions wait for one.
@@ -255,13 +275,13 @@ func TestTimeoutFailsTaskAndCancelsIt(t *testing.T) {
 	op := h.submit(a)
 	tasks, _ := assigned(w)
 	for i := 0; i < 3; i++ {
-		h.s.Heartbeat(w)
+		w.Session().Heard(h.now)
 		h.advance(5 * time.Second)
 	}
 	if h.stage(op) != Executing {
 		t.Fatal("failed before timeout + grace")
 	}
-	h.s.Heartbeat(w)
+	w.Session().Heard(h.now)
 	h.advance(1 * time.Second)
 	snap, _ := h.s.Watch(op.Name)
 	if snap.Stage != Completed || codes.Code(snap.Response.Status.Code) != codes.DeadlineExceeded {
@@ -282,11 +302,11 @@ func TestReconnect(t *testing.T) {
 		t.Fatalf("assigned %v", tasks)
 	}
 	// Another process under the same name is refused.
-	if _, err := h.s.RegisterWorker(WorkerInfo{Name: "w1", Session: "other", ActionSlots: 1}); status.Code(err) != codes.AlreadyExists {
+	if _, err := h.register("w1", "other", 1, nil); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("duplicate name: %v", err)
 	}
 	// The same process reconnects, still running only the first task.
-	w2, err := h.s.RegisterWorker(WorkerInfo{Name: "w1", Session: "w1", ActionSlots: 2, Running: []RunningTask{{ID: tasks[0]}}})
+	w2, err := h.register("w1", "w1", 2, []*workerpb.RunningTask{actionTask(tasks[0], digest.FromBytes([]byte("a")))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +318,7 @@ func TestReconnect(t *testing.T) {
 	if h.stage(op) != Completed {
 		t.Fatal("the task kept across the reconnect did not complete")
 	}
-	if _, err := w.Next(context.Background()); status.Code(err) != codes.Unavailable {
+	if _, err := w.Session().Next(context.Background()); status.Code(err) != codes.Unavailable {
 		t.Fatalf("old registration's stream: %v", err)
 	}
 }
@@ -316,8 +336,8 @@ func TestAdoptsActionsOfAnotherServer(t *testing.T) {
 			if retryFirst {
 				early = h.submit(a) // queued: no worker yet
 			}
-			w, err := h.s.RegisterWorker(WorkerInfo{Name: "w1", Session: "w1", ActionSlots: 2,
-				Running: []RunningTask{{ID: "old-server-task", Action: a.Digest}, {ID: "a-job-task"}}})
+			w, err := h.register("w1", "w1", 2, []*workerpb.RunningTask{actionTask("old-server-task", a.Digest),
+				{TaskId: "a-job-task", SlotClass: workerpb.SlotClass_SLOT_CLASS_JOB}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -407,7 +427,7 @@ func TestResumeJoinsACompletedAction(t *testing.T) {
 
 func TestStatusAndRetention(t *testing.T) {
 	h := newHarness(t)
-	w := h.worker("w1", 1, Property{"OSFamily", "linux"})
+	w := h.worker("w1", 1, Property{Name: "OSFamily", Value: "linux"})
 	op := h.submit(action("a"))
 	h.submit(action("b"))
 	st := h.s.Status()
@@ -420,7 +440,7 @@ func TestStatusAndRetention(t *testing.T) {
 	if st := h.s.Status(); st.Actions.Completed != 1 || st.Actions.OverheadP50Ms != 250 {
 		t.Fatalf("action stats = %v", st.Actions)
 	}
-	h.s.Heartbeat(w)
+	w.Session().Heard(h.now)
 	h.advance(DefaultRetention + time.Second)
 	if _, err := h.s.Watch(op.Name); status.Code(err) != codes.NotFound {
 		t.Fatalf("finished operation kept past retention: %v", err)
@@ -437,9 +457,9 @@ func TestLiveness(t *testing.T) {
 	h.s.cfg.Lost = func(w, why string) { lost = append(lost, w+": "+why) }
 	gone := h.worker("gone", 1)
 	silent := h.worker("silent", 1)
-	h.s.Disconnect(gone, "stream ended")
+	h.s.Disconnect(gone)
 	h.advance(5 * time.Second)
-	h.s.Heartbeat(silent)
+	silent.Session().Heard(h.now)
 	h.advance(6 * time.Second) // gone: 11 s unheard; silent: 6 s
 	if len(lost) != 1 || !strings.HasPrefix(lost[0], "gone: worker gone gone for 11s") {
 		t.Fatalf("lost %v, want gone alone", lost)
@@ -454,8 +474,8 @@ func TestLiveness(t *testing.T) {
 	if tasks, _ := assigned(w); len(tasks) != 1 {
 		t.Fatalf("assigned %v", tasks)
 	}
-	h.s.Disconnect(w, "stream ended")
-	restarted, err := h.s.RegisterWorker(WorkerInfo{Name: "w", Session: "new process", ActionSlots: 1})
+	h.s.Disconnect(w)
+	restarted, err := h.register("w", "new process", 1, nil)
 	if err != nil {
 		t.Fatalf("a new process under the name of one gone: %v", err)
 	}
@@ -500,8 +520,44 @@ func TestLoad(t *testing.T) {
 	if got, want := h.s.Load(), (Load{Queued: 2, Workers: 2, Slots: 3, SlotsUsed: 3}); got != want {
 		t.Fatalf("with 5 actions on 3 slots: %+v, want %+v", got, want)
 	}
-	h.s.Disconnect(a, "test")
+	h.s.Disconnect(a)
 	if got, want := h.s.Load(), (Load{Queued: 2, Workers: 1, Slots: 1, SlotsUsed: 1}); got != want {
 		t.Fatalf("after a's stream ended: %+v, want %+v", got, want)
+	}
+}
+
+// Every heartbeat is reconciled: an action assigned to the worker that it
+// no longer holds, though it had applied the assignment, is lost and runs
+// elsewhere; one assigned after the heartbeat was made is not; an action
+// the worker runs that is not its own is cancelled, and a finished one is
+// left to its report.
+func TestReconcile(t *testing.T) {
+	h := newHarness(t)
+	w := h.worker("w1", 1)
+	a := action("a")
+	op := h.submit(a)
+	tasks, _ := assigned(w)
+	if len(tasks) != 1 {
+		t.Fatalf("assigned %v", tasks)
+	}
+	h.heartbeat(w, 0) // made before the assignment arrived
+	if _, cancels := assigned(w); h.stage(op) != Executing || len(cancels) != 0 {
+		t.Fatalf("a heartbeat made before the assignment: stage %v, cancels %v", h.stage(op), cancels)
+	}
+	h.heartbeat(w, 1, actionTask(tasks[0], a.Digest), actionTask("stray", digest.FromBytes([]byte("x"))),
+		&workerpb.RunningTask{TaskId: "done", SlotClass: workerpb.SlotClass_SLOT_CLASS_ACTION, Finished: true},
+		&workerpb.RunningTask{TaskId: "7#1", SlotClass: workerpb.SlotClass_SLOT_CLASS_JOB})
+	if _, cancels := assigned(w); len(cancels) != 1 || cancels[0] != "stray" {
+		t.Fatalf("cancelled %v, want the stray action alone", cancels)
+	}
+	h.s.SetMaintenance(false, []string{"w1"})
+	w2 := h.worker("w2", 1)
+	h.heartbeat(w, 1) // it had it, and has it no more
+	if again, _ := assigned(w2); len(again) != 1 || again[0] != tasks[0] || h.stage(op) != Executing {
+		t.Fatalf("the lost action went to %v (stage %v), want w2", again, h.stage(op))
+	}
+	h.s.Complete(w.ID(), tasks[0], ok(1))
+	if h.stage(op) != Executing {
+		t.Fatal("the worker that lost the action completed it")
 	}
 }

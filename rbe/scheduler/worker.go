@@ -1,54 +1,36 @@
 package scheduler
 
 import (
-	"context"
+	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/session"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// WorkerInfo is what a worker declares when it registers.
-type WorkerInfo struct {
-	Name        string
-	Session     string
-	ActionSlots int
-	JobSlots    int
-	Properties  []Property
-	Resources   *workerpb.Resources
-	Version     string
-	// Running lists tasks the worker still runs from before a reconnect.
-	Running []RunningTask
-}
-
-// Worker is a registered worker: its slots, what it runs, and the outbox of
-// messages for its stream.
+// Worker is a registered worker as the action queue sees it: its session,
+// its action slots and the actions it runs.
 type Worker struct {
-	id          string
-	name        string
-	info        WorkerInfo
-	actionSlots int
-	props       map[string]map[string]bool
-	running     map[string]*task
-	lastSeen    time.Time
-	// connected is false once the worker's stream has ended: it gets no
-	// new work, and keeps what it runs until it reconnects or is lost.
-	connected bool
-
-	outMu  sync.Mutex
-	out    []*workerpb.ServerMessage
-	notify chan struct{} // signalled when out grows
-	gone   chan struct{} // closed when the worker is dropped
+	sess    *session.Session
+	id      string
+	name    string
+	props   map[string]map[string]bool
+	running map[string]*task
 }
 
 // ID returns the worker's id, which is its name.
 func (w *Worker) ID() string { return w.id }
+
+// Session returns the worker's stream session.
+func (w *Worker) Session() *session.Session { return w.sess }
+
+func (w *Worker) actionSlots() int { return w.sess.Reg.ActionSlots }
 
 func (w *Worker) offers(platform []Property) bool {
 	for _, p := range platform {
@@ -59,114 +41,89 @@ func (w *Worker) offers(platform []Property) bool {
 	return true
 }
 
-// Send queues a message for the worker's stream.
-func (w *Worker) Send(m *workerpb.ServerMessage) {
-	w.outMu.Lock()
-	w.out = append(w.out, m)
-	w.outMu.Unlock()
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
-}
-
-// Next returns the next message for the worker's stream. It fails once the
-// worker has been dropped or ctx is done.
-func (w *Worker) Next(ctx context.Context) (*workerpb.ServerMessage, error) {
-	for {
-		w.outMu.Lock()
-		if len(w.out) > 0 {
-			m := w.out[0]
-			w.out[0] = nil
-			w.out = w.out[1:]
-			w.outMu.Unlock()
-			return m, nil
-		}
-		w.outMu.Unlock()
-		select {
-		case <-w.notify:
-		case <-w.gone:
-			return nil, status.Errorf(codes.Unavailable, "worker %s was dropped", w.name)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// RegisterWorker adds a worker. A worker reconnecting with the same name and
-// session replaces its old registration and keeps the tasks it reports as
-// still running; another process under a name already connected is refused.
-func (s *Scheduler) RegisterWorker(info WorkerInfo) (*Worker, error) {
-	if info.Name == "" {
-		return nil, status.Error(codes.InvalidArgument, "worker name must not be empty")
-	}
-	if info.ActionSlots < 0 || info.JobSlots < 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "worker %s: negative slot count", info.Name)
-	}
+// RegisterWorker adds the worker of a new session. A worker reconnecting
+// with the same name and process replaces its old registration and keeps
+// the tasks it reports; another process under a name already connected is
+// refused. What the worker reports holding is reconciled as its first
+// report (Reconcile), with actions of a server this one took over from
+// adopted.
+func (s *Scheduler) RegisterWorker(sess *session.Session) (*Worker, error) {
+	reg := sess.Reg
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := &Worker{
-		id:          info.Name,
-		name:        info.Name,
-		info:        info,
-		actionSlots: info.ActionSlots,
-		props:       map[string]map[string]bool{},
-		running:     map[string]*task{},
-		lastSeen:    s.cfg.Now(),
-		connected:   true,
-		notify:      make(chan struct{}, 1),
-		gone:        make(chan struct{}),
+		sess:    sess,
+		id:      reg.Name,
+		name:    reg.Name,
+		props:   map[string]map[string]bool{},
+		running: map[string]*task{},
 	}
-	for _, p := range info.Properties {
+	for _, p := range reg.Properties {
 		if w.props[p.Name] == nil {
 			w.props[p.Name] = map[string]bool{}
 		}
 		w.props[p.Name][p.Value] = true
 	}
-	if old, ok := s.workers[w.id]; ok && old.info.Session != info.Session {
-		if old.connected {
-			return nil, status.Errorf(codes.AlreadyExists, "a worker named %q is already connected; give each worker a distinct --name", info.Name)
+	if old, ok := s.workers[w.id]; ok && old.sess.Reg.Process != reg.Process {
+		if old.sess.Connected() {
+			return nil, status.Errorf(codes.AlreadyExists, "a worker named %q is already connected; give each worker a distinct --name", reg.Name)
 		}
 		// A new process under the name of one gone: what the old one ran
 		// is lost with it.
 		s.dropWorkerLocked(old, "worker restarted")
 	}
 	if old, ok := s.workers[w.id]; ok {
-		// The same process reconnecting: it keeps what it still runs.
-		still := map[string]bool{}
-		for _, r := range info.Running {
-			still[r.ID] = true
-		}
-		for id, t := range old.running {
-			if still[id] {
-				delete(old.running, id)
+		// The same process reconnecting: it keeps what it still holds.
+		for _, r := range reg.Holds.Tasks {
+			if t := old.running[r.ID]; t != nil {
+				delete(old.running, r.ID)
 				t.worker = w
-				w.running[id] = t
+				w.running[r.ID] = t
 			}
 		}
 		s.dropWorkerLocked(old, "worker reconnected")
 	}
 	s.workers[w.id] = w
-	s.adoptLocked(w, info.Running)
+	s.reconcileLocked(w, reg.Holds)
 	s.failUnsatisfiableLocked()
 	s.dispatchLocked()
 	return w, nil
 }
 
-// RunningTask is a task a registering worker runs: its id and, for an
-// action, the action's digest (zero for a job's task).
-type RunningTask struct {
-	ID     string
-	Action digest.Digest
+// Reconcile brings what the scheduler holds of worker w in line with what
+// the worker reports holding (its heartbeat): an action the worker runs
+// that was not given to it is cancelled, and one given to it that it no
+// longer holds is lost and queued again.
+func (s *Scheduler) Reconcile(w *Worker, r session.Report) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.workers[w.id] != w {
+		return
+	}
+	s.reconcileLocked(w, r)
+	s.dispatchLocked()
 }
 
-// adoptLocked takes on the actions a worker runs that this scheduler did
-// not assign: those of a server it took over from, as many as the worker
+// reconcileLocked is Reconcile. A registration's report (the worker's
+// holdings from before the stream) also adopts the actions the worker
+// runs or finished for a server this one took over from, as many as it
 // has action slots for.
-func (s *Scheduler) adoptLocked(w *Worker, running []RunningTask) {
-	for _, r := range running {
-		if len(w.running) < w.actionSlots {
-			s.adoptOneLocked(w, r)
+func (s *Scheduler) reconcileLocked(w *Worker, r session.Report) {
+	for id, t := range w.running {
+		if w.sess.Lost(r, id) {
+			delete(w.running, id)
+			s.requeueLocked(t, fmt.Sprintf("worker %s no longer runs it", w.name))
+		}
+	}
+	for _, h := range r.Of(workerpb.SlotClass_SLOT_CLASS_ACTION) {
+		if w.running[h.ID] != nil {
+			continue
+		}
+		if r.Whole() && len(w.running) < w.actionSlots() && s.adoptOneLocked(w, h) != nil {
+			continue
+		}
+		if !h.Finished {
+			w.sess.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Cancel{Cancel: &workerpb.Cancel{TaskId: h.ID}}})
 		}
 	}
 }
@@ -175,7 +132,7 @@ func (s *Scheduler) adoptLocked(w *Worker, running []RunningTask) {
 // scheduler did not give: an action already queued here (a client's retry
 // got here first) becomes the one the worker runs; an action in flight on
 // another worker, or a task that is not an action's, is left alone.
-func (s *Scheduler) adoptOneLocked(w *Worker, r RunningTask) *task {
+func (s *Scheduler) adoptOneLocked(w *Worker, r session.Task) *task {
 	if r.Action.IsZero() || s.tasks[r.ID] != nil {
 		return nil
 	}
@@ -207,28 +164,17 @@ func (s *Scheduler) adoptOneLocked(w *Worker, r RunningTask) *task {
 func (s *Scheduler) AdoptFinished(w *Worker, taskID string, d digest.Digest) (Action, time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.adoptOneLocked(w, RunningTask{ID: taskID, Action: d})
+	t := s.adoptOneLocked(w, session.Task{ID: taskID, Action: d})
 	if t == nil {
 		return Action{}, time.Time{}, false
 	}
 	return t.action, t.received, true
 }
 
-// Heartbeat records that the worker is alive.
-func (s *Scheduler) Heartbeat(w *Worker) {
-	s.mu.Lock()
-	w.lastSeen = s.cfg.Now()
-	s.mu.Unlock()
-}
-
 // Disconnect records that a worker's stream ended: it gets no new work,
 // and what it runs waits for it to reconnect until it is lost (Tick).
-func (s *Scheduler) Disconnect(w *Worker, why string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.workers[w.id] == w {
-		w.connected = false
-	}
+func (s *Scheduler) Disconnect(w *Worker) {
+	w.sess.End()
 }
 
 // dropWorkerLocked removes w and re-queues its tasks, failing those that
@@ -237,23 +183,25 @@ func (s *Scheduler) dropWorkerLocked(w *Worker, why string) {
 	if s.workers[w.id] == w {
 		delete(s.workers, w.id)
 	}
-	select {
-	case <-w.gone:
-	default:
-		close(w.gone)
-	}
+	w.sess.Drop()
 	for id, t := range w.running {
 		delete(w.running, id)
-		t.worker = nil
-		t.deadline = time.Time{}
-		if t.attempts >= s.cfg.MaxAttempts {
-			s.completeLocked(t, &repb.ExecuteResponse{Status: status.Newf(codes.Unavailable,
-				"action %s was lost with its worker %d times (last: %s)", t.action.Digest, t.attempts, why).Proto()})
-			continue
-		}
-		s.enqueueLocked(t)
-		s.changedLocked(t)
+		s.requeueLocked(t, why)
 	}
+}
+
+// requeueLocked queues again a task lost from its worker, or fails it when
+// it has used up its attempts.
+func (s *Scheduler) requeueLocked(t *task, why string) {
+	t.worker = nil
+	t.deadline = time.Time{}
+	if t.attempts >= s.cfg.MaxAttempts {
+		s.completeLocked(t, &repb.ExecuteResponse{Status: status.Newf(codes.Unavailable,
+			"action %s was lost with its worker %d times (last: %s)", t.action.Digest, t.attempts, why).Proto()})
+		return
+	}
+	s.enqueueLocked(t)
+	s.changedLocked(t)
 }
 
 // Status is a snapshot of the cluster for `rbs remote status`.
@@ -265,13 +213,13 @@ func (s *Scheduler) Status() *workerpb.StatusResponse {
 		ws := &workerpb.WorkerStatus{
 			Id:                  w.id,
 			Name:                w.name,
-			Resources:           w.info.Resources,
-			ActionSlots:         &workerpb.SlotUse{Used: int32(len(w.running)), Total: int32(w.actionSlots)},
-			JobSlots:            &workerpb.SlotUse{Total: int32(w.info.JobSlots)},
-			LastHeartbeatUnixMs: w.lastSeen.UnixMilli(),
-			Version:             w.info.Version,
+			Resources:           w.sess.Reg.Resources,
+			ActionSlots:         &workerpb.SlotUse{Used: int32(len(w.running)), Total: int32(w.actionSlots())},
+			JobSlots:            &workerpb.SlotUse{Total: int32(w.sess.Reg.JobSlots)},
+			LastHeartbeatUnixMs: w.sess.LastSeen().UnixMilli(),
+			Version:             w.sess.Reg.Version,
 		}
-		for _, p := range w.info.Properties {
+		for _, p := range w.sess.Reg.Properties {
 			ws.Properties = append(ws.Properties, &workerpb.Property{Name: p.Name, Value: p.Value})
 		}
 		resp.Workers = append(resp.Workers, ws)

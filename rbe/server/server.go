@@ -32,6 +32,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/scheduler"
+	"github.com/rbs-build/rbs/rbe/session"
 	"github.com/rbs-build/rbs/rbe/web"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
@@ -94,17 +95,20 @@ type Config struct {
 }
 
 // Jobs is the batch scheduler as the server sees it: it serves its own API,
-// hears of workers coming and going and of their job messages, and reports
-// its share of the cluster status.
+// hears of worker sessions coming and going, of what their workers report
+// holding and of their job messages, and reports its share of the cluster
+// status. It sends to a worker through its session.
 type Jobs interface {
 	Register(grpc.ServiceRegistrar)
-	// WorkerUp returns a generation that WorkerDown presents, so that the
-	// end of a replaced stream does not mark its successor down, and how
-	// much output of each job attempt the worker runs is stored. drop ends
-	// the worker's stream, so that it reconnects and registers anew.
-	WorkerUp(name string, reg *workerpb.Register, send func(*workerpb.ServerMessage), drop func()) (uint64, map[string]int64)
-	WorkerDown(name string, gen uint64)
-	FromWorker(name string, m *workerpb.WorkerMessage)
+	// WorkerUp takes a new session and returns how much output of each job
+	// attempt its worker runs is stored. The session's Drop ends the
+	// worker's stream, so that it reconnects and registers anew.
+	WorkerUp(sess *session.Session) map[string]int64
+	// WorkerDown is told a session's stream has ended.
+	WorkerDown(sess *session.Session)
+	// Reconcile takes a worker's report of what it holds.
+	Reconcile(sess *session.Session, r session.Report)
+	FromWorker(sess *session.Session, m *workerpb.WorkerMessage)
 	// Status returns job counts by state and job slots in use by worker.
 	Status() (map[string]int64, map[string]int32)
 }

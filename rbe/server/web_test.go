@@ -19,6 +19,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/scheduler"
+	"github.com/rbs-build/rbs/rbe/session"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -192,7 +193,7 @@ func TestPhaseMetrics(t *testing.T) {
 // The load collector reads the scheduler.
 func TestLoadMetrics(t *testing.T) {
 	sched := scheduler.New(scheduler.Config{NewID: func() string { return "id" }})
-	if _, err := sched.RegisterWorker(scheduler.WorkerInfo{Name: "w", Session: "s", ActionSlots: 3}); err != nil {
+	if _, err := sched.RegisterWorker(session.New(session.Registration{Name: "w", Process: "s", ActionSlots: 3}, time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	c := newLoadCollector(sched)

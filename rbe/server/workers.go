@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/scheduler"
+	"github.com/rbs-build/rbs/rbe/session"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -46,55 +48,33 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 	if reg == nil {
 		return status.Error(codes.InvalidArgument, "the first message of a worker stream must be Register")
 	}
-	if reg.Address == "" {
-		// Other workers reach this one where the server sees it from.
-		if p, ok := peer.FromContext(stream.Context()); ok {
-			if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
-				reg.Address = host
-			}
-		}
+	var from net.Addr
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		from = p.Addr
 	}
-	info := scheduler.WorkerInfo{
-		Name:        reg.Name,
-		Session:     reg.Session,
-		ActionSlots: int(reg.ActionSlots),
-		JobSlots:    int(reg.JobSlots),
-		Resources:   reg.Resources,
-		Version:     reg.Version,
+	decoded, err := session.Decode(reg, from)
+	if err != nil {
+		return err
 	}
-	for _, p := range reg.Properties {
-		info.Properties = append(info.Properties, scheduler.Property{Name: p.Name, Value: p.Value})
-	}
-	for _, r := range reg.Running {
-		rt := scheduler.RunningTask{ID: r.TaskId}
-		if r.SlotClass == workerpb.SlotClass_SLOT_CLASS_ACTION && r.ActionDigest != nil {
-			// A digest a worker sends is checked like a client's; a
-			// bad one leaves the task unadopted.
-			rt.Action, _ = digest.New(r.ActionDigest.Hash, r.ActionDigest.SizeBytes)
-		}
-		info.Running = append(info.Running, rt)
-	}
-	w, err := ws.sched.RegisterWorker(info)
+	sess := session.New(decoded, time.Now())
+	w, err := ws.sched.RegisterWorker(sess)
 	if err != nil {
 		return err
 	}
 	ws.log.Info("worker registered", "worker", w.ID(), "action_slots", reg.ActionSlots, "job_slots", reg.JobSlots)
 	reason := "stream ended"
-	var gen uint64
 	defer func() {
-		ws.sched.Disconnect(w, reason)
+		ws.sched.Disconnect(w)
 		if ws.jobs != nil {
-			ws.jobs.WorkerDown(w.ID(), gen)
+			ws.jobs.WorkerDown(sess)
 		}
 		ws.log.Info("worker disconnected", "worker", w.ID(), "reason", reason)
 	}()
-	// Cancelling ctx ends the stream from the send side; the jobs service
-	// does so to make the worker register again.
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	var stored map[string]int64
 	if ws.jobs != nil {
-		gen, stored = ws.jobs.WorkerUp(w.ID(), reg, w.Send, cancel)
+		stored = ws.jobs.WorkerUp(sess)
 	}
 	if err := stream.Send(&workerpb.ServerMessage{Kind: &workerpb.ServerMessage_Registered{Registered: &workerpb.Registered{
 		WorkerId: w.ID(), HeartbeatIntervalMs: ws.heartbeat, JobOutput: stored,
@@ -105,7 +85,7 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 	sendErr := make(chan error, 1)
 	go func() {
 		for {
-			m, err := w.Next(ctx)
+			m, err := sess.Next(ctx)
 			if err == nil {
 				err = stream.Send(m)
 			}
@@ -132,13 +112,19 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 				recvEnd <- why
 				return
 			}
-			ws.sched.Heartbeat(w)
-			switch m.Kind.(type) {
+			sess.Heard(time.Now())
+			switch k := m.Kind.(type) {
+			case *workerpb.WorkerMessage_Heartbeat:
+				report := session.DecodeReport(k.Heartbeat)
+				ws.sched.Reconcile(w, report)
+				if ws.jobs != nil {
+					ws.jobs.Reconcile(sess, report)
+				}
 			case *workerpb.WorkerMessage_Result:
 				ws.complete(ctx, w, m.GetResult())
 			case *workerpb.WorkerMessage_JobLog, *workerpb.WorkerMessage_JobEnded, *workerpb.WorkerMessage_JobStdinAck, *workerpb.WorkerMessage_JobStarted:
 				if ws.jobs != nil {
-					ws.jobs.FromWorker(w.ID(), m)
+					ws.jobs.FromWorker(sess, m)
 				}
 			}
 		}
@@ -165,6 +151,7 @@ func (ws *workers) complete(ctx context.Context, w *scheduler.Worker, r *workerp
 		}
 	}
 	if !ok {
+		w.Session().Ack(r.TaskId)
 		return
 	}
 	resp := &repb.ExecuteResponse{Status: &spb.Status{Code: r.StatusCode, Message: r.StatusMessage}}
@@ -190,6 +177,7 @@ func (ws *workers) complete(ctx context.Context, w *scheduler.Worker, r *workerp
 		resp.Message = fmt.Sprintf("action %s exited with code %d on worker %s", a.Digest, resp.Result.ExitCode, w.ID())
 	}
 	ws.sched.Complete(w.ID(), r.TaskId, resp)
+	w.Session().Ack(r.TaskId)
 }
 
 type cluster struct {

@@ -60,7 +60,7 @@ func newJobRig(t *testing.T) *jobRig {
 		runner:   &actionRunner{cas: cas, cache: cache, reaper: newReaper()},
 		jobsRoot: jobs,
 		running:  map[string]running{},
-		ended:    map[string]endedJob{},
+		finished: map[string]finished{},
 		outputs:  map[string]*jobOutput{},
 		stdins:   map[string]*jobStdin{},
 		outbox:   make(chan *workerpb.WorkerMessage, 1024),

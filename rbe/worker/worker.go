@@ -71,24 +71,24 @@ type Worker struct {
 
 	mu      sync.Mutex
 	running map[string]running // by task id
-	// ended remembers the ends of job attempts for a while: a stream can
-	// break after a send seemed to succeed, so each new stream reports them
-	// again (the server ignores ends it already has).
-	ended map[string]endedJob
-	// outputs holds the output of job attempts, running or in ended.
+	// finished holds the tasks that have ended until the server
+	// acknowledges their reports (Ack): a stream can break after a send
+	// seemed to succeed, so each new stream sends them again (the server
+	// ignores ends it already has), and every heartbeat lists them.
+	finished map[string]finished
+	// applied is the seq of the last message of the current stream that
+	// the worker has applied.
+	applied uint64
+	// outputs holds the output of job attempts, running or finished.
 	outputs map[string]*jobOutput
 	// stdins holds the stdin of interactive job attempts, by task id.
 	stdins map[string]*jobStdin
-	// unsent holds the actions whose results have not been sent yet, by
-	// task id: a new stream reports them with the running ones, so that a
-	// server that took over adopts them before it assigns their actions
-	// again.
-	unsent map[string]*workerpb.Digest
 	// outbox holds results, job output and job ends for the server, in
-	// order; it outlives any one stream. held are messages to send first on
-	// the next stream: one whose send failed, and output to send again.
+	// order; it outlives any one stream. What a broken stream failed to
+	// deliver is sent again from what the worker holds: the reports of
+	// finished, the output the server says it lacks, and the master ports
+	// in every heartbeat.
 	outbox chan *workerpb.WorkerMessage
-	held   []*workerpb.WorkerMessage
 }
 
 type running struct {
@@ -96,19 +96,56 @@ type running struct {
 	class workerpb.SlotClass
 	// action is the digest of the action an action-class task runs.
 	action *workerpb.Digest
-	// masterPort is the port a gang's rank 0 picked: each new stream
-	// reports it again, lest the server never heard of it.
+	// masterPort is the port a gang's rank 0 picked: every heartbeat
+	// reports it, lest the server never heard of it.
 	masterPort int32
 }
 
-type endedJob struct {
-	msg *workerpb.WorkerMessage
-	at  time.Time
+// finished is a task that has ended, with its report.
+type finished struct {
+	msg    *workerpb.WorkerMessage // its TaskResult or JobEnded
+	class  workerpb.SlotClass
+	action *workerpb.Digest
 }
 
-// endedRetention is how long the end of a job attempt is reported again on
-// every new stream.
-const endedRetention = 10 * time.Minute
+// holdingsLocked returns everything the worker holds, running or
+// finished, as its registration and heartbeats report it. The caller holds
+// mu.
+func (w *Worker) holdingsLocked() []*workerpb.RunningTask {
+	tasks := make([]*workerpb.RunningTask, 0, len(w.running)+len(w.finished))
+	for id, r := range w.running {
+		tasks = append(tasks, &workerpb.RunningTask{TaskId: id, SlotClass: r.class, ActionDigest: r.action, MasterPort: r.masterPort})
+	}
+	for id, f := range w.finished {
+		tasks = append(tasks, &workerpb.RunningTask{TaskId: id, SlotClass: f.class, ActionDigest: f.action, Finished: true})
+	}
+	return tasks
+}
+
+// heartbeat is the worker's report of its whole state.
+func (w *Worker) heartbeat() *workerpb.WorkerMessage {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Heartbeat{Heartbeat: &workerpb.Heartbeat{Running: w.holdingsLocked(), Applied: w.applied}}}
+}
+
+// ack forgets the finished tasks whose reports the server has recorded,
+// and the output of those that are job attempts.
+func (w *Worker) ack(tasks []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range tasks {
+		f, ok := w.finished[id]
+		if !ok {
+			continue
+		}
+		delete(w.finished, id)
+		if f.class == workerpb.SlotClass_SLOT_CLASS_JOB {
+			delete(w.outputs, id)
+			os.Remove(w.outputFile(id))
+		}
+	}
+}
 
 // properties are the platform properties the worker offers: its
 // platform's OSFamily and ISA, then the configured ones.
@@ -193,10 +230,9 @@ func Run(ctx context.Context, cfg Config) error {
 		containers: containers,
 		jobsRoot:   jobsRoot,
 		running:    map[string]running{},
-		ended:      map[string]endedJob{},
+		finished:   map[string]finished{},
 		outputs:    map[string]*jobOutput{},
 		stdins:     map[string]*jobStdin{},
-		unsent:     map[string]*workerpb.Digest{},
 		outbox:     make(chan *workerpb.WorkerMessage, 1024),
 	}
 	api := workerpb.NewWorkersClient(conn)
@@ -249,28 +285,12 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		Version:     w.cfg.Version,
 	}
 	w.mu.Lock()
-	for id, r := range w.running {
-		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: r.class, ActionDigest: r.action})
+	reg.Running = w.holdingsLocked()
+	ends := make([]*workerpb.WorkerMessage, 0, len(w.finished))
+	for _, f := range w.finished {
+		ends = append(ends, f.msg)
 	}
-	for id, d := range w.unsent {
-		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: workerpb.SlotClass_SLOT_CLASS_ACTION, ActionDigest: d})
-	}
-	var ends []*workerpb.WorkerMessage
-	for id, r := range w.running {
-		if r.masterPort > 0 {
-			ends = append(ends, &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: id, MasterPort: r.masterPort}}})
-		}
-	}
-	for id, e := range w.ended {
-		if time.Since(e.at) > endedRetention {
-			delete(w.ended, id)
-			delete(w.outputs, id)
-			os.Remove(w.outputFile(id))
-			continue
-		}
-		reg.Running = append(reg.Running, &workerpb.RunningTask{TaskId: id, SlotClass: workerpb.SlotClass_SLOT_CLASS_JOB})
-		ends = append(ends, e.msg)
-	}
+	w.applied = 0 // seqs start again with each stream
 	w.mu.Unlock()
 	if err := stream.Send(&workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Register{Register: reg}}); err != nil {
 		return err
@@ -289,13 +309,11 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		interval = 2 * time.Second
 	}
 	// Output the server lacks (sent into a stream that broke) goes first,
-	// then the master ports of gangs' ranks 0 and the ends of attempts it
-	// may not have heard of.
-	w.held = append(append(w.resendOutput(registered.JobOutput), ends...), w.held...)
+	// then the reports of the tasks that finished unacknowledged.
+	resend := append(w.resendOutput(registered.JobOutput), ends...)
 
-	// One goroutine sends: heartbeats, and the outbox in order. It has
-	// stopped before this function returns, so held passes safely to the
-	// next stream.
+	// One goroutine sends: what is sent again, then heartbeats and the
+	// outbox in order. It has stopped before this function returns.
 	sendErr := make(chan error, 1)
 	senderDone := make(chan struct{})
 	defer func() {
@@ -308,34 +326,22 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		defer tick.Stop()
 		for {
 			var m *workerpb.WorkerMessage
-			if len(w.held) > 0 {
-				m, w.held = w.held[0], w.held[1:]
+			if len(resend) > 0 {
+				m, resend = resend[0], resend[1:]
 			} else {
 				select {
 				case <-ctx.Done():
 					return
 				case <-tick.C:
-					m = &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_Heartbeat{Heartbeat: &workerpb.Heartbeat{}}}
+					m = w.heartbeat()
 				case m = <-w.outbox:
 				}
 			}
-			err := stream.Send(m)
-			if r := m.GetResult(); r != nil && err == nil {
-				w.mu.Lock()
-				delete(w.unsent, r.TaskId)
-				w.mu.Unlock()
-			}
-			if err != nil {
-				if m.GetHeartbeat() == nil && m.GetJobLog() == nil && m.GetJobEnded() == nil {
-					// For the next connection. Output is sent again from
-					// what the server says it has, job ends from ended.
-					w.held = append([]*workerpb.WorkerMessage{m}, w.held...)
-				}
+			if err := stream.Send(m); err != nil {
 				sendErr <- err
 				cancel()
 				return
 			}
-
 		}
 	}()
 
@@ -362,7 +368,14 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 				r.stop()
 			}
 			w.mu.Unlock()
+		case *workerpb.ServerMessage_Ack:
+			w.ack(k.Ack.TaskIds)
 		}
+		// Applied: what it started is in running, what it acknowledged
+		// gone from finished.
+		w.mu.Lock()
+		w.applied = m.Seq
+		w.mu.Unlock()
 	}
 }
 
@@ -377,12 +390,14 @@ func (w *Worker) pickedPort(task string, port int32) {
 }
 
 // start runs work in the background under a task id, unless that task is
-// already running (a repeated assignment after a reconnect); action is the
-// digest of an action-class task's action.
+// already running or finished (a repeated assignment after a reconnect);
+// action is the digest of an action-class task's action. When work ends,
+// its report is kept in finished until the server acknowledges it.
 func (w *Worker) start(task string, class workerpb.SlotClass, action *workerpb.Digest, work func(ctx context.Context) *workerpb.WorkerMessage) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.mu.Lock()
-	if _, dup := w.running[task]; dup {
+	_, dup := w.running[task]
+	if _, done := w.finished[task]; dup || done {
 		w.mu.Unlock()
 		cancel()
 		return
@@ -394,9 +409,7 @@ func (w *Worker) start(task string, class workerpb.SlotClass, action *workerpb.D
 		m := work(ctx)
 		w.mu.Lock()
 		delete(w.running, task)
-		if action != nil && w.unsent != nil {
-			w.unsent[task] = action
-		}
+		w.finished[task] = finished{msg: m, class: class, action: action}
 		w.mu.Unlock()
 		w.outbox <- m
 	}()
@@ -424,10 +437,6 @@ func (w *Worker) startJob(a *workerpb.AssignJob) {
 		w.log.Info("job started", "job", a.JobId, "task", a.TaskId)
 		end := w.runJob(ctx, a)
 		w.log.Info("job ended", "job", a.JobId, "state", end.State, "exit_code", end.ExitCode)
-		m := &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobEnded{JobEnded: end}}
-		w.mu.Lock()
-		w.ended[a.TaskId] = endedJob{msg: m, at: time.Now()}
-		w.mu.Unlock()
-		return m
+		return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobEnded{JobEnded: end}}
 	})
 }
