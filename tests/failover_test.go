@@ -49,15 +49,24 @@ func ran(t *testing.T) (file, line string) {
 	return file, `echo "$RBS_JOB_ID.${RBS_ARRAY_INDEX:--}.${RBS_NODE_RANK:-0}" >>` + file
 }
 
-// Two servers share a PostgreSQL state; the active one is killed with work
-// running and more queued. The standby takes over; running jobs carry on
-// in the attempt they were in, with their output whole; every job that was
-// acknowledged runs once; submissions through the list of servers go on
-// across the takeover, and none is made twice.
+// Two servers share a PostgreSQL state, and a CAS and action cache (a
+// third server's); the active one is killed with work running and more
+// queued: 500 jobs counting array tasks (long singles, a 2-node gang, a
+// 457-task array, singles) and a remote Bazel build sent to the standby.
+// The standby takes over; running jobs carry on in the attempt they were
+// in, with their output whole; every job that was acknowledged runs once;
+// submissions through the list of servers go on across the takeover, and
+// none is made twice; the Bazel build goes on green through Bazel's own
+// retries: the new active server adopts the action the worker still runs
+// and answers for the operation the old one started, so the action runs
+// once.
 func TestFailover(t *testing.T) {
-	_, _, a, b, both := haPair(t)
+	ws := newBazelWorkspace(t)
+	runs, releaseAction := slowAction(t, ws)
+	storage := startServer(t)
+	_, _, a, b, both := haPair(t, "--cas", "grpc://"+storage.Addr, "--ac", "grpc://"+storage.Addr)
 	for _, name := range []string{"w1", "w2"} {
-		startWorker(t, both, name, "--cpus", "4", "--job-slots", "4")
+		startWorker(t, both, name, "--cpus", "4", "--job-slots", "4", "--action-slots", "2")
 	}
 	file, record := ran(t)
 	release := filepath.Join(t.TempDir(), "release")
@@ -68,14 +77,28 @@ func TestFailover(t *testing.T) {
 		submit(t, both, "--", "sh", "-c", record+"; echo start; "+waitRelease+"; echo end"),
 	}
 	gang := submit(t, both, "--nodes", "2", "--", "sh", "-c", record+"; echo rank $RBS_NODE_RANK; "+waitRelease)
-	array := submit(t, both, "--array", "0-449%8", "--", "sh", "-c", record)
+	const tasks = 457
+	array := submit(t, both, "--array", fmt.Sprintf("0-%d%%8", tasks-1), "--", "sh", "-c", record)
 	var singles []string
 	for range 20 {
 		singles = append(singles, submit(t, both, "--", "sh", "-c", record))
 	}
+	type result struct {
+		out string
+		err error
+	}
+	built := make(chan result, 1)
+	go func() {
+		out, err := ws.bazel("build", "--remote_executor=grpc://"+b.Addr, "//slow:slow")
+		built <- result{out, err}
+	}()
 	for _, id := range append(long, gang) {
 		waitFor(t, both, id, "RUNNING", inState("RUNNING"))
 	}
+	eventually(t, "the slow action to start", func() bool {
+		got, _ := os.ReadFile(runs)
+		return len(got) > 0
+	}, func() string { return "it has not" })
 
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	a.cmd.Wait()
@@ -84,8 +107,10 @@ func TestFailover(t *testing.T) {
 		singles = append(singles, submit(t, both, "--", "sh", "-c", record))
 	}
 	waitLog(t, b, "active: took the lease")
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{release, releaseAction} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ids := append(append(append([]string{}, long...), gang, array), singles...)
 	rbs(t, both, append([]string{"job", "wait"}, ids...)...)
@@ -110,7 +135,7 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Fields(string(b2))
-	want := len(long) + 2 + 450 + len(singles)
+	want := len(long) + 2 + tasks + len(singles)
 	seen := map[string]bool{}
 	for _, l := range lines {
 		if seen[l] {
@@ -131,6 +156,18 @@ func TestFailover(t *testing.T) {
 	}
 	if len(jobs) != len(ids) {
 		t.Fatalf("%d jobs listed, want the %d submitted", len(jobs), len(ids))
+	}
+
+	r := <-built
+	if r.err != nil {
+		t.Fatalf("the build failed across the takeover: %v\n%s", r.err, r.out)
+	}
+	got, err := os.ReadFile(filepath.Join(ws.dir, "bazel-bin", "slow", "slow.txt"))
+	if err != nil || string(got) != "done\n" {
+		t.Fatalf("slow.txt = %q, %v", got, err)
+	}
+	if ran, _ := os.ReadFile(runs); string(ran) != "ran\n" {
+		t.Fatalf("the action ran %d times across the takeover, want once", strings.Count(string(ran), "ran"))
 	}
 }
 
@@ -235,49 +272,5 @@ func TestSubmitRetriedAcrossFailover(t *testing.T) {
 	}
 	if len(listed) != 2 {
 		t.Fatalf("%d jobs, want 2: %+v", len(listed), listed)
-	}
-}
-
-// A Bazel build against the standby, which forwards to the active server,
-// goes on green through Bazel's own retries when the active server is
-// killed while an action runs: the standby takes over, adopts the action
-// the worker still runs, and answers for the operation the old active
-// started, so the action runs once.
-func TestBazelAcrossFailover(t *testing.T) {
-	w := newBazelWorkspace(t)
-	runs, release := slowAction(t, w)
-	// The servers share a CAS and an action cache: a third server's.
-	storage := startServer(t)
-	_, _, a, b, both := haPair(t, "--cas", "grpc://"+storage.Addr, "--ac", "grpc://"+storage.Addr)
-	startWorker(t, both, "w1", "--action-slots", "2")
-	type result struct {
-		out string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := w.bazel("build", "--remote_executor=grpc://"+b.Addr, "//slow:slow")
-		done <- result{out, err}
-	}()
-	eventually(t, "the slow action to start", func() bool {
-		got, _ := os.ReadFile(runs)
-		return len(got) > 0
-	}, func() string { return "it has not" })
-	a.cmd.Process.Signal(syscall.SIGKILL)
-	a.cmd.Wait()
-	waitLog(t, b, "active: took the lease")
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("the build failed across the takeover: %v\n%s", r.err, r.out)
-	}
-	got, err := os.ReadFile(filepath.Join(w.dir, "bazel-bin", "slow", "slow.txt"))
-	if err != nil || string(got) != "done\n" {
-		t.Fatalf("slow.txt = %q, %v", got, err)
-	}
-	if ran, _ := os.ReadFile(runs); string(ran) != "ran\n" {
-		t.Fatalf("the action ran %d times across the takeover, want once", strings.Count(string(ran), "ran"))
 	}
 }
