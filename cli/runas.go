@@ -6,7 +6,7 @@ import (
 	"os/user"
 	"strconv"
 
-	"github.com/rbs-build/rbs/rbe/worker"
+	"github.com/rbs-build/rbs/rbe/process"
 )
 
 // runAsUser resolves `rbs remote worker --run-as`: a user name, or the
@@ -14,7 +14,7 @@ import (
 // is the worker's effective uid: only root may run payloads as someone
 // else. The worker's own user gives nil, as no --run-as does: payloads run
 // as the worker.
-func runAsUser(name string, euid int) (*worker.User, error) {
+func runAsUser(name string, euid int) (*process.User, error) {
 	u, err := user.Lookup(name)
 	var unknown user.UnknownUserError
 	if errors.As(err, &unknown) {
@@ -55,5 +55,5 @@ func runAsUser(name string, euid int) (*worker.User, error) {
 		}
 		groups = append(groups, uint32(g))
 	}
-	return &worker.User{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Groups: groups, Home: u.HomeDir}, nil
+	return &process.User{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Groups: groups, Home: u.HomeDir}, nil
 }

@@ -3,6 +3,10 @@
 // environment's PATH, its own process group, a time limit, and on timeout
 // or cancellation SIGTERM to the whole group, then SIGKILL after a grace
 // period; whatever the payload leaves in its group is killed when it ends.
+//
+// A worker also needs Reaper, which makes it a child subreaper and reaps
+// the orphans its payloads leave, and User, the account payloads run as
+// under --run-as, with the hand-over and reclaim of their directories.
 package process
 
 import (

@@ -38,9 +38,9 @@ type actionRunner struct {
 	// hard-linked from.
 	cache    *execroot.Cache
 	execRoot string
-	reaper   *reaper
+	reaper   *process.Reaper
 	// user is who payloads run as (nil: the worker's own user).
-	user *User
+	user *process.User
 }
 
 // source is where the blobs the cache lacks come from: the server's CAS.
@@ -181,7 +181,7 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 			return nil, status.Errorf(codes.InvalidArgument, "creating the parent of output %q: %v", o.Path, err)
 		}
 	}
-	if err := r.user.handOver(root); err != nil {
+	if err := r.user.HandOver(root); err != nil {
 		return nil, err
 	}
 	meta.InputFetchCompletedTimestamp = timestamppb.Now()
@@ -208,14 +208,14 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 
 	meta.ExecutionStartTimestamp = timestamppb.Now()
 	tr.ExecutionStartNs = time.Now().UnixNano()
-	pr, runErr := process.Run(ctx, r.reaper.wrap(process.Spec{Args: cmd.Arguments, Env: env, Dir: wd, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace, Credential: r.user.credential()}))
+	pr, runErr := process.Run(ctx, r.reaper.Wrap(process.Spec{Args: cmd.Arguments, Env: env, Dir: wd, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace, Credential: r.user.Credential()}))
 	tr.ExecutionEndNs = time.Now().UnixNano()
 	meta.ExecutionCompletedTimestamp = timestamppb.Now()
 	if runErr != nil {
 		fmt.Fprintf(stderr, "rbs worker %s: cannot run %q: %v\n", r.name, cmd.Arguments[0], runErr)
 		pr.ExitCode = 127
 	}
-	if err := r.user.reclaim(root); err != nil {
+	if err := r.user.Reclaim(root); err != nil {
 		return nil, err
 	}
 	changed, err := staged.Changed()

@@ -1,10 +1,12 @@
 // Package worker provides the rbs worker: it dials the server (the server
 // never dials workers), registers its resources and slots, and holds one
 // stream over which it receives assignments and sends heartbeats, results
-// and job output. Actions run in fresh directories staged from a local CAS
-// cache by hard links; jobs run in their own directories under a memory
-// limit; each runs in its own process group, and the worker is a child
-// subreaper that reaps the orphans its payloads leave.
+// and job output. Every heartbeat reports everything it holds, running or
+// finished with its report not yet acknowledged (see rbe/session). Actions
+// run in fresh directories staged from a local CAS cache by hard links;
+// jobs are handed to the job slot class's runner (jobs/runner); each runs
+// in its own process group, and the worker is a child subreaper
+// (process.Reaper) that reaps the orphans its payloads leave.
 package worker
 
 import (
@@ -18,11 +20,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rbs-build/rbs/jobs/runner"
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/execroot"
 	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rbe/process"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -46,7 +50,7 @@ type Config struct {
 	Properties   []*workerpb.Property
 	CacheMaxSize int64
 	// RunAs is the user actions and jobs run as (nil: the worker's own).
-	RunAs *User
+	RunAs *process.User
 	// ContainerRuntime runs the jobs that name an image: "auto" finds
 	// podman, else docker, on PATH; "podman", "docker" or the path of
 	// either names it, which must then work; "" or "none" offers none.
@@ -64,10 +68,8 @@ type Worker struct {
 	session string
 	log     *slog.Logger
 	runner  *actionRunner
-	// containers runs jobs in images; nil for none.
-	containers *containerRuntime
-
-	jobsRoot string
+	// jobs runs the job slot class.
+	jobs *runner.Runner
 
 	mu      sync.Mutex
 	running map[string]running // by task id
@@ -79,10 +81,6 @@ type Worker struct {
 	// applied is the seq of the last message of the current stream that
 	// the worker has applied.
 	applied uint64
-	// outputs holds the output of job attempts, running or finished.
-	outputs map[string]*jobOutput
-	// stdins holds the stdin of interactive job attempts, by task id.
-	stdins map[string]*jobStdin
 	// outbox holds results, job output and job ends for the server, in
 	// order; it outlives any one stream. What a broken stream failed to
 	// deliver is sent again from what the worker holds: the reports of
@@ -141,8 +139,7 @@ func (w *Worker) ack(tasks []string) {
 		}
 		delete(w.finished, id)
 		if f.class == workerpb.SlotClass_SLOT_CLASS_JOB {
-			delete(w.outputs, id)
-			os.Remove(w.outputFile(id))
+			w.jobs.Forget(id)
 		}
 	}
 }
@@ -181,7 +178,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if cfg.RunAs != nil {
-		if err := cfg.RunAs.reach(cfg.WorkDir); err != nil {
+		if err := cfg.RunAs.Reach(cfg.WorkDir); err != nil {
 			return err
 		}
 	}
@@ -207,33 +204,37 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if n, err := sweepGroups(); err != nil {
-		cfg.Log.Warn("removing the memory groups of a previous worker", "err", err)
-	} else if n > 0 {
-		cfg.Log.Info("removed the memory groups of jobs of a previous worker", "groups", n)
-	}
-	rp := procReaper
+	rp := process.SharedReaper
 	reapErr := make(chan error, 1)
-	go func() { reapErr <- rp.serve(ctx) }()
-	containers, err := startContainers(ctx, cfg, rp)
-	if err != nil {
-		return err
-	}
+	go func() { reapErr <- rp.Serve(ctx) }()
 
 	sess := make([]byte, 8)
 	rand.Read(sess)
 	w := &Worker{
-		cfg:        cfg,
-		session:    hex.EncodeToString(sess),
-		log:        cfg.Log,
-		runner:     &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp, user: cfg.RunAs},
-		containers: containers,
-		jobsRoot:   jobsRoot,
-		running:    map[string]running{},
-		finished:   map[string]finished{},
-		outputs:    map[string]*jobOutput{},
-		stdins:     map[string]*jobStdin{},
-		outbox:     make(chan *workerpb.WorkerMessage, 1024),
+		cfg:      cfg,
+		session:  hex.EncodeToString(sess),
+		log:      cfg.Log,
+		runner:   &actionRunner{name: cfg.Name, cas: cas, cache: cache, execRoot: execRoot, reaper: rp, user: cfg.RunAs},
+		running:  map[string]running{},
+		finished: map[string]finished{},
+		outbox:   make(chan *workerpb.WorkerMessage, 1024),
+	}
+	w.jobs, err = runner.New(ctx, runner.Config{
+		Root:             jobsRoot,
+		Session:          w.session,
+		CAS:              cas,
+		Cache:            cache,
+		Reaper:           rp,
+		RunAs:            cfg.RunAs,
+		GPUs:             cfg.GPUs,
+		ContainerRuntime: cfg.ContainerRuntime,
+		ContainerFlags:   cfg.ContainerFlags,
+		Outbox:           w.outbox,
+		Started:          w.pickedPort,
+		Log:              cfg.Log,
+	})
+	if err != nil {
+		return err
 	}
 	api := workerpb.NewWorkersClient(conn)
 	backoff := 100 * time.Millisecond
@@ -278,7 +279,7 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 	reg := &workerpb.Register{
 		Name:        w.cfg.Name,
 		Session:     w.session,
-		Resources:   &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs, GpuNote: w.cfg.GPUNote, ContainerRuntime: w.containers.offered()},
+		Resources:   &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs, GpuNote: w.cfg.GPUNote, ContainerRuntime: w.jobs.ContainerRuntime()},
 		Properties:  w.properties(),
 		ActionSlots: int32(w.cfg.ActionSlots),
 		JobSlots:    int32(w.cfg.JobSlots),
@@ -310,7 +311,7 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 	}
 	// Output the server lacks (sent into a stream that broke) goes first,
 	// then the reports of the tasks that finished unacknowledged.
-	resend := append(w.resendOutput(registered.JobOutput), ends...)
+	resend := append(w.jobs.Resend(registered.JobOutput), ends...)
 
 	// One goroutine sends: what is sent again, then heartbeats and the
 	// outbox in order. It has stopped before this function returns.
@@ -361,7 +362,7 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		case *workerpb.ServerMessage_AssignJob:
 			w.startJob(k.AssignJob)
 		case *workerpb.ServerMessage_JobStdin:
-			w.stdinMsg(k.JobStdin)
+			w.jobs.Stdin(k.JobStdin)
 		case *workerpb.ServerMessage_Cancel:
 			w.mu.Lock()
 			if r, ok := w.running[k.Cancel.TaskId]; ok {
@@ -431,11 +432,11 @@ func (w *Worker) startAction(a *workerpb.AssignAction) {
 func (w *Worker) startJob(a *workerpb.AssignJob) {
 	if a.Interactive {
 		// Before the next message, which may be its stdin.
-		w.queueStdin(a.TaskId)
+		w.jobs.QueueStdin(a.TaskId)
 	}
 	w.start(a.TaskId, workerpb.SlotClass_SLOT_CLASS_JOB, nil, func(ctx context.Context) *workerpb.WorkerMessage {
 		w.log.Info("job started", "job", a.JobId, "task", a.TaskId)
-		end := w.runJob(ctx, a)
+		end := w.jobs.Run(ctx, a)
 		w.log.Info("job ended", "job", a.JobId, "state", end.State, "exit_code", end.ExitCode)
 		return &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobEnded{JobEnded: end}}
 	})

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -47,8 +47,8 @@ type containerHost struct {
 }
 
 // thisHost is this machine, its programs run through r.
-func thisHost(r *reaper) containerHost {
-	h := containerHost{lookPath: execLookPath, output: r.output, pidMax: 1 << 22}
+func thisHost(r *process.Reaper) containerHost {
+	h := containerHost{lookPath: execLookPath, output: r.Output, pidMax: 1 << 22}
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &h.nofile)
 	unix.Getrlimit(unix.RLIMIT_NPROC, &h.nproc)
 	if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
@@ -181,7 +181,7 @@ type containerJob struct {
 	// user is who the job runs as, the image's USER notwithstanding: as
 	// outside a container, the worker's user or --run-as's, who owns the
 	// job's directory.
-	user        User
+	user        process.User
 	memoryBytes int64
 	interactive bool
 	// gpus are the pinned GPUs as NVIDIA_VISIBLE_DEVICES names them.
@@ -231,11 +231,11 @@ func (c *containerRuntime) removeArgs(name string) []string {
 }
 
 // remove kills and removes the container named name, if it is there.
-func (c *containerRuntime) remove(r *reaper, name string) error {
+func (c *containerRuntime) remove(r *process.Reaper, name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	args := c.removeArgs(name)
-	_, err := r.output(ctx, args[0], args[1:]...)
+	_, err := r.Output(ctx, args[0], args[1:]...)
 	if err != nil && strings.Contains(strings.ToLower(err.Error()), "no such container") {
 		return nil
 	}
@@ -243,10 +243,10 @@ func (c *containerRuntime) remove(r *reaper, name string) error {
 }
 
 // sweep removes the containers of jobs whose worker process is gone.
-func (c *containerRuntime) sweep(r *reaper) (int, error) {
+func (c *containerRuntime) sweep(r *process.Reaper) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := r.output(ctx, c.path, "ps", "--all", "--filter", "name="+groupPrefix, "--format", "{{.Names}}")
+	out, err := r.Output(ctx, c.path, "ps", "--all", "--filter", "name="+groupPrefix, "--format", "{{.Names}}")
 	if err != nil {
 		return 0, err
 	}
@@ -285,21 +285,21 @@ func containerEnvFile(path string, vars []string) ([]string, error) {
 // however the command ends: podman or docker passes the SIGTERM of a
 // cancel or time limit on to it, but a SIGKILL after the grace ends only
 // the client. It returns notes for the job's message.
-func (w *Worker) runContainer(ctx context.Context, a *workerpb.AssignJob, name, dir string, args []string, env map[string]string, spec process.Spec) (process.Result, []string, error) {
-	rt := w.containers
-	gpus := pinnedGPUs(a.GpuIndices, w.cfg.GPUs)
+func (rn *Runner) runContainer(ctx context.Context, a *workerpb.AssignJob, name, dir string, args []string, env map[string]string, spec process.Spec) (process.Result, []string, error) {
+	rt := rn.containers
+	gpus := pinnedGPUs(a.GpuIndices, rn.cfg.GPUs)
 	j := containerJob{
-		name:        w.payloadName(name),
+		name:        rn.payloadName(name),
 		image:       a.ContainerImage,
 		dir:         dir,
-		envFile:     filepath.Join(w.jobsRoot, name+".env"),
-		user:        User{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())},
+		envFile:     filepath.Join(rn.cfg.Root, name+".env"),
+		user:        process.User{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())},
 		memoryBytes: a.MemoryBytes,
 		interactive: a.Interactive,
 		args:        args,
 	}
-	if w.cfg.RunAs != nil {
-		j.user = *w.cfg.RunAs
+	if rn.cfg.RunAs != nil {
+		j.user = *rn.cfg.RunAs
 	}
 	if len(a.GpuIndices) > 0 {
 		j.gpus = strings.Split(gpus.nvidia, ",")
@@ -317,9 +317,9 @@ func (w *Worker) runContainer(ctx context.Context, a *workerpb.AssignJob, name, 
 	spec.Args = rt.runArgs(j)
 	spec.Dir = dir
 	spec.Env = runtimeEnv()
-	res, runErr := process.Run(ctx, w.runner.reaper.wrap(spec))
-	if err := rt.remove(w.runner.reaper, j.name); err != nil {
-		w.log.Warn("removing a job's container", "task", a.TaskId, "container", j.name, "err", err)
+	res, runErr := process.Run(ctx, rn.cfg.Reaper.Wrap(spec))
+	if err := rt.remove(rn.cfg.Reaper, j.name); err != nil {
+		rn.cfg.Log.Warn("removing a job's container", "task", a.TaskId, "container", j.name, "err", err)
 	}
 	return res, notes, runErr
 }
@@ -339,7 +339,8 @@ func runtimeEnv() []string {
 // startContainers finds the container runtime cfg names and removes the
 // containers that workers gone before left. A runtime named outright that
 // does not work is an error; one "auto" finds none of is logged.
-func startContainers(ctx context.Context, cfg Config, r *reaper) (*containerRuntime, error) {
+func startContainers(ctx context.Context, cfg Config) (*containerRuntime, error) {
+	r := cfg.Reaper
 	choice := cfg.ContainerRuntime
 	if choice == "" {
 		choice = "none"

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -33,19 +33,19 @@ func errorText(err error) string { return status.Convert(err).Message() }
 // into the job's directory dir, as an action's input root is staged: the
 // tree is checked first, and its files are hard links into the worker's
 // cache, fetched from the CAS when the cache lacks them.
-func (w *Worker) stageJobInputs(ctx context.Context, root, dir string) (*execroot.Staged, error) {
+func (rn *Runner) stageJobInputs(ctx context.Context, root, dir string) (*execroot.Staged, error) {
 	d, err := digest.Parse(root)
 	if err != nil {
 		return nil, err
 	}
-	t, err := w.runner.cache.LoadTree(ctx, w.runner.source(), d)
+	t, err := rn.cfg.Cache.LoadTree(ctx, rn.source(), d)
 	if err != nil {
 		return nil, err
 	}
 	if holds(t.Dirs[t.Root], scriptName) {
 		return nil, fmt.Errorf("the input root holds %q, the name of the file the worker writes the job's script to", scriptName)
 	}
-	return w.runner.cache.Stage(ctx, w.runner.source(), t, dir)
+	return rn.cfg.Cache.Stage(ctx, rn.source(), t, dir)
 }
 
 // holds reports whether dir has an entry called name.
@@ -70,7 +70,7 @@ func holds(dir *repb.Directory, name string) bool {
 
 // changedInputNote says which input file staged as s, if any, the job
 // changed in place; Changed drops such blobs from the cache.
-func (w *Worker) changedInputNote(s *execroot.Staged) string {
+func (rn *Runner) changedInputNote(s *execroot.Staged) string {
 	changed, err := s.Changed()
 	switch {
 	case err != nil:
@@ -161,7 +161,7 @@ func (r *jobRecord) add(p, at string, o *execroot.Output) {
 // It returns notes on what was not recorded. The payload must be gone and,
 // under --run-as, the directory reclaimed: nothing may change the tree
 // while it is read.
-func (w *Worker) recordOutputs(ctx context.Context, dir string, paths []string, end *workerpb.JobEnded) []string {
+func (rn *Runner) recordOutputs(ctx context.Context, dir string, paths []string, end *workerpb.JobEnded) []string {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -177,7 +177,7 @@ func (w *Worker) recordOutputs(ctx context.Context, dir string, paths []string, 
 	if len(r.outs) == 0 {
 		return r.notes
 	}
-	root, err := w.upload(ctx, r, "outputs")
+	root, err := rn.upload(ctx, r, "outputs")
 	if err != nil {
 		return append(r.notes, err.Error())
 	}
@@ -187,14 +187,14 @@ func (w *Worker) recordOutputs(ctx context.Context, dir string, paths []string, 
 
 // upload builds the tree of what r gathered, what it names, and uploads it
 // into the CAS, going on after ctx was cancelled (the attempt's end).
-func (w *Worker) upload(ctx context.Context, r *jobRecord, what string) (digest.Digest, error) {
+func (rn *Runner) upload(ctx context.Context, r *jobRecord, what string) (digest.Digest, error) {
 	tree, err := merkle.BuildAll(r.files, r.links, r.dirs)
 	if err != nil {
 		return digest.Digest{}, fmt.Errorf("recording the %s: %v", what, err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outputUploadTimeout)
 	defer cancel()
-	if _, _, err := w.runner.cas.Upload(ctx, tree.Blobs()); err != nil {
+	if _, _, err := rn.cfg.CAS.Upload(ctx, tree.Blobs()); err != nil {
 		return digest.Digest{}, fmt.Errorf("uploading the %s: %s", what, errorText(err))
 	}
 	return tree.Root, nil
@@ -208,7 +208,7 @@ func (w *Worker) upload(ctx context.Context, r *jobRecord, what string) (digest.
 // and a write through a link would change the cached blob (and have the
 // blob dropped as changed when the attempt ends). No directory on the way
 // to ckpt may be a symlink or a file among the inputs.
-func (w *Worker) restoreCheckpoint(ctx context.Context, root, dir, ckpt string) error {
+func (rn *Runner) restoreCheckpoint(ctx context.Context, root, dir, ckpt string) error {
 	d, err := digest.Parse(root)
 	if err != nil {
 		return err
@@ -230,18 +230,18 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, root, dir, ckpt string) 
 	case !info.IsDir():
 		return fmt.Errorf("%s is not a directory among the job's inputs", ckpt)
 	}
-	t, err := w.runner.cache.LoadTree(ctx, w.runner.source(), d)
+	t, err := rn.cfg.Cache.LoadTree(ctx, rn.source(), d)
 	if err != nil {
 		return err
 	}
-	return w.runner.cache.StageCopies(ctx, w.runner.source(), t, filepath.Join(dir, filepath.FromSlash(ckpt)))
+	return rn.cfg.Cache.StageCopies(ctx, rn.source(), t, filepath.Join(dir, filepath.FromSlash(ckpt)))
 }
 
 // recordCheckpoint records the directory ckpt of the job's directory dir
 // into the CAS, when the attempt left one, and sets end's checkpoint root
 // to the digest of its Directory. It returns notes on what was not
 // recorded.
-func (w *Worker) recordCheckpoint(ctx context.Context, dir, ckpt string, end *workerpb.JobEnded) []string {
+func (rn *Runner) recordCheckpoint(ctx context.Context, dir, ckpt string, end *workerpb.JobEnded) []string {
 	r, err := newJobRecord(dir, "checkpoint")
 	if err != nil {
 		return []string{err.Error()}
@@ -258,7 +258,7 @@ func (w *Worker) recordCheckpoint(ctx context.Context, dir, ckpt string, end *wo
 	}
 	// The tree is the directory's.
 	r.add(ckpt, "", o)
-	root, err := w.upload(ctx, r, "checkpoint")
+	root, err := rn.upload(ctx, r, "checkpoint")
 	if err != nil {
 		return append(r.notes, err.Error())
 	}

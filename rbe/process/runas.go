@@ -1,4 +1,4 @@
-package worker
+package process
 
 import (
 	"fmt"
@@ -26,18 +26,18 @@ type User struct {
 	Home   string
 }
 
-// credential is what payloads start with: nil for the worker's own user.
-func (u *User) credential() *syscall.Credential {
+// Credential is what payloads start with: nil for the worker's own user.
+func (u *User) Credential() *syscall.Credential {
 	if u == nil {
 		return nil
 	}
 	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 }
 
-// handOver gives the directories of the tree at dir to u, so that the
+// HandOver gives the directories of the tree at dir to u, so that the
 // payload can create its outputs anywhere in it. The files stay the
 // worker's: inputs are hard links into its cache, read-only to others.
-func (u *User) handOver(dir string) error {
+func (u *User) HandOver(dir string) error {
 	if u == nil {
 		return nil
 	}
@@ -49,9 +49,9 @@ func (u *User) handOver(dir string) error {
 	})
 }
 
-// giveFiles gives the files of the tree at dir to u: a restored
+// GiveFiles gives the files of the tree at dir to u: a restored
 // checkpoint's, copies that the payload may rewrite in place.
-func (u *User) giveFiles(dir string) error {
+func (u *User) GiveFiles(dir string) error {
 	if u == nil {
 		return nil
 	}
@@ -63,13 +63,13 @@ func (u *User) giveFiles(dir string) error {
 	})
 }
 
-// reclaim takes the directories of the tree at dir back from u, top down,
+// Reclaim takes the directories of the tree at dir back from u, top down,
 // before the worker reads the outputs there: a process the payload left
 // running could otherwise swap an output, between the worker's checks and
 // its reads, for a symlink to a file only the worker may read. Each
 // directory is the worker's, closed to others' writes, before its entries
 // are listed, so none of them can change from then on.
-func (u *User) reclaim(dir string) error {
+func (u *User) Reclaim(dir string) error {
 	if u == nil {
 		return nil
 	}
@@ -89,9 +89,9 @@ func (u *User) reclaim(dir string) error {
 	})
 }
 
-// reach checks that u may enter every directory from / down to dir, since
+// Reach checks that u may enter every directory from / down to dir, since
 // payloads start in directories under it.
-func (u *User) reach(dir string) error {
+func (u *User) Reach(dir string) error {
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -46,8 +46,8 @@ func sweepGroups() (int, error) {
 // payloadName names what a job attempt's payload runs in (its memory
 // group, its container): the worker's pid and session, then the
 // attempt's name.
-func (w *Worker) payloadName(name string) string {
-	return fmt.Sprintf("%s%d-%s-%s", groupPrefix, os.Getpid(), w.session, name)
+func (rn *Runner) payloadName(name string) string {
+	return fmt.Sprintf("%s%d-%s-%s", groupPrefix, os.Getpid(), rn.cfg.Session, name)
 }
 
 // orphaned reports whether name is a payloadName of a worker process that
@@ -69,7 +69,7 @@ func orphaned(name string) bool {
 // worker's own (HOME, USER and LOGNAME those of u when the job runs as
 // u), then the job's (RBS_JOB_ID and friends included), then the GPUs
 // pinned to it.
-func jobEnv(dir string, u *User, env map[string]string, gpus gpuEnv) []string {
+func jobEnv(dir string, u *process.User, env map[string]string, gpus gpuEnv) []string {
 	vars := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "TMPDIR": dir, "HOME": dir}
 	for _, k := range []string{"PATH", "HOME", "LANG", "USER", "LOGNAME", "SHELL"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -153,19 +153,19 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// runJob runs one attempt of a job and returns how it ended; its output
+// Run runs one attempt of a job and returns how it ended; its output
 // goes to the outbox as it is written.
-func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobEnded {
+func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobEnded {
 	end := &workerpb.JobEnded{TaskId: a.TaskId}
 	fail := func(msg string) *workerpb.JobEnded {
 		end.State, end.Message, end.ExitCode = "FAILED", msg, 127
 		return end
 	}
 	if a.Interactive {
-		defer w.endStdin(a.TaskId)
+		defer rn.endStdin(a.TaskId)
 	}
 	name := strings.NewReplacer("#", "-", "/", "-").Replace(a.TaskId)
-	dir := filepath.Join(w.jobsRoot, name)
+	dir := filepath.Join(rn.cfg.Root, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail("creating the job's directory: " + err.Error())
 	}
@@ -173,12 +173,12 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	var inputs *execroot.Staged
 	if a.InputRoot != "" {
 		var err error
-		if inputs, err = w.stageJobInputs(ctx, a.InputRoot, dir); err != nil {
+		if inputs, err = rn.stageJobInputs(ctx, a.InputRoot, dir); err != nil {
 			return fail("staging the job's inputs: " + errorText(err))
 		}
 	}
 	if a.CheckpointRoot != "" {
-		if err := w.restoreCheckpoint(ctx, a.CheckpointRoot, dir, a.CheckpointDir); err != nil {
+		if err := rn.restoreCheckpoint(ctx, a.CheckpointRoot, dir, a.CheckpointDir); err != nil {
 			return fail("restoring the job's checkpoint: " + errorText(err))
 		}
 	}
@@ -196,11 +196,11 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	// Only now, with the inputs staged and the script written (a process
 	// the user left running could put a symlink in its place), is the
 	// directory the user's.
-	if err := w.cfg.RunAs.handOver(dir); err != nil {
+	if err := rn.cfg.RunAs.HandOver(dir); err != nil {
 		return fail("giving the job's directory to its user: " + err.Error())
 	}
 	if a.CheckpointRoot != "" {
-		if err := w.cfg.RunAs.giveFiles(filepath.Join(dir, filepath.FromSlash(a.CheckpointDir))); err != nil {
+		if err := rn.cfg.RunAs.GiveFiles(filepath.Join(dir, filepath.FromSlash(a.CheckpointDir))); err != nil {
 			return fail("giving the job's checkpoint to its user: " + err.Error())
 		}
 	}
@@ -210,12 +210,12 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	var onStart func(pid int) error
 	if a.ContainerImage == "" {
 		var err error
-		if group, err = memlimit.New(w.payloadName(name), a.MemoryBytes); err != nil {
+		if group, err = memlimit.New(rn.payloadName(name), a.MemoryBytes); err != nil {
 			return fail("setting up the memory limit: " + err.Error())
 		}
 		defer group.Close()
 		onStart = group.Add
-	} else if w.containers == nil {
+	} else if rn.containers == nil {
 		return fail("the job runs in the image " + a.ContainerImage + ", and this worker has no container runtime")
 	}
 
@@ -225,7 +225,7 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	var stdin *os.File
 	if a.Interactive {
 		var err error
-		if stdin, err = w.openStdin(a.TaskId); err != nil {
+		if stdin, err = rn.openStdin(a.TaskId); err != nil {
 			return fail("creating the job's stdin: " + err.Error())
 		}
 		defer stdin.Close()
@@ -244,16 +244,16 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	}
 	// The output is also kept in a file until the job's end is delivered,
 	// so that what a broken stream lost can be sent again.
-	out, err := newJobOutput(w.outputFile(a.TaskId), a.MaxOutputBytes)
+	out, err := newJobOutput(rn.outputFile(a.TaskId), a.MaxOutputBytes)
 	if err != nil {
 		return fail("creating the job's output file: " + err.Error())
 	}
 	defer out.close()
-	w.mu.Lock()
-	w.outputs[a.TaskId] = out
-	w.mu.Unlock()
+	rn.mu.Lock()
+	rn.outputs[a.TaskId] = out
+	rn.mu.Unlock()
 	streamed := make(chan int64, 1)
-	go func() { streamed <- w.streamOutput(a.TaskId, pr, out) }()
+	go func() { streamed <- rn.streamOutput(a.TaskId, pr, out) }()
 
 	env := a.Env
 	if a.PickMasterPort {
@@ -263,8 +263,8 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		}
 		env = maps.Clone(a.Env)
 		env["MASTER_PORT"], env["RBS_MASTER_PORT"] = strconv.Itoa(port), strconv.Itoa(port)
-		w.pickedPort(a.TaskId, int32(port))
-		w.outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: a.TaskId, MasterPort: int32(port)}}}
+		rn.cfg.Started(a.TaskId, int32(port))
+		rn.cfg.Outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: a.TaskId, MasterPort: int32(port)}}}
 	}
 	spec := process.Spec{
 		Stdin:   stdin,
@@ -278,11 +278,11 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 	var runErr error
 	var notes []string
 	if a.ContainerImage != "" {
-		res, notes, runErr = w.runContainer(ctx, a, name, dir, args, env, spec)
+		res, notes, runErr = rn.runContainer(ctx, a, name, dir, args, env, spec)
 	} else {
-		spec.Args, spec.Env, spec.Dir = args, jobEnv(dir, w.cfg.RunAs, env, pinnedGPUs(a.GpuIndices, w.cfg.GPUs)), dir
-		spec.Credential = w.cfg.RunAs.credential()
-		res, runErr = process.Run(ctx, w.runner.reaper.wrap(spec))
+		spec.Args, spec.Env, spec.Dir = args, jobEnv(dir, rn.cfg.RunAs, env, pinnedGPUs(a.GpuIndices, rn.cfg.GPUs)), dir
+		spec.Credential = rn.cfg.RunAs.Credential()
+		res, runErr = process.Run(ctx, rn.cfg.Reaper.Wrap(spec))
 	}
 	pw.Close()
 	select {
@@ -307,10 +307,10 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 		// What the payload left in its memory group dies before its files
 		// are read.
 		if err := group.Close(); err != nil {
-			w.log.Warn("ending a job's memory group", "task", a.TaskId, "err", err)
+			rn.cfg.Log.Warn("ending a job's memory group", "task", a.TaskId, "err", err)
 		}
 	}
-	end.Message = strings.Join(append(notes, w.jobFiles(ctx, a, dir, inputs, end)...), "; ")
+	end.Message = strings.Join(append(notes, rn.jobFiles(ctx, a, dir, inputs, end)...), "; ")
 	end.PeakMemoryBytes, end.OomKilled, end.ExitCode = peak, oom, int32(res.ExitCode)
 	end.CpuTimeMs = res.CPUTime.Milliseconds()
 	switch {
@@ -332,36 +332,36 @@ func (w *Worker) runJob(ctx context.Context, a *workerpb.AssignJob) *workerpb.Jo
 // from the --run-as user, checks that no input was changed in place, and
 // records the outputs and the checkpoint. It returns notes for the job's
 // message.
-func (w *Worker) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir string, inputs *execroot.Staged, end *workerpb.JobEnded) []string {
-	if err := w.cfg.RunAs.reclaim(dir); err != nil {
+func (rn *Runner) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir string, inputs *execroot.Staged, end *workerpb.JobEnded) []string {
+	if err := rn.cfg.RunAs.Reclaim(dir); err != nil {
 		return []string{"taking the job's directory back from its user, so no input was checked and no output recorded: " + err.Error()}
 	}
 	var notes []string
 	if inputs != nil {
-		if n := w.changedInputNote(inputs); n != "" {
+		if n := rn.changedInputNote(inputs); n != "" {
 			notes = append(notes, n)
 		}
 	}
-	notes = append(notes, w.recordOutputs(ctx, dir, a.Outputs, end)...)
+	notes = append(notes, rn.recordOutputs(ctx, dir, a.Outputs, end)...)
 	if a.CheckpointDir != "" {
-		notes = append(notes, w.recordCheckpoint(ctx, dir, a.CheckpointDir, end)...)
+		notes = append(notes, rn.recordCheckpoint(ctx, dir, a.CheckpointDir, end)...)
 	}
 	return notes
 }
 
 // outputFile is where a job attempt's output is kept.
-func (w *Worker) outputFile(task string) string {
-	return filepath.Join(w.jobsRoot, strings.NewReplacer("#", "-", "/", "-").Replace(task)+".out")
+func (rn *Runner) outputFile(task string) string {
+	return filepath.Join(rn.cfg.Root, strings.NewReplacer("#", "-", "/", "-").Replace(task)+".out")
 }
 
-// resendOutput returns the output of running or finished job attempts that
+// Resend returns the output of running or finished job attempts that
 // the server lacks, given how much of each it has.
-func (w *Worker) resendOutput(stored map[string]int64) []*workerpb.WorkerMessage {
+func (rn *Runner) Resend(stored map[string]int64) []*workerpb.WorkerMessage {
 	var msgs []*workerpb.WorkerMessage
 	for task, have := range stored {
-		w.mu.Lock()
-		out := w.outputs[task]
-		w.mu.Unlock()
+		rn.mu.Lock()
+		out := rn.outputs[task]
+		rn.mu.Unlock()
 		if out == nil {
 			continue
 		}
@@ -384,7 +384,7 @@ func jobLog(task string, offset, skipped int64, data []byte) *workerpb.WorkerMes
 // streamOutput keeps what the job writes on r in out, sends it in chunks as
 // it comes (the head; the tail once r ends), and returns how many bytes the
 // job wrote.
-func (w *Worker) streamOutput(task string, r io.Reader, out *jobOutput) int64 {
+func (rn *Runner) streamOutput(task string, r io.Reader, out *jobOutput) int64 {
 	more := make(chan struct{}, 1)
 	copied := make(chan struct{})
 	go func() {
@@ -394,7 +394,7 @@ func (w *Worker) streamOutput(task string, r io.Reader, out *jobOutput) int64 {
 			n, err := r.Read(buf)
 			if n > 0 {
 				if err := out.write(buf[:n]); err != nil {
-					w.log.Warn("keeping a job's output", "task", task, "err", err)
+					rn.cfg.Log.Warn("keeping a job's output", "task", task, "err", err)
 					return
 				}
 				select {
@@ -415,7 +415,7 @@ func (w *Worker) streamOutput(task string, r io.Reader, out *jobOutput) int64 {
 			if err != nil || len(data) == 0 || whole && len(data) < logChunk {
 				return
 			}
-			w.outbox <- jobLog(task, at, skipped, data)
+			rn.cfg.Outbox <- jobLog(task, at, skipped, data)
 			sent = at + int64(len(data))
 		}
 	}

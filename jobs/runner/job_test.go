@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rbs-build/rbs/proto/workerpb"
+	"github.com/rbs-build/rbs/rbe/process"
 )
 
 // TestJobEnvGPUs checks that a job sees the GPUs pinned to it and no
@@ -47,11 +48,11 @@ func TestJobEnvUser(t *testing.T) {
 	t.Setenv("LOGNAME", "worker")
 	for _, tc := range []struct {
 		name string
-		user *User
+		user *process.User
 		want []string
 	}{
 		{"the worker's own", nil, []string{"HOME=/home/worker", "USER=worker", "LOGNAME=worker"}},
-		{"another", &User{Name: "alice", UID: 1001, GID: 1001, Home: "/home/alice"}, []string{"HOME=/home/alice", "USER=alice", "LOGNAME=alice"}},
+		{"another", &process.User{Name: "alice", UID: 1001, GID: 1001, Home: "/home/alice"}, []string{"HOME=/home/alice", "USER=alice", "LOGNAME=alice"}},
 	} {
 		env := jobEnv("/job", tc.user, nil, pinnedGPUs(nil, nil))
 		for _, want := range tc.want {

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rbs-build/rbs/rbe/process"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,7 +130,7 @@ func TestContainerRunArgs(t *testing.T) {
 		{"plain", podman, job, "/usr/bin/podman " + common + " --runtime /usr/sbin/runc localhost/img:1 sh -c echo hi"},
 		{"interactive, as a user, with a memory limit", podman, with(func(j *containerJob) {
 			j.interactive = true
-			j.user = User{UID: 1001, GID: 1002, Groups: []uint32{1002, 27}}
+			j.user = process.User{UID: 1001, GID: 1002, Groups: []uint32{1002, 27}}
 			j.memoryBytes = 1 << 30
 		}), "/usr/bin/podman " + strings.Replace(common, "--user 0:0", "-i --user 1001:1002 --group-add 1002 --group-add 27", 1) + " --memory 1073741824 --memory-swap 1073741824 --runtime /usr/sbin/runc localhost/img:1 sh -c echo hi"},
 		{"GPUs, podman without CDI: by the environment only", podman, with(func(j *containerJob) { j.gpus = []string{"GPU-a", "GPU-b"} }),
@@ -185,7 +186,7 @@ func TestContainerJobEnv(t *testing.T) {
 }
 
 func TestOrphaned(t *testing.T) {
-	alive := (&Worker{session: "abc"}).payloadName("7_1-2")
+	alive := (&Runner{cfg: Config{Session: "abc"}}).payloadName("7_1-2")
 	if !strings.HasPrefix(alive, groupPrefix) || orphaned(alive) {
 		t.Errorf("%s: this worker's own, yet orphaned", alive)
 	}

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"os"
@@ -24,40 +24,40 @@ type jobStdin struct {
 	pipe *os.File      // the write end, set once the attempt has one
 }
 
-// queueStdin makes the stdin of an interactive attempt take messages,
+// QueueStdin makes the stdin of an interactive attempt take messages,
 // before the attempt runs, unless it already does (an assignment repeated
 // after a reconnect).
-func (w *Worker) queueStdin(task string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stdins[task] == nil {
-		w.stdins[task] = &jobStdin{task: task, msgs: make(chan *workerpb.JobStdin, stdinQueue), done: make(chan struct{})}
+func (rn *Runner) QueueStdin(task string) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.stdins[task] == nil {
+		rn.stdins[task] = &jobStdin{task: task, msgs: make(chan *workerpb.JobStdin, stdinQueue), done: make(chan struct{})}
 	}
 }
 
 // openStdin returns the read end of the attempt's stdin pipe, for the job,
 // and starts feeding the write end.
-func (w *Worker) openStdin(task string) (*os.File, error) {
-	w.mu.Lock()
-	in := w.stdins[task]
-	w.mu.Unlock()
+func (rn *Runner) openStdin(task string) (*os.File, error) {
+	rn.mu.Lock()
+	in := rn.stdins[task]
+	rn.mu.Unlock()
 	r, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	in.pipe = pw
 	in.fed = make(chan struct{})
-	go in.feed(w.outbox)
+	go in.feed(rn.cfg.Outbox)
 	return r, nil
 }
 
 // endStdin stops the attempt's stdin once the attempt has ended, and waits
 // for what was queued before to be acknowledged.
-func (w *Worker) endStdin(task string) {
-	w.mu.Lock()
-	in := w.stdins[task]
-	delete(w.stdins, task)
-	w.mu.Unlock()
+func (rn *Runner) endStdin(task string) {
+	rn.mu.Lock()
+	in := rn.stdins[task]
+	delete(rn.stdins, task)
+	rn.mu.Unlock()
 	close(in.done)
 	if in.pipe != nil {
 		in.pipe.Close() // wakes a write the job will never read
@@ -65,12 +65,12 @@ func (w *Worker) endStdin(task string) {
 	}
 }
 
-// stdinMsg queues a JobStdin for its attempt; one for an attempt the
+// Stdin queues a JobStdin for its attempt; one for an attempt the
 // worker does not run is dropped.
-func (w *Worker) stdinMsg(m *workerpb.JobStdin) {
-	w.mu.Lock()
-	in := w.stdins[m.TaskId]
-	w.mu.Unlock()
+func (rn *Runner) Stdin(m *workerpb.JobStdin) {
+	rn.mu.Lock()
+	in := rn.stdins[m.TaskId]
+	rn.mu.Unlock()
 	if in == nil {
 		return
 	}
@@ -78,7 +78,7 @@ func (w *Worker) stdinMsg(m *workerpb.JobStdin) {
 	case in.msgs <- m:
 	case <-in.done:
 	default:
-		w.log.Warn("the server sent more stdin than it may have unacknowledged; dropping it, which leaves a gap that closes the job's stdin", "task", m.TaskId)
+		rn.cfg.Log.Warn("the server sent more stdin than it may have unacknowledged; dropping it, which leaves a gap that closes the job's stdin", "task", m.TaskId)
 	}
 }
 

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -31,21 +31,21 @@ func TestJobStdin(t *testing.T) {
 			a := &workerpb.AssignJob{TaskId: "1#1", Interactive: tc.interactive,
 				Command: []string{"/bin/sh", "-c", "while read l; do echo got $l; done; echo eof"}}
 			if tc.interactive {
-				r.w.queueStdin(a.TaskId)
+				r.rn.QueueStdin(a.TaskId)
 			}
 			// Queued before the job runs, as messages that follow the
 			// assignment on the stream are.
 			for _, m := range tc.msgs {
-				r.w.stdinMsg(m)
+				r.rn.Stdin(m)
 			}
-			end := r.w.runJob(context.Background(), a)
+			end := r.rn.Run(context.Background(), a)
 			if end.State != "COMPLETED" {
 				t.Fatalf("job ended %s: %s", end.State, end.Message)
 			}
 			var out []byte
 			var acked int64
-			for len(r.w.outbox) > 0 {
-				m := <-r.w.outbox
+			for len(r.outbox) > 0 {
+				m := <-r.outbox
 				out = append(out, m.GetJobLog().GetData()...)
 				if a := m.GetJobStdinAck(); a != nil {
 					acked = a.Offset

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -18,16 +18,18 @@ import (
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/execroot"
+	"github.com/rbs-build/rbs/rbe/process"
 	"github.com/rbs-build/rbs/rbe/server"
 	"google.golang.org/protobuf/proto"
 )
 
-// jobRig is a CAS server and a worker that runs jobs with runJob, without
-// a scheduler.
+// jobRig is a CAS server and a runner that runs jobs with Run, without
+// a worker or scheduler.
 type jobRig struct {
-	t     *testing.T
-	w     *Worker
-	store blobstore.Store
+	t      *testing.T
+	rn     *Runner
+	outbox chan *workerpb.WorkerMessage
+	store  blobstore.Store
 }
 
 func newJobRig(t *testing.T) *jobRig {
@@ -54,18 +56,18 @@ func newJobRig(t *testing.T) *jobRig {
 	if err := os.Mkdir(jobs, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	w := &Worker{
-		log:      slog.New(slog.DiscardHandler),
-		session:  "test",
-		runner:   &actionRunner{cas: cas, cache: cache, reaper: newReaper()},
-		jobsRoot: jobs,
-		running:  map[string]running{},
-		finished: map[string]finished{},
-		outputs:  map[string]*jobOutput{},
-		stdins:   map[string]*jobStdin{},
-		outbox:   make(chan *workerpb.WorkerMessage, 1024),
-	}
-	return &jobRig{t: t, w: w, store: store}
+	outbox := make(chan *workerpb.WorkerMessage, 1024)
+	rn := newRunner(Config{
+		Root:    jobs,
+		Session: "test",
+		CAS:     cas,
+		Cache:   cache,
+		Reaper:  process.NewReaper(),
+		Outbox:  outbox,
+		Started: func(string, int32) {},
+		Log:     slog.New(slog.DiscardHandler),
+	}, nil)
+	return &jobRig{t: t, rn: rn, outbox: outbox, store: store}
 }
 
 func (r *jobRig) put(b []byte) digest.Digest {
@@ -100,7 +102,7 @@ func (r *jobRig) log() string {
 	var b strings.Builder
 	for {
 		select {
-		case m := <-r.w.outbox:
+		case m := <-r.outbox:
 			b.Write(m.GetJobLog().GetData())
 		default:
 			return b.String()
@@ -181,7 +183,7 @@ func TestJobInputs(t *testing.T) {
 		{"not a digest", "nonsense", "FAILED", `staging the job's inputs: invalid digest "nonsense"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			end := r.w.runJob(context.Background(), &workerpb.AssignJob{
+			end := r.rn.Run(context.Background(), &workerpb.AssignJob{
 				TaskId:    "inputs-" + strings.ReplaceAll(tc.name, " ", "-"),
 				Command:   []string{"/bin/sh", "-c", `cat a.txt sub/dir/b.sh link && echo "|$(readlink link)|" && test -x sub/dir/b.sh && echo executable`},
 				InputRoot: tc.root,
@@ -216,7 +218,7 @@ func TestJobChangesInputInPlace(t *testing.T) {
 		{"reads the content of the CAS again", "cat f.txt", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			end := r.w.runJob(context.Background(), &workerpb.AssignJob{
+			end := r.rn.Run(context.Background(), &workerpb.AssignJob{
 				TaskId:    "inplace-" + strings.ReplaceAll(tc.name, " ", "-"),
 				Command:   []string{"/bin/sh", "-c", tc.script},
 				InputRoot: root.String(),
@@ -228,7 +230,7 @@ func TestJobChangesInputInPlace(t *testing.T) {
 			if noted != tc.note {
 				t.Fatalf("message %q; want a note on f.txt: %v", end.Message, tc.note)
 			}
-			missing, err := r.w.runner.cache.Store(false).FindMissing(context.Background(), []digest.Digest{orig})
+			missing, err := r.rn.cfg.Cache.Store(false).FindMissing(context.Background(), []digest.Digest{orig})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,7 +276,7 @@ echo ready
 			defer cancel()
 			ended := make(chan *workerpb.JobEnded, 1)
 			go func() {
-				ended <- r.w.runJob(ctx, &workerpb.AssignJob{
+				ended <- r.rn.Run(ctx, &workerpb.AssignJob{
 					TaskId:      "outputs-" + strings.ReplaceAll(tc.name, " ", "-"),
 					Script:      prepare + tc.end + "\n",
 					TimeLimitMs: tc.limitMs,
@@ -284,7 +286,7 @@ echo ready
 			if tc.cancel {
 				var log string
 				for !strings.Contains(log, "ready") {
-					log += string((<-r.w.outbox).GetJobLog().GetData())
+					log += string((<-r.outbox).GetJobLog().GetData())
 				}
 				cancel()
 			}
@@ -324,17 +326,17 @@ func TestJobRunAs(t *testing.T) {
 	r := newJobRig(t)
 	// The payload user must reach the jobs directory: it and the test's
 	// directories above it are opened to it.
-	work := filepath.Dir(r.w.jobsRoot)
-	for _, p := range []string{r.w.jobsRoot, work, filepath.Dir(work)} {
+	work := filepath.Dir(r.rn.cfg.Root)
+	for _, p := range []string{r.rn.cfg.Root, work, filepath.Dir(work)} {
 		if err := os.Chmod(p, 0o711); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r.w.cfg.RunAs = &User{Name: "payload", UID: 4242424, GID: 4242425}
+	r.rn.cfg.RunAs = &process.User{Name: "payload", UID: 4242424, GID: 4242425}
 	in := r.put([]byte("input\n"))
 	sub := r.putDir(&repb.Directory{Files: []*repb.FileNode{{Name: "in.txt", Digest: in.Proto()}}})
 	root := r.putDir(&repb.Directory{Directories: []*repb.DirectoryNode{{Name: "sub", Digest: sub.Proto()}}})
-	end := r.w.runJob(context.Background(), &workerpb.AssignJob{
+	end := r.rn.Run(context.Background(), &workerpb.AssignJob{
 		TaskId:    "runas",
 		Command:   []string{"/bin/sh", "-c", "id -u && cat sub/in.txt > sub/out.txt"},
 		InputRoot: root.String(),
@@ -381,13 +383,13 @@ func TestJobCheckpoints(t *testing.T) {
 					}
 					t.Skip("running a job as another user needs root; set RBS_TEST_REQUIRE_ALL=1 to make this a failure")
 				}
-				work := filepath.Dir(r.w.jobsRoot)
-				for _, p := range []string{r.w.jobsRoot, work, filepath.Dir(work)} {
+				work := filepath.Dir(r.rn.cfg.Root)
+				for _, p := range []string{r.rn.cfg.Root, work, filepath.Dir(work)} {
 					if err := os.Chmod(p, 0o711); err != nil {
 						t.Fatal(err)
 					}
 				}
-				r.w.cfg.RunAs = &User{Name: "payload", UID: 4242424, GID: 4242425}
+				r.rn.cfg.RunAs = &process.User{Name: "payload", UID: 4242424, GID: 4242425}
 			}
 			linkRoot := r.putDir(&repb.Directory{Symlinks: []*repb.SymlinkNode{{Name: "link", Target: "."}}})
 			roots := make([]string, len(steps))
@@ -405,7 +407,7 @@ func TestJobCheckpoints(t *testing.T) {
 				if strings.Contains(s.name, "symlink") {
 					a.InputRoot, a.CheckpointDir = linkRoot.String(), "link/ckpt"
 				}
-				end := r.w.runJob(context.Background(), a)
+				end := r.rn.Run(context.Background(), a)
 				log := r.log()
 				if end.State != s.state || log != s.log || !strings.Contains(end.Message, s.message) || s.message == "" && end.Message != "" {
 					t.Fatalf("%s: %s (%q), output %q; want %s, %q in the message, output %q", s.name, end.State, end.Message, log, s.state, s.message, s.log)
@@ -413,7 +415,7 @@ func TestJobCheckpoints(t *testing.T) {
 				roots[i] = end.CheckpointRoot
 				// The cache's copy of the first checkpoint's file is as
 				// it was stored, whatever the attempts wrote.
-				if ok, err := r.w.runner.cache.Store(false).Unchanged(five); !ok || err != nil {
+				if ok, err := r.rn.cfg.Cache.Store(false).Unchanged(five); !ok || err != nil {
 					t.Fatalf("%s: the cached blob of the first checkpoint's file was changed (%v)", s.name, err)
 				}
 				if s.tree == nil {

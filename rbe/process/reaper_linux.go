@@ -1,4 +1,4 @@
-package worker
+package process
 
 import (
 	"context"
@@ -12,15 +12,14 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rbs-build/rbs/rbe/process"
 	"golang.org/x/sys/unix"
 )
 
-// reaper makes the worker a child subreaper, so that processes a payload
+// Reaper makes the worker a child subreaper, so that processes a payload
 // orphans (daemons, setsid escapes) are re-parented to the worker instead of
 // PID 1, and reaps those orphans when they exit. It never reaps the
 // processes the worker started itself: their exec.Cmd waits for them.
-type reaper struct {
+type Reaper struct {
 	// starting is held for reading while a payload is forked and its pid
 	// recorded, and for writing while orphans are reaped, so a fresh child
 	// can never be mistaken for an orphan.
@@ -29,23 +28,25 @@ type reaper struct {
 	ours     map[int]bool
 }
 
-func newReaper() *reaper { return &reaper{ours: map[int]bool{}} }
+// NewReaper returns a Reaper. A process has one, SharedReaper; tests make
+// their own.
+func NewReaper() *Reaper { return &Reaper{ours: map[int]bool{}} }
 
-// procReaper is the reaper of every worker run in this process: a process
-// has one set of children, so workers run side by side (rbs remote serve
-// --workers N) must share one record of their payloads, lest one reap
-// another's payload before its exec.Cmd waits for it.
-var procReaper = newReaper()
+// SharedReaper is the reaper of every worker run in this process: a
+// process has one set of children, so workers run side by side (rbs remote
+// serve --workers N) must share one record of their payloads, lest one
+// reap another's payload before its exec.Cmd waits for it.
+var SharedReaper = NewReaper()
 
-// wrap makes spec start and finish through the reaper.
-func (r *reaper) wrap(spec process.Spec) process.Spec {
+// Wrap makes spec start and finish through the reaper.
+func (r *Reaper) Wrap(spec Spec) Spec {
 	spec.Start = r.start
 	spec.Finish = func(cmd *exec.Cmd) { r.forget(cmd.Process.Pid) }
 	spec.HostPath = true
 	return spec
 }
 
-func (r *reaper) start(cmd *exec.Cmd) error {
+func (r *Reaper) start(cmd *exec.Cmd) error {
 	r.starting.RLock()
 	defer r.starting.RUnlock()
 	if err := cmd.Start(); err != nil {
@@ -57,14 +58,14 @@ func (r *reaper) start(cmd *exec.Cmd) error {
 	return nil
 }
 
-func (r *reaper) forget(pid int) {
+func (r *Reaper) forget(pid int) {
 	r.mu.Lock()
 	delete(r.ours, pid)
 	r.mu.Unlock()
 }
 
-// serve becomes a subreaper and reaps orphans until ctx is done.
-func (r *reaper) serve(ctx context.Context) error {
+// Serve becomes a subreaper and reaps orphans until ctx is done.
+func (r *Reaper) Serve(ctx context.Context) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ type siginfoChild struct {
 	_                     [108]byte
 }
 
-func (r *reaper) reapOrphans() {
+func (r *Reaper) reapOrphans() {
 	r.starting.Lock()
 	defer r.starting.Unlock()
 	for {
@@ -112,10 +113,10 @@ func (r *reaper) reapOrphans() {
 	}
 }
 
-// output runs a program of the worker's own (not a payload) through the
+// Output runs a program of the worker's own (not a payload) through the
 // reaper and returns its standard output, or an error holding its standard
 // error.
-func (r *reaper) output(ctx context.Context, prog string, args ...string) (string, error) {
+func (r *Reaper) Output(ctx context.Context, prog string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, prog, args...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

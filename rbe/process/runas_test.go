@@ -1,4 +1,4 @@
-package worker
+package process
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func TestReach(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.Chmod(parent, 0o700)
-			err := tc.user.reach(work)
+			err := tc.user.Reach(work)
 			if tc.ok && err != nil {
 				t.Fatalf("reach: %v", err)
 			}
@@ -75,7 +75,7 @@ func TestHandOverAndReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &User{Name: "payload", UID: 4242424, GID: 4242425}
-	if err := u.handOver(root); err != nil {
+	if err := u.HandOver(root); err != nil {
 		t.Fatal(err)
 	}
 	owners := func() map[string]string {
@@ -115,7 +115,7 @@ func TestHandOverAndReclaim(t *testing.T) {
 	if err := os.Chmod(filepath.Join(root, "c"), 0o000); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.reclaim(root); err != nil {
+	if err := u.Reclaim(root); err != nil {
 		t.Fatal(err)
 	}
 	check(map[string]string{
