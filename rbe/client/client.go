@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rbs-build/rbs/rbe/auth"
+	"github.com/rbs-build/rbs/rbe/via"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -67,6 +68,9 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 		// say, so that it goes to another server.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 	}
+	// A server's calls to another (a grpc:// backend) say which servers
+	// the call they serve passed through.
+	opts = append(opts, via.DialOptions()...)
 	addr := addrs[0]
 	if len(addrs) > 1 {
 		// The first server that answers takes the calls (gRPC's

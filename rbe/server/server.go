@@ -33,6 +33,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/scheduler"
 	"github.com/rbs-build/rbs/rbe/session"
+	"github.com/rbs-build/rbs/rbe/via"
 	"github.com/rbs-build/rbs/rbe/web"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
@@ -160,6 +161,8 @@ func New(cfg Config) *Server {
 	// recovery next so that it covers the interceptors after it.
 	opts = append(opts, s.metrics.interceptors()...)
 	opts = append(opts, recovery(log)...)
+	// A call that comes back here through a grpc:// backend is refused.
+	opts = append(opts, via.ServerOptions(via.NewID())...)
 	opts = append(opts, auth.NewChecker(auth.Tokens{User: cfg.Token, Users: cfg.Users, Worker: cfg.WorkerToken}, roles).ServerOptions()...)
 	s.grpc = grpc.NewServer(opts...)
 	s.http = s.newHTTP()

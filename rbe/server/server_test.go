@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -507,4 +508,45 @@ func selfSigned(t *testing.T, dir string) (tls.Certificate, string) {
 		t.Fatal(err)
 	}
 	return cert, caFile
+}
+
+// A grpc:// backend that leads back to its own server, directly or through
+// another, has the call refused with an error that says so, instead of the
+// server calling itself for ever.
+func TestBackendLoopsAreRefused(t *testing.T) {
+	for _, servers := range []int{1, 2} {
+		t.Run(fmt.Sprint(servers, " servers"), func(t *testing.T) {
+			lis := make([]net.Listener, servers)
+			for i := range lis {
+				var err error
+				if lis[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range lis {
+				next, err := client.Dial(client.Options{Target: lis[(i+1)%servers].Addr().String()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { next.Close() })
+				s := New(Config{CAS: blobstore.NewRemote(next, ""), AC: blobstore.NewRemoteActionCache(next, "")})
+				go s.Serve(lis[i])
+				t.Cleanup(s.Stop)
+			}
+			conn, err := client.Dial(client.Options{Target: lis[0].Addr().String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			_, d := randomBlob(10)
+			_, err = repb.NewContentAddressableStorageClient(conn).FindMissingBlobs(ctx(t), &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{d.Proto()}})
+			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "leads back to this server") {
+				t.Fatalf("FindMissingBlobs through a loop: %v", err)
+			}
+			_, err = readAll(t, bspb.NewByteStreamClient(conn), &bspb.ReadRequest{ResourceName: "blobs/" + d.Hash() + "/10"})
+			if status.Code(err) != codes.FailedPrecondition {
+				t.Fatalf("a read through a loop: %v", err)
+			}
+		})
+	}
 }
