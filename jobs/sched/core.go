@@ -121,15 +121,30 @@ type worker struct {
 	// requeued after LostAfter.
 	registered bool
 	downSince  time.Time
-	running    map[Key]*job // each with one node here
+	running    map[Key]*job // each with one node here; changed by add and remove
+	// usedCPUs and usedMem are what the jobs in running take.
+	usedCPUs int32
+	usedMem  int64
 }
 
-func (w *worker) used() (cpus int32, mem int64) {
-	for _, j := range w.running {
-		cpus += cpusOf(j.spec)
-		mem += j.spec.MemoryBytes
+func (w *worker) used() (cpus int32, mem int64) { return w.usedCPUs, w.usedMem }
+
+// add records that j runs a node on w.
+func (w *worker) add(j *job) {
+	if _, ok := w.running[j.key]; !ok {
+		w.usedCPUs += cpusOf(j.spec)
+		w.usedMem += j.spec.MemoryBytes
 	}
-	return
+	w.running[j.key] = j
+}
+
+// remove records that the job of key no longer runs on w.
+func (w *worker) remove(k Key) {
+	if j, ok := w.running[k]; ok {
+		w.usedCPUs -= cpusOf(j.spec)
+		w.usedMem -= j.spec.MemoryBytes
+		delete(w.running, k)
+	}
 }
 
 func cpusOf(s *jobspb.JobSpec) int32 {
@@ -225,6 +240,13 @@ type Core struct {
 	newSpecs map[int64]*jobspb.JobSpec
 	logs     []store.LogChunk
 	out      []Outbound
+	// sorted holds the workers by name (sortedWorkers); nil once one is
+	// added.
+	sorted []*worker
+	// workersSeen holds the workers whose own state (registration,
+	// connection) changed since the last Publish; those whose jobs
+	// changed are found from seen.
+	workersSeen map[string]bool
 	// submits are the ids of submissions by their idempotency keys, and
 	// keyOf each such submission's key by its last job id, which forgets
 	// it; newSubmits are those taken since the last Flush.
@@ -265,7 +287,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 	}
 	c := emptyCore(cfg)
 	c.nextID = max(st.NextID, 1)
-	c.stdins, c.dirty, c.seen = map[Key]*stdin{}, map[Key]*job{}, map[Key]bool{}
+	c.stdins, c.dirty, c.seen, c.workersSeen = map[Key]*stdin{}, map[Key]*job{}, map[Key]bool{}, map[string]bool{}
 	c.preempting, c.windowsDirty = map[Key][]*job{}, map[string]*jobspb.Reservation{}
 	c.submits, c.keyOf = map[string][]int64{}, map[int64]string{}
 	for key, ids := range st.Submits {
@@ -306,8 +328,9 @@ func New(cfg Config, st *store.State) (*Core, error) {
 				if w == nil {
 					w = &worker{name: n.Worker, downSince: now, running: map[Key]*job{}, dev: devices{held: map[string]Key{}}}
 					c.workers[n.Worker] = w
+					c.sorted = nil
 				}
-				w.running[j.key] = j
+				w.add(j)
 			}
 		}
 		if rec.Id >= c.nextID {
@@ -673,7 +696,7 @@ func (c *Core) endAttempt(j *job, s State, msg string, nowMs int64) {
 	c.stopNodes(j, func(n *jobspb.Node) bool { return n.State == "" && n.Assigned })
 	for _, n := range j.rec.Nodes {
 		if w := c.workers[n.Worker]; w != nil {
-			delete(w.running, j.key)
+			w.remove(j.key)
 			w.dev.release(j.key)
 		}
 		delete(c.byTask, n.TaskId)
@@ -799,6 +822,7 @@ func (c *Core) WorkerUp(info WorkerInfo, holds Report) {
 	if w == nil {
 		w = &worker{name: info.Name, running: map[Key]*job{}}
 		c.workers[info.Name] = w
+		c.sorted = nil
 	}
 	w.cpus, w.memory, w.jobSlots, w.platform, w.address = info.CPUs, info.Memory, info.JobSlots, info.Platform, info.Address
 	w.containerRuntime = info.ContainerRuntime
@@ -810,6 +834,7 @@ func (c *Core) WorkerUp(info WorkerInfo, holds Report) {
 	sort.Slice(gpus, func(a, b int) bool { return gpus[a].Index < gpus[b].Index })
 	w.dev = devices{gpus: gpus, held: map[string]Key{}}
 	w.connected, w.registered, w.downSince = true, true, time.Time{}
+	c.workersSeen[w.name] = true
 	c.reschedule = true
 	for _, j := range w.running {
 		if n := j.nodeOn(w.name); n != nil {
@@ -864,6 +889,7 @@ func (c *Core) WorkerLost(name, why string) {
 		return
 	}
 	w.connected = false
+	c.workersSeen[name] = true
 	if w.downSince.IsZero() {
 		w.downSince = c.cfg.Now()
 	}
@@ -878,6 +904,7 @@ func (c *Core) WorkerLost(name, why string) {
 func (c *Core) WorkerDown(name string) {
 	if w := c.workers[name]; w != nil && w.connected {
 		w.connected = false
+		c.workersSeen[name] = true
 		w.downSince = c.cfg.Now()
 		c.reschedule = true
 	}

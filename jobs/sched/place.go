@@ -89,28 +89,38 @@ const (
 	currentUnreserved
 )
 
-// check rejects a worker for one node of a job, saying why, or returns "".
-type check func(c *Core, j *job, w *worker, at when) string
+// check rejects a worker for one node of a job, saying why when say is
+// set (else with the word rejected, to spare a round that only asks
+// whether a worker fits the formatting), or returns "".
+type check func(c *Core, j *job, w *worker, at when, say bool) string
+
+// rejected is a check's answer when it need not say why.
+const rejected = "rejected"
 
 // checks is the placement chain, in order: the first rejection is the
 // worker's reason.
 var checks = []check{checkSlots, checkPlatform, checkProperties, checkContainer, checkCPUs, checkMemory, checkGPUs, checkWindow}
 
-func checkSlots(_ *Core, _ *job, w *worker, at when) string {
+func checkSlots(_ *Core, _ *job, w *worker, at when, say bool) string {
 	switch {
 	case w.jobSlots == 0:
 		return "no job slots"
 	case at != ever && !w.connected:
 		return "disconnected"
+	case at != ever && len(w.running) >= w.jobSlots && !say:
+		return rejected
 	case at != ever && len(w.running) >= w.jobSlots:
 		return fmt.Sprintf("all %s busy", units.Plural(w.jobSlots, "job slot", "job slots"))
 	}
 	return ""
 }
 
-func checkPlatform(_ *Core, j *job, w *worker, _ when) string {
+func checkPlatform(_ *Core, j *job, w *worker, _ when, say bool) string {
 	if j.spec.Platform == "" || j.spec.Platform == w.platform {
 		return ""
+	}
+	if !say {
+		return rejected
 	}
 	if w.platform == "" {
 		return fmt.Sprintf("no platform known, the job needs %s", j.spec.Platform)
@@ -118,10 +128,13 @@ func checkPlatform(_ *Core, j *job, w *worker, _ when) string {
 	return fmt.Sprintf("platform %s, the job needs %s", w.platform, j.spec.Platform)
 }
 
-func checkProperties(_ *Core, j *job, w *worker, _ when) string {
+func checkProperties(_ *Core, j *job, w *worker, _ when, say bool) string {
 	var lacks []string
 	for _, p := range j.spec.Constraints {
 		if !w.properties[p] {
+			if !say {
+				return rejected
+			}
 			lacks = append(lacks, p)
 		}
 	}
@@ -131,57 +144,78 @@ func checkProperties(_ *Core, j *job, w *worker, _ when) string {
 	return ""
 }
 
-func checkContainer(_ *Core, j *job, w *worker, _ when) string {
+func checkContainer(_ *Core, j *job, w *worker, _ when, say bool) string {
 	if j.spec.Container != "" && w.containerRuntime == "" {
+		if !say {
+			return rejected
+		}
 		return "no container runtime (podman or docker), the job runs in " + j.spec.Container
 	}
 	return ""
 }
 
-func checkCPUs(_ *Core, j *job, w *worker, at when) string {
+func checkCPUs(_ *Core, j *job, w *worker, at when, say bool) string {
 	asked := cpusOf(j.spec)
-	if w.cpus < asked {
+	used, _ := w.used()
+	switch {
+	case !say && (w.cpus < asked || at != ever && w.cpus-used < asked):
+		return rejected
+	case w.cpus < asked:
 		return fmt.Sprintf("only %s (asked %d)", units.Plural(int(w.cpus), "CPU", "CPUs"), asked)
-	}
-	if used, _ := w.used(); at != ever && w.cpus-used < asked {
+	case at != ever && w.cpus-used < asked:
 		return fmt.Sprintf("not enough free CPUs (asked %d, free %d)", asked, w.cpus-used)
 	}
 	return ""
 }
 
-func checkMemory(_ *Core, j *job, w *worker, at when) string {
+func checkMemory(_ *Core, j *job, w *worker, at when, say bool) string {
 	asked := j.spec.MemoryBytes
-	if w.memory < asked {
+	_, used := w.used()
+	switch {
+	case !say && (w.memory < asked || at != ever && w.memory-used < asked):
+		return rejected
+	case w.memory < asked:
 		return fmt.Sprintf("only %s of memory (asked %s)", units.Human(w.memory), units.Human(asked))
-	}
-	if _, used := w.used(); at != ever && w.memory-used < asked {
+	case at != ever && w.memory-used < asked:
 		return fmt.Sprintf("not enough free memory (asked %s, free %s)", units.Human(asked), units.Human(w.memory-used))
 	}
 	return ""
 }
 
-func checkGPUs(_ *Core, j *job, w *worker, at when) string {
+func checkGPUs(_ *Core, j *job, w *worker, at when, say bool) string {
 	asked := int(j.spec.Gpus)
-	if asked == 0 {
+	switch {
+	case asked == 0:
 		return ""
-	}
-	if len(w.dev.gpus) < asked {
+	case !say && (len(w.dev.gpus) < asked || at != ever && w.dev.free() < asked):
+		return rejected
+	case len(w.dev.gpus) < asked:
 		return fmt.Sprintf("only %s (asked %d)", units.Plural(len(w.dev.gpus), "GPU", "GPUs"), asked)
-	}
-	if at != ever && w.dev.free() < asked {
+	case at != ever && w.dev.free() < asked:
 		return fmt.Sprintf("not enough free GPUs (asked %d, free %d)", asked, w.dev.free())
 	}
 	return ""
 }
 
-// reject runs the chain for one node of j on w.
+// reject runs the chain for one node of j on w and says why the first
+// check that turns w down does.
 func (c *Core) reject(j *job, w *worker, at when) string {
 	for _, ch := range checks {
-		if why := ch(c, j, w, at); why != "" {
+		if why := ch(c, j, w, at, true); why != "" {
 			return why
 		}
 	}
 	return ""
+}
+
+// fits reports whether w passes the whole chain for one node of j.
+func (c *Core) fits(j *job, w *worker, at when) bool {
+	for _, ch := range checks {
+		if ch(c, j, w, at, false) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // nodesOf is how many workers j runs on, at most.
@@ -206,11 +240,11 @@ func (c *Core) placeable(j *job, workers []*worker) string {
 			continue
 		}
 		withSlots++
-		if checkPlatform(c, j, w, ever) != "" {
+		if checkPlatform(c, j, w, ever, false) != "" {
 			continue
 		}
 		ofPlatform++
-		if c.reject(j, w, ever) == "" {
+		if c.fits(j, w, ever) {
 			if fit++; fit >= minNodesOf(j.spec) {
 				return ""
 			}
@@ -236,10 +270,10 @@ func (c *Core) tooLarge(s *jobspb.JobSpec) string {
 	j := &job{spec: s}
 	var ws []*worker
 	for _, w := range c.workers {
-		if w.jobSlots == 0 || checkPlatform(c, j, w, ever) != "" {
+		if w.jobSlots == 0 || checkPlatform(c, j, w, ever, false) != "" {
 			continue
 		}
-		if checkCPUs(c, j, w, ever) == "" && checkMemory(c, j, w, ever) == "" && checkGPUs(c, j, w, ever) == "" {
+		if checkCPUs(c, j, w, ever, false) == "" && checkMemory(c, j, w, ever, false) == "" && checkGPUs(c, j, w, ever, false) == "" {
 			return ""
 		}
 		ws = append(ws, w)
@@ -313,7 +347,7 @@ func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time, at 
 	}
 	var ok []scored
 	for _, w := range workers {
-		if c.reject(j, w, at) == "" && res.allows(j, w, t) {
+		if c.fits(j, w, at) && res.allows(j, w, t) {
 			ok = append(ok, scored{w, score(j, w)})
 		}
 	}
@@ -401,7 +435,7 @@ func (c *Core) reserve(j *job) *reservation {
 	}
 	var slots []slot
 	for _, w := range c.sortedWorkers() {
-		if !w.connected || c.reject(j, w, ever) != "" {
+		if !w.connected || !c.fits(j, w, ever) {
 			continue
 		}
 		running := make([]*job, 0, len(w.running))

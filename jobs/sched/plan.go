@@ -147,7 +147,7 @@ func (c *Core) plan(j *job, workers []*worker, uses map[*worker][]use, now time.
 		}
 		var fit []*worker
 		for _, w := range workers {
-			if w.connected && c.reject(j, w, ever) == "" && fitsDuring(w, uses[w], n, t, end) {
+			if w.connected && c.fits(j, w, ever) && fitsDuring(w, uses[w], n, t, end) {
 				if fit = append(fit, w); len(fit) == nodesOf(j.spec) {
 					break
 				}

@@ -36,7 +36,7 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 	}
 	var plans []plan
 	for _, w := range workers {
-		if !w.connected || c.reject(j, w, ever) != "" || checkWindow(c, j, w, current) != "" {
+		if !w.connected || !c.fits(j, w, ever) || checkWindow(c, j, w, current, false) != "" {
 			continue
 		}
 		var cands []*job

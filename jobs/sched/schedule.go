@@ -17,13 +17,23 @@ import (
 // priorityOf breaks down a job's priority: its own, its queue's, and the
 // bonus it has gained by waiting.
 func (c *Core) priorityOf(j *job, now time.Time) *jobspb.Priority {
-	p := &jobspb.Priority{Base: int64(j.spec.Priority), Queue: int64(c.queues[j.spec.Queue].Priority)}
-	if j.state() == Pending {
-		waited := time.Duration(now.UnixMilli()-j.rec.SubmitUnixMs) * time.Millisecond
-		p.Age = min(int64(waited/c.cfg.AgeInterval)*c.cfg.AgeWeight, c.cfg.AgeCap)
-	}
+	p := &jobspb.Priority{Base: int64(j.spec.Priority), Queue: int64(c.queues[j.spec.Queue].Priority), Age: c.ageBonus(j, now)}
 	p.Total = p.Base + p.Queue + p.Age
 	return p
+}
+
+// priority is the total of priorityOf, which a round orders by.
+func (c *Core) priority(j *job, now time.Time) int64 {
+	return int64(j.spec.Priority) + int64(c.queues[j.spec.Queue].Priority) + c.ageBonus(j, now)
+}
+
+// ageBonus is the priority a pending job has gained by waiting.
+func (c *Core) ageBonus(j *job, now time.Time) int64 {
+	if j.state() != Pending {
+		return 0
+	}
+	waited := time.Duration(now.UnixMilli()-j.rec.SubmitUnixMs) * time.Millisecond
+	return min(int64(waited/c.cfg.AgeInterval)*c.cfg.AgeWeight, c.cfg.AgeCap)
 }
 
 // depsState says whether a job's dependencies allow it to start: "" when
@@ -92,12 +102,21 @@ func (c *Core) neverStarts(j *job, never map[*jobspb.JobSpec]bool) bool {
 	return n
 }
 
+// sortedWorkers returns the workers by name, which the caller must not
+// change. The live Core keeps the slice until a worker is added; a View's
+// replica, read concurrently, makes it anew.
 func (c *Core) sortedWorkers() []*worker {
+	if c.sorted != nil && c.view != nil {
+		return c.sorted
+	}
 	ws := make([]*worker, 0, len(c.workers))
 	for _, w := range c.workers {
 		ws = append(ws, w)
 	}
 	sort.Slice(ws, func(a, b int) bool { return ws[a].name < ws[b].name })
+	if c.view != nil {
+		c.sorted = ws
+	}
 	return ws
 }
 
@@ -114,7 +133,7 @@ func (c *Core) Schedule() {
 	now := c.cfg.Now()
 	queue := make(waiting, 0, len(c.pending))
 	for _, j := range c.pending {
-		queue = append(queue, ranked{j, c.priorityOf(j, now).Total})
+		queue = append(queue, ranked{j, c.priority(j, now)})
 	}
 	heap.Init(&queue)
 	runningInArray := map[int64]int{}
@@ -313,7 +332,7 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 			n.GpuUuids = append(n.GpuUuids, g.Uuid)
 		}
 		j.rec.Nodes = append(j.rec.Nodes, n)
-		w.running[j.key] = j
+		w.add(j)
 		c.byTask[n.TaskId] = j
 	}
 	j.rec.Worker, j.rec.GpuIndices = ws[0].name, j.rec.Nodes[0].GpuIndices

@@ -66,12 +66,37 @@ func (c *Core) Publish(wait bool) bool {
 	}
 	defer v.mu.Unlock()
 	r := v.r
+	// Workers are copied again when they changed themselves, or a job
+	// that runs or ran on them did; the first publication copies all.
+	if r.workers == nil {
+		r.workers = make(map[string]*worker, len(c.workers))
+		for name := range c.workers {
+			c.workersSeen[name] = true
+		}
+	}
 	arrays := map[int64]bool{}
 	for k := range c.seen {
 		if k.Index >= 0 {
 			arrays[k.ID] = true
 		}
-		r.patch(k, c.jobs[k])
+		old, live := r.jobs[k], c.jobs[k]
+		if old != nil {
+			for _, n := range old.rec.Nodes {
+				c.workersSeen[n.Worker] = true
+				if r.byTask[n.TaskId] == old {
+					delete(r.byTask, n.TaskId)
+				}
+			}
+		}
+		r.patch(k, live)
+		if live != nil {
+			for _, n := range live.rec.Nodes {
+				c.workersSeen[n.Worker] = true
+				if c.byTask[n.TaskId] == live {
+					r.byTask[n.TaskId] = r.jobs[k]
+				}
+			}
+		}
 	}
 	clear(c.seen)
 	for id := range arrays {
@@ -79,8 +104,11 @@ func (c *Core) Publish(wait bool) bool {
 			slices.SortFunc(tasks, func(a, b *job) int { return int(a.key.Index - b.key.Index) })
 		}
 	}
-	r.workers = make(map[string]*worker, len(c.workers))
-	for name, w := range c.workers {
+	for name := range c.workersSeen {
+		w := c.workers[name]
+		if w == nil {
+			continue
+		}
 		cw := *w
 		cw.running = make(map[Key]*job, len(w.running))
 		for k := range w.running {
@@ -89,10 +117,7 @@ func (c *Core) Publish(wait bool) bool {
 		cw.dev.held = maps.Clone(w.dev.held)
 		r.workers[name] = &cw
 	}
-	r.byTask = make(map[string]*job, len(c.byTask))
-	for t, j := range c.byTask {
-		r.byTask[t] = r.jobs[j.key]
-	}
+	clear(c.workersSeen)
 	r.windows = maps.Clone(c.windows) // windows are replaced, never changed
 	v.published = c.cfg.Now()
 	return true

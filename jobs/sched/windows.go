@@ -143,7 +143,7 @@ func (c *Core) tickWindows(now time.Time) {
 
 // checkWindow keeps a node of j off a worker in a maintenance window, or
 // whose window would begin before j's time limit is up.
-func checkWindow(c *Core, j *job, w *worker, at when) string {
+func checkWindow(c *Core, j *job, w *worker, at when, say bool) string {
 	if at != current || len(c.windows) == 0 {
 		return ""
 	}
@@ -160,8 +160,11 @@ func checkWindow(c *Core, j *job, w *worker, at when) string {
 			first = r
 		}
 	}
-	if first == nil {
+	switch {
+	case first == nil:
 		return ""
+	case !say:
+		return rejected
 	}
 	about := first.Name
 	if first.Reason != "" {

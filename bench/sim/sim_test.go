@@ -1,0 +1,69 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rbs-build/rbs/jobs/sched"
+	"github.com/rbs-build/rbs/proto/workerpb"
+)
+
+// The simulation at 1% of its default scale, through the real core: every
+// job ends, completed, and the invariants Run checks as it goes hold (no
+// worker over-committed, no GPU given twice, gangs all-or-nothing). No
+// timing is checked.
+func TestSimulationInvariants(t *testing.T) {
+	for _, cfg := range []Config{
+		{Workers: 100, Jobs: 10000, Mix: "full", Store: "memory", Seed: 1},
+		{Workers: 100, Jobs: 10000, Mix: "simple", Store: "memory", Seed: 2},
+		{Workers: 20, Jobs: 1000, Mix: "full", Store: "sqlite", Seed: 3},
+	} {
+		t.Run(cfg.Mix+"-"+cfg.Store, func(t *testing.T) {
+			res, err := Run(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.JobsCompleted != int64(cfg.Jobs) || res.Placements < int64(cfg.Jobs-cfg.Jobs/10) {
+				t.Fatalf("%d jobs completed in %d placements; want %d", res.JobsCompleted, res.Placements, cfg.Jobs)
+			}
+			if res.HeapBytesPerJob <= 0 || res.Rounds == 0 || len(res.Utilisation) == 0 {
+				t.Fatalf("figures missing: %+v", res)
+			}
+		})
+	}
+}
+
+// The checks the simulation makes of each assignment fail as they should.
+func TestAssignChecks(t *testing.T) {
+	gpus := []*workerpb.Gpu{{Index: 0}, {Index: 1}}
+	tests := []struct {
+		name    string
+		assigns []*workerpb.AssignJob
+		want    string
+	}{
+		{"fits", []*workerpb.AssignJob{{TaskId: "1#1", JobId: "1", Cpus: 2}, {TaskId: "2#1", JobId: "2", Cpus: 2}}, ""},
+		{"too many CPUs", []*workerpb.AssignJob{{TaskId: "1#1", JobId: "1", Cpus: 3}, {TaskId: "2#1", JobId: "2", Cpus: 2}}, "over-committed"},
+		{"too many jobs", []*workerpb.AssignJob{{TaskId: "1#1", JobId: "1"}, {TaskId: "2#1", JobId: "2"}, {TaskId: "3#1", JobId: "3"}}, "over-committed"},
+		{"a GPU twice", []*workerpb.AssignJob{{TaskId: "1#1", JobId: "1", GpuIndices: []int32{1}}, {TaskId: "2#1", JobId: "2", GpuIndices: []int32{1}}}, "GPU 1 of w given to 2#1 while 1#1 holds it"},
+		{"no such GPU", []*workerpb.AssignJob{{TaskId: "1#1", JobId: "1", GpuIndices: []int32{2}}}, "w has 2"},
+		{"twice", []*workerpb.AssignJob{{TaskId: "1#1", JobId: "1"}, {TaskId: "1#1", JobId: "1"}}, "assigned twice"},
+		{"a rank before rank 0", []*workerpb.AssignJob{{TaskId: "1#1.1", JobId: "1"}}, "before its rank 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &sim{now: time.Now(), workers: map[string]*simWorker{
+				"w": {info: sched.WorkerInfo{Name: "w", CPUs: 4, Memory: 1 << 30, JobSlots: 2, GPUs: gpus}, gpuHolder: map[int32]string{}},
+			}, running: map[string]*node{}, meta: map[int64]jobMeta{}, gangs: map[string]*gangState{}, submitted: map[int64]time.Time{}}
+			var err error
+			for _, a := range tt.assigns {
+				if err = s.assign("w", a); err != nil {
+					break
+				}
+			}
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("assign: %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
