@@ -336,31 +336,54 @@ func score(j *job, w *worker) float64 {
 		frac(float64(w.jobSlots-len(w.running)-1), float64(w.jobSlots))
 }
 
-// fit picks the workers j starts on now, one per node, all distinct and
-// each passing the chain, the tightest first, keeping res's promise; nil
-// when fewer than its nodes do. An elastic job takes as many as pass, from
-// its min_nodes up to its nodes.
-func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time, at when) []*worker {
-	type scored struct {
-		w *worker
-		s float64
+// scored is a worker that passes the chain for a node of a job, with how
+// loosely the node would fill it (score).
+type scored struct {
+	w *worker
+	s float64
+}
+
+// tighter orders candidates: the tightest first, then by name.
+func tighter(a, b scored) bool {
+	if a.s != b.s {
+		return a.s < b.s
 	}
+	return a.w.name < b.w.name
+}
+
+// candidates returns the workers, of those given in name order, that pass
+// the chain for a node of j and keep res's promise, the tightest first.
+func (c *Core) candidates(j *job, workers []*worker, res *reservation, t time.Time, at when) []scored {
 	var ok []scored
 	for _, w := range workers {
 		if c.fits(j, w, at) && res.allows(j, w, t) {
 			ok = append(ok, scored{w, score(j, w)})
 		}
 	}
+	sort.SliceStable(ok, func(a, b int) bool { return ok[a].s < ok[b].s })
+	return ok
+}
+
+// pick returns the workers j starts on, one per node, from its candidates:
+// the tightest, as many as its nodes; nil when fewer than its nodes pass.
+// An elastic job takes as many as pass, from its min_nodes up to its
+// nodes.
+func pick(j *job, ok []scored) []*worker {
 	if len(ok) < minNodesOf(j.spec) {
 		return nil
 	}
-	n := min(len(ok), nodesOf(j.spec))
-	sort.SliceStable(ok, func(a, b int) bool { return ok[a].s < ok[b].s })
-	out := make([]*worker, n)
+	out := make([]*worker, min(len(ok), nodesOf(j.spec)))
 	for i := range out {
 		out[i] = ok[i].w
 	}
 	return out
+}
+
+// fit picks the workers j starts on now, one per node, all distinct and
+// each passing the chain, the tightest first, keeping res's promise; nil
+// when fewer than its nodes do.
+func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time, at when) []*worker {
+	return pick(j, c.candidates(j, workers, res, t, at))
 }
 
 // explain says why each worker cannot run a node of j now, grouped by

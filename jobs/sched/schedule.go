@@ -153,17 +153,48 @@ func (c *Core) Schedule() {
 			open = append(open, w)
 		}
 	}
-	// Tasks of one array ask alike: a fit found (or not) for one holds for
-	// the next until a job starts or the reservation is made.
-	fits := map[fitQuery][]*worker{}
+	// Jobs alike (the tasks of an array above all) have the same
+	// candidates, which a round keeps for each query. Starting a job
+	// changes only the workers it starts on: a query's candidates are
+	// brought up to date with those alone when it is asked again (what is
+	// free only shrinks while a round starts jobs, so a worker that did
+	// not pass before does not now).
+	type candidates struct {
+		j    *job // one of the jobs that ask it
+		ok   []scored
+		seen int // how much of changed ok takes into account
+	}
+	fits := map[fitQuery]*candidates{}
+	var changed []*worker
 	fit := func(j *job, res *reservation) []*worker {
 		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
-		ws, ok := fits[q]
-		if !ok {
-			ws = c.fit(j, open, res, now, current)
-			fits[q] = ws
+		e := fits[q]
+		if e == nil {
+			e = &candidates{j: j, ok: c.candidates(j, open, res, now, current), seen: len(changed)}
+			fits[q] = e
 		}
-		return ws
+		if len(changed) > e.seen {
+			since := map[*worker]bool{}
+			for _, w := range changed[e.seen:] {
+				since[w] = true
+			}
+			e.ok = slices.DeleteFunc(e.ok, func(s scored) bool { return since[s.w] })
+			for w := range since {
+				if !c.fits(e.j, w, current) || !res.allows(e.j, w, now) {
+					continue
+				}
+				s := scored{w, score(e.j, w)}
+				i, _ := slices.BinarySearchFunc(e.ok, s, func(a, b scored) int {
+					if tighter(a, b) {
+						return -1
+					}
+					return 1
+				})
+				e.ok = slices.Insert(e.ok, i, s)
+			}
+			e.seen = len(changed)
+		}
+		return pick(j, e.ok)
 	}
 	room := 0 // free job slots on connected workers
 	for _, w := range open {
@@ -194,7 +225,7 @@ func (c *Core) Schedule() {
 				c.start(j, ws, now)
 				room -= len(ws)
 				open = slices.DeleteFunc(open, func(w *worker) bool { return len(w.running) >= w.jobSlots })
-				clear(fits)
+				changed = append(changed, ws...)
 				if j.key.Index >= 0 {
 					runningInArray[j.key.ID]++
 				}
