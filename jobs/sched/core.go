@@ -89,6 +89,8 @@ type job struct {
 	spec *jobspb.JobSpec   // shared by an array's tasks; never changes
 	key  Key
 	task string // current attempt's task id: rank 0's
+	// base is its priority before the age bonus: its own and its queue's.
+	base int64
 }
 
 // node returns the node of j's running attempt with the task id, or nil.
@@ -209,11 +211,11 @@ type Core struct {
 	stdins  map[Key]*stdin // of interactive jobs that have not ended
 	// windows are the maintenance windows by name; windowsDirty the ones
 	// changed since the last Flush (nil: removed).
-	// placeCache holds, in a round, placeable's answers by spec; placeLast
-	// the spec last asked about, as the tasks of an array come together.
-	placeCache      map[*jobspb.JobSpec]string
-	placeLast       *jobspb.JobSpec
-	placeLastReason string
+	// specCache holds, in a round, the specReasons of each spec;
+	// specLast the last asked, as an array's tasks come one after another.
+	specCache       map[*jobspb.JobSpec]specReasons
+	specLast        *jobspb.JobSpec
+	specLastReasons specReasons
 	// preempting holds, for each job that preempted others, its victims
 	// while they stop.
 	preempting map[Key][]*job
@@ -365,6 +367,7 @@ func emptyCore(cfg Config) *Core {
 }
 
 func (c *Core) add(j *job) {
+	j.base = int64(j.spec.Priority) + int64(c.queues[j.spec.Queue].Priority)
 	c.jobs[j.key] = j
 	c.counts[j.state()]++
 	if j.state() == Pending {

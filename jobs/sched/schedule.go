@@ -23,9 +23,7 @@ func (c *Core) priorityOf(j *job, now time.Time) *jobspb.Priority {
 }
 
 // priority is the total of priorityOf, which a round orders by.
-func (c *Core) priority(j *job, now time.Time) int64 {
-	return int64(j.spec.Priority) + int64(c.queues[j.spec.Queue].Priority) + c.ageBonus(j, now)
-}
+func (c *Core) priority(j *job, now time.Time) int64 { return j.base + c.ageBonus(j, now) }
 
 // ageBonus is the priority a pending job has gained by waiting.
 func (c *Core) ageBonus(j *job, now time.Time) int64 {
@@ -129,7 +127,7 @@ func (c *Core) Schedule() {
 		return
 	}
 	defer func() { c.reschedule = false }()
-	c.placeCache, c.placeLast = map[*jobspb.JobSpec]string{}, nil
+	c.specCache, c.specLast = map[*jobspb.JobSpec]specReasons{}, nil
 	now := c.cfg.Now()
 	queue := make(waiting, 0, len(c.pending))
 	for _, j := range c.pending {
@@ -268,25 +266,38 @@ func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) 
 	if j.rec.Held {
 		return ReasonJobHeldUser
 	}
-	if reason := c.depsState(j); reason != "" {
-		return reason
+	r := c.specReason(j, workers)
+	if r.deps != "" {
+		return r.deps
 	}
 	if a := j.spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
 		return ReasonArrayTaskLimit
 	}
-	// Whether any worker could ever run a job depends on its spec alone,
-	// which the tasks of an array share: a round works it out once for each
-	// spec, not for each of the many tasks.
-	if j.spec == c.placeLast {
-		return c.placeLastReason
+	return r.place
+}
+
+// specReasons are the reasons a job may wait that depend on its spec
+// alone, which the tasks of an array share: its dependencies (deps), and
+// no worker ever fitting it (place, worked out only when deps is "").
+// Neither changes while a round starts jobs.
+type specReasons struct{ deps, place string }
+
+// specReason returns j's specReasons, worked out once a round for each
+// spec, not for each of an array's many tasks.
+func (c *Core) specReason(j *job, workers []*worker) specReasons {
+	if j.spec == c.specLast {
+		return c.specLastReasons
 	}
-	reason, ok := c.placeCache[j.spec]
+	r, ok := c.specCache[j.spec]
 	if !ok {
-		reason = c.placeable(j, workers)
-		c.placeCache[j.spec] = reason
+		r.deps = c.depsState(j)
+		if r.deps == "" {
+			r.place = c.placeable(j, workers)
+		}
+		c.specCache[j.spec] = r
 	}
-	c.placeLast, c.placeLastReason = j.spec, reason
-	return reason
+	c.specLast, c.specLastReasons = j.spec, r
+	return r
 }
 
 // ranked is a waiting job and its priority in this round.
