@@ -206,9 +206,11 @@ type Core struct {
 	pending map[Key]*job     // the PENDING jobs, so rounds need not scan ended ones
 	counts  map[State]int64  // how many jobs are in each state
 	arrays  map[int64][]*job // tasks of each array, by id
-	byTask  map[string]*job  // running attempts by task id
-	workers map[string]*worker
-	stdins  map[Key]*stdin // of interactive jobs that have not ended
+	byTask  map[string]*job  // running attempts by task id; see setTask
+	// arrayNodes counts the running nodes (byTask) of each array's tasks.
+	arrayNodes map[int64]int
+	workers    map[string]*worker
+	stdins     map[Key]*stdin // of interactive jobs that have not ended
 	// windows are the maintenance windows by name; windowsDirty the ones
 	// changed since the last Flush (nil: removed).
 	// specCache holds, in a round, the specReasons of each spec;
@@ -325,7 +327,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 				rec.Nodes = []*jobspb.Node{{Worker: rec.Worker, TaskId: j.task, GpuIndices: rec.GpuIndices, Assigned: true}}
 			}
 			for _, n := range rec.Nodes {
-				c.byTask[n.TaskId] = j
+				c.setTask(n.TaskId, j)
 				w := c.workers[n.Worker]
 				if w == nil {
 					w = &worker{name: n.Worker, downSince: now, running: map[Key]*job{}, dev: devices{held: map[string]Key{}}}
@@ -353,16 +355,17 @@ func New(cfg Config, st *store.State) (*Core, error) {
 // from the store, and what a View's replica starts from.
 func emptyCore(cfg Config) *Core {
 	return &Core{
-		cfg:     cfg,
-		queues:  map[string]Queue{},
-		jobs:    map[Key]*job{},
-		pending: map[Key]*job{},
-		counts:  map[State]int64{},
-		open:    map[int64]int{},
-		arrays:  map[int64][]*job{},
-		byTask:  map[string]*job{},
-		workers: map[string]*worker{},
-		windows: map[string]*jobspb.Reservation{},
+		cfg:        cfg,
+		queues:     map[string]Queue{},
+		jobs:       map[Key]*job{},
+		pending:    map[Key]*job{},
+		counts:     map[State]int64{},
+		open:       map[int64]int{},
+		arrays:     map[int64][]*job{},
+		byTask:     map[string]*job{},
+		arrayNodes: map[int64]int{},
+		workers:    map[string]*worker{},
+		windows:    map[string]*jobspb.Reservation{},
 	}
 }
 
@@ -379,6 +382,28 @@ func (c *Core) add(j *job) {
 	if !j.state().Terminal() {
 		c.open[j.key.ID]++
 	}
+}
+
+// setTask records that task is a node of j's running attempt.
+func (c *Core) setTask(task string, j *job) {
+	if _, ok := c.byTask[task]; !ok && j.key.Index >= 0 {
+		c.arrayNodes[j.key.ID]++
+	}
+	c.byTask[task] = j
+}
+
+// dropTask forgets task, a node of an attempt that has ended.
+func (c *Core) dropTask(task string) {
+	j, ok := c.byTask[task]
+	if !ok {
+		return
+	}
+	if j.key.Index >= 0 {
+		if c.arrayNodes[j.key.ID]--; c.arrayNodes[j.key.ID] == 0 {
+			delete(c.arrayNodes, j.key.ID)
+		}
+	}
+	delete(c.byTask, task)
 }
 
 func taskID(j *job) string { return fmt.Sprintf("%s#%d", j.key, j.rec.Attempts) }
@@ -702,7 +727,7 @@ func (c *Core) endAttempt(j *job, s State, msg string, nowMs int64) {
 			w.remove(j.key)
 			w.dev.release(j.key)
 		}
-		delete(c.byTask, n.TaskId)
+		c.dropTask(n.TaskId)
 	}
 	c.touch(j)
 }

@@ -14,7 +14,9 @@ package sched
 // tightly (CPUs, memory, GPUs and slots, as fractions of the worker) wins.
 
 import (
+	"container/heap"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -362,6 +364,60 @@ func (c *Core) candidates(j *job, workers []*worker, res *reservation, t time.Ti
 	}
 	sort.SliceStable(ok, func(a, b int) bool { return ok[a].s < ok[b].s })
 	return ok
+}
+
+// topCandidates is candidates cut to the k tightest; it also returns the
+// last of those when it cut any (the boundary: every worker it left out is
+// looser), and nil when it did not.
+func (c *Core) topCandidates(j *job, workers []*worker, res *reservation, t time.Time, at when, k int) ([]scored, *scored) {
+	var top loosest // a max-heap: the loosest kept on top
+	for _, w := range workers {
+		if !c.fits(j, w, at) || !res.allows(j, w, t) {
+			continue
+		}
+		s := scored{w, score(j, w)}
+		switch {
+		case len(top.scored) < k:
+			heap.Push(&top, s)
+		case tighter(s, top.scored[0]):
+			top.scored[0] = s
+			heap.Fix(&top, 0)
+			top.cut = true
+		default:
+			top.cut = true
+		}
+	}
+	ok := top.scored
+	slices.SortFunc(ok, byTightness)
+	if !top.cut {
+		return ok, nil
+	}
+	boundary := ok[len(ok)-1]
+	return ok, &boundary
+}
+
+// byTightness is tighter as a comparison for sorting and searching.
+func byTightness(a, b scored) int {
+	if tighter(a, b) {
+		return -1
+	}
+	return 1
+}
+
+// loosest is a heap of candidates with the loosest on top.
+type loosest struct {
+	scored []scored
+	cut    bool // some were left out
+}
+
+func (h loosest) Len() int           { return len(h.scored) }
+func (h loosest) Less(a, b int) bool { return tighter(h.scored[b], h.scored[a]) }
+func (h loosest) Swap(a, b int)      { h.scored[a], h.scored[b] = h.scored[b], h.scored[a] }
+func (h *loosest) Push(x any)        { h.scored = append(h.scored, x.(scored)) }
+func (h *loosest) Pop() any {
+	x := h.scored[len(h.scored)-1]
+	h.scored = h.scored[:len(h.scored)-1]
+	return x
 }
 
 // pick returns the workers j starts on, one per node, from its candidates:

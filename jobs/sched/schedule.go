@@ -134,12 +134,7 @@ func (c *Core) Schedule() {
 		queue = append(queue, ranked{j, c.priority(j, now)})
 	}
 	heap.Init(&queue)
-	runningInArray := map[int64]int{}
-	for _, j := range c.byTask {
-		if j.key.Index >= 0 {
-			runningInArray[j.key.ID]++
-		}
-	}
+	runningInArray := c.arrayNodes
 	workers := c.sortedWorkers()
 	// open indexes the room: the connected workers with a free job slot,
 	// the only ones a job can start on now. A round fits jobs against them
@@ -158,39 +153,50 @@ func (c *Core) Schedule() {
 	// free only shrinks while a round starts jobs, so a worker that did
 	// not pass before does not now).
 	type candidates struct {
-		j    *job // one of the jobs that ask it
-		ok   []scored
-		seen int // how much of changed ok takes into account
+		j  *job // one of the jobs that ask it
+		ok []scored
+		// boundary, when the candidates were cut to the tightest, is the
+		// loosest kept: those left out are looser still, so only the ones
+		// up to it are sure to be the tightest.
+		boundary *scored
+		seen     int // how much of changed ok takes into account
 	}
 	fits := map[fitQuery]*candidates{}
 	var changed []*worker
 	fit := func(j *job, res *reservation) []*worker {
 		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
+		nodes := nodesOf(j.spec)
 		e := fits[q]
-		if e == nil {
-			e = &candidates{j: j, ok: c.candidates(j, open, res, now, current), seen: len(changed)}
-			fits[q] = e
-		}
-		if len(changed) > e.seen {
+		if e != nil && len(changed) > e.seen {
 			since := map[*worker]bool{}
 			for _, w := range changed[e.seen:] {
 				since[w] = true
 			}
-			e.ok = slices.DeleteFunc(e.ok, func(s scored) bool { return since[s.w] })
+			// The workers just started on are most often the tightest,
+			// at the front.
+			for w := range since {
+				switch i := slices.IndexFunc(e.ok, func(s scored) bool { return s.w == w }); i {
+				case -1:
+				case 0:
+					e.ok = e.ok[1:]
+				default:
+					e.ok = slices.Delete(e.ok, i, i+1)
+				}
+			}
 			for w := range since {
 				if !c.fits(e.j, w, current) || !res.allows(e.j, w, now) {
 					continue
 				}
 				s := scored{w, score(e.j, w)}
-				i, _ := slices.BinarySearchFunc(e.ok, s, func(a, b scored) int {
-					if tighter(a, b) {
-						return -1
-					}
-					return 1
-				})
+				i, _ := slices.BinarySearchFunc(e.ok, s, byTightness)
 				e.ok = slices.Insert(e.ok, i, s)
 			}
 			e.seen = len(changed)
+		}
+		if e == nil || e.boundary != nil && (len(e.ok) < nodes || tighter(*e.boundary, e.ok[nodes-1])) {
+			ok, boundary := c.topCandidates(j, open, res, now, current, 4*nodes+32)
+			e = &candidates{j: j, ok: ok, boundary: boundary, seen: len(changed)}
+			fits[q] = e
 		}
 		return pick(j, e.ok)
 	}
@@ -222,11 +228,14 @@ func (c *Core) Schedule() {
 			if ws := fit(j, res); ws != nil {
 				c.start(j, ws, now)
 				room -= len(ws)
-				open = slices.DeleteFunc(open, func(w *worker) bool { return len(w.running) >= w.jobSlots })
-				changed = append(changed, ws...)
-				if j.key.Index >= 0 {
-					runningInArray[j.key.ID]++
+				for _, w := range ws {
+					if len(w.running) >= w.jobSlots {
+						// open is in name order, as workers are.
+						i, _ := slices.BinarySearchFunc(open, w.name, func(o *worker, name string) int { return strings.Compare(o.name, name) })
+						open = slices.Delete(open, i, i+1)
+					}
 				}
+				changed = append(changed, ws...)
 				continue
 			}
 			switch {
@@ -375,7 +384,7 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 		}
 		j.rec.Nodes = append(j.rec.Nodes, n)
 		w.add(j)
-		c.byTask[n.TaskId] = j
+		c.setTask(n.TaskId, j)
 	}
 	j.rec.Worker, j.rec.GpuIndices = ws[0].name, j.rec.Nodes[0].GpuIndices
 	c.touch(j)
