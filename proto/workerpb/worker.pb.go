@@ -414,9 +414,13 @@ type Register struct {
 	// address is where other workers reach this one (a gang's rank 0 serves
 	// MASTER_ADDR there); "" lets the server use the address it sees the
 	// worker connect from.
-	Address       string `protobuf:"bytes,9,opt,name=address,proto3" json:"address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Address string `protobuf:"bytes,9,opt,name=address,proto3" json:"address,omitempty"`
+	// whole_heartbeats says every Heartbeat of the worker holds everything
+	// it holds (and applied): the server reconciles with each. A worker
+	// without it (an earlier rbs) is reconciled at registration alone.
+	WholeHeartbeats bool `protobuf:"varint,10,opt,name=whole_heartbeats,json=wholeHeartbeats,proto3" json:"whole_heartbeats,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Register) Reset() {
@@ -510,6 +514,13 @@ func (x *Register) GetAddress() string {
 		return x.Address
 	}
 	return ""
+}
+
+func (x *Register) GetWholeHeartbeats() bool {
+	if x != nil {
+		return x.WholeHeartbeats
+	}
+	return false
 }
 
 type Resources struct {
@@ -2451,7 +2462,7 @@ const file_worker_proto_rawDesc = "" +
 	"\tjob_stdin\x18\x05 \x01(\v2\x17.rbs.worker.v1.JobStdinH\x00R\bjobStdin\x12&\n" +
 	"\x03ack\x18\x06 \x01(\v2\x12.rbs.worker.v1.AckH\x00R\x03ack\x12\x10\n" +
 	"\x03seq\x18\a \x01(\x04R\x03seqB\x06\n" +
-	"\x04kind\"\xd3\x02\n" +
+	"\x04kind\"\xfe\x02\n" +
 	"\bRegister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x126\n" +
@@ -2463,7 +2474,9 @@ const file_worker_proto_rawDesc = "" +
 	"\tjob_slots\x18\x06 \x01(\x05R\bjobSlots\x124\n" +
 	"\arunning\x18\a \x03(\v2\x1a.rbs.worker.v1.RunningTaskR\arunning\x12\x18\n" +
 	"\aversion\x18\b \x01(\tR\aversion\x12\x18\n" +
-	"\aaddress\x18\t \x01(\tR\aaddress\"\xb2\x01\n" +
+	"\aaddress\x18\t \x01(\tR\aaddress\x12)\n" +
+	"\x10whole_heartbeats\x18\n" +
+	" \x01(\bR\x0fwholeHeartbeats\"\xb2\x01\n" +
 	"\tResources\x12\x12\n" +
 	"\x04cpus\x18\x01 \x01(\x05R\x04cpus\x12!\n" +
 	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12&\n" +

@@ -115,6 +115,9 @@ func (ws *workers) Connect(stream workerpb.Workers_ConnectServer) error {
 			sess.Heard(time.Now())
 			switch k := m.Kind.(type) {
 			case *workerpb.WorkerMessage_Heartbeat:
+				if !sess.Reg.WholeHeartbeats {
+					break
+				}
 				report := session.DecodeReport(k.Heartbeat)
 				ws.sched.Reconcile(w, report)
 				if ws.jobs != nil {

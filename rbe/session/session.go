@@ -51,6 +51,9 @@ type Registration struct {
 	Version string
 	// Holds is what the worker holds from before this stream.
 	Holds Report
+	// WholeHeartbeats says each of its heartbeats reports everything it
+	// holds, to be reconciled with; an earlier rbs's are not.
+	WholeHeartbeats bool
 }
 
 // Task is one piece of work a worker holds.
@@ -86,14 +89,15 @@ func Decode(reg *workerpb.Register, peer net.Addr) (Registration, error) {
 		return Registration{}, status.Errorf(codes.InvalidArgument, "worker %s: negative slot count (%d action slots, %d job slots)", reg.Name, reg.ActionSlots, reg.JobSlots)
 	}
 	r := Registration{
-		Name:        reg.Name,
-		Process:     reg.Session,
-		ActionSlots: int(reg.ActionSlots),
-		JobSlots:    int(reg.JobSlots),
-		Resources:   reg.Resources,
-		Address:     reg.Address,
-		Version:     reg.Version,
-		Holds:       Report{Tasks: DecodeTasks(reg.Running), whole: true},
+		Name:            reg.Name,
+		Process:         reg.Session,
+		ActionSlots:     int(reg.ActionSlots),
+		JobSlots:        int(reg.JobSlots),
+		Resources:       reg.Resources,
+		Address:         reg.Address,
+		Version:         reg.Version,
+		Holds:           Report{Tasks: DecodeTasks(reg.Running), whole: true},
+		WholeHeartbeats: reg.WholeHeartbeats,
 	}
 	if r.Resources == nil {
 		r.Resources = &workerpb.Resources{}

@@ -40,14 +40,14 @@ func TestDecode(t *testing.T) {
 					t.Errorf("platform %q, properties %v", r.Platform, r.Properties)
 				}
 			}},
-		{name: "holdings", reg: &workerpb.Register{Name: "w", Running: []*workerpb.RunningTask{
+		{name: "holdings", reg: &workerpb.Register{Name: "w", WholeHeartbeats: true, Running: []*workerpb.RunningTask{
 			{TaskId: "a", SlotClass: workerpb.SlotClass_SLOT_CLASS_ACTION, ActionDigest: &workerpb.Digest{Hash: d.Hash(), SizeBytes: d.Size()}},
 			{TaskId: "bad", SlotClass: workerpb.SlotClass_SLOT_CLASS_ACTION, ActionDigest: &workerpb.Digest{Hash: "nothex", SizeBytes: 3}},
 			{TaskId: "7#1", SlotClass: workerpb.SlotClass_SLOT_CLASS_JOB, MasterPort: 29500},
 			{TaskId: "8#1", SlotClass: workerpb.SlotClass_SLOT_CLASS_JOB, Finished: true},
 		}}, check: func(t *testing.T, r Registration) {
 			h := r.Holds
-			if !h.Whole() || len(h.Tasks) != 4 || h.Tasks[0].Action != d || !h.Tasks[1].Action.IsZero() {
+			if !r.WholeHeartbeats || !h.Whole() || len(h.Tasks) != 4 || h.Tasks[0].Action != d || !h.Tasks[1].Action.IsZero() {
 				t.Fatalf("holdings %+v", h)
 			}
 			jobs := h.Of(workerpb.SlotClass_SLOT_CLASS_JOB)

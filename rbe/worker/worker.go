@@ -277,13 +277,14 @@ func (w *Worker) serve(ctx context.Context, api workerpb.WorkersClient) error {
 		return err
 	}
 	reg := &workerpb.Register{
-		Name:        w.cfg.Name,
-		Session:     w.session,
-		Resources:   &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs, GpuNote: w.cfg.GPUNote, ContainerRuntime: w.jobs.ContainerRuntime()},
-		Properties:  w.properties(),
-		ActionSlots: int32(w.cfg.ActionSlots),
-		JobSlots:    int32(w.cfg.JobSlots),
-		Version:     w.cfg.Version,
+		Name:            w.cfg.Name,
+		Session:         w.session,
+		Resources:       &workerpb.Resources{Cpus: int32(w.cfg.CPUs), MemoryBytes: w.cfg.MemoryBytes, Gpus: w.cfg.GPUs, GpuNote: w.cfg.GPUNote, ContainerRuntime: w.jobs.ContainerRuntime()},
+		Properties:      w.properties(),
+		ActionSlots:     int32(w.cfg.ActionSlots),
+		JobSlots:        int32(w.cfg.JobSlots),
+		Version:         w.cfg.Version,
+		WholeHeartbeats: true,
 	}
 	w.mu.Lock()
 	reg.Running = w.holdingsLocked()
