@@ -325,8 +325,8 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 			if err != nil {
 				return err
 			}
-			for _, id := range ids {
-				s.meta[id] = jobMeta{kind: next.kind, duration: s.work.duration(next.kind), nodes: max(int(next.jobs[0].Spec.Nodes), 1),
+			for i, id := range ids {
+				s.meta[id] = jobMeta{kind: next.kind, duration: next.runs[i], nodes: max(int(next.jobs[0].Spec.Nodes), 1),
 					priority: next.jobs[0].Spec.Priority, queue: next.jobs[0].Spec.Queue}
 				s.submitted[id] = s.now
 			}

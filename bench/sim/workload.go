@@ -99,6 +99,8 @@ type submission struct {
 	at    time.Duration // since the start
 	jobs  []*manifest.Job
 	tasks int // jobs counting array tasks
+	// runs is how long each job runs (each task of an array alike).
+	runs []time.Duration
 }
 
 // workload makes the submissions of the simulation, in arrival order.
@@ -227,6 +229,14 @@ func (w *workload) Next() (submission, bool) {
 		}
 		s.jobs = []*manifest.Job{{Spec: sp}}
 		s.tasks = 1
+	}
+	// Each job runs for a heavy-tailed time, and asks for a time limit
+	// of twice that, rounded up to a minute, as users who know their jobs
+	// do: backfill plans by the limits.
+	for _, j := range s.jobs {
+		d := w.duration(k)
+		s.runs = append(s.runs, d)
+		j.Spec.TimeLimitMs = (2 * d).Truncate(time.Minute).Milliseconds() + time.Minute.Milliseconds()
 	}
 	w.left -= s.tasks
 	return s, true

@@ -572,10 +572,16 @@ func (r *reservation) allows(j *job, w *worker, now time.Time) bool {
 	if !held {
 		return true
 	}
-	if j.rec.TimeLimitMs > 0 && !r.at.IsZero() && !now.Add(time.Duration(j.rec.TimeLimitMs)*time.Millisecond).After(r.at) {
-		return true // it ends before the reserved start
+	if r.endsBefore(j, now) {
+		return true
 	}
 	return extra.fits(need(j.spec))
+}
+
+// endsBefore reports whether j, started now, ends by its time limit before
+// the reserved start; false without a reservation.
+func (r *reservation) endsBefore(j *job, now time.Time) bool {
+	return r != nil && j.rec.TimeLimitMs > 0 && !r.at.IsZero() && !now.Add(time.Duration(j.rec.TimeLimitMs)*time.Millisecond).After(r.at)
 }
 
 // nodeList is the names of a gang's workers, in rank order.

@@ -164,7 +164,15 @@ func (c *Core) Schedule() {
 	fits := map[fitQuery]*candidates{}
 	var changed []*worker
 	fit := func(j *job, res *reservation) []*worker {
-		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), j.rec.TimeLimitMs, res != nil}
+		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, res != nil}
+		switch {
+		case len(c.windows) > 0:
+			// Maintenance windows look at the time limit.
+			q.limitMs = j.rec.TimeLimitMs
+		case res.endsBefore(j, now):
+			// A reservation asks only whether the job ends before it.
+			q.limitMs = -1
+		}
 		nodes := nodesOf(j.spec)
 		e := fits[q]
 		if e != nil && len(changed) > e.seen {
@@ -352,6 +360,8 @@ type fitQuery struct {
 	platform string
 	minNodes int
 	nodes    int
+	// limitMs is the time limit where maintenance windows make it count,
+	// -1 for a job that ends before the reservation, else 0.
 	limitMs  int64
 	reserved bool
 }
