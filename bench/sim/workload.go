@@ -87,7 +87,6 @@ const (
 	chain
 	armJob
 	containerJob
-	numKinds
 )
 
 var kindNames = [...]string{"single", "array", "gpu", "gang8", "gang64", "chain", "arm", "container"}
