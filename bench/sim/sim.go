@@ -57,8 +57,8 @@ type Result struct {
 	PeakHeapBytes   uint64  `json:"peak_heap_bytes"`
 	JobsCompleted   int64   `json:"jobs_completed"`
 	SimulatedS      float64 `json:"simulated_s"`
-	// GangWaitRatio is the longest wait of a gang over the longest wait
-	// of a single of the same queue and priority.
+	// LongestGangWaitS is the longest wait of a gang, and
+	// LongestSingleWaitS of a single of a queue and priority gangs had.
 	LongestGangWaitS   float64 `json:"longest_gang_wait_s"`
 	LongestSingleWaitS float64 `json:"longest_single_wait_s"`
 	// Starved counts the jobs placed later than 3x their ideal wait (see

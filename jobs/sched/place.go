@@ -353,22 +353,10 @@ func tighter(a, b scored) bool {
 	return a.w.name < b.w.name
 }
 
-// candidates returns the workers, of those given in name order, that pass
-// the chain for a node of j and keep res's promise, the tightest first.
-func (c *Core) candidates(j *job, workers []*worker, res *reservation, t time.Time, at when) []scored {
-	var ok []scored
-	for _, w := range workers {
-		if c.fits(j, w, at) && res.allows(j, w, t) {
-			ok = append(ok, scored{w, score(j, w)})
-		}
-	}
-	sort.SliceStable(ok, func(a, b int) bool { return ok[a].s < ok[b].s })
-	return ok
-}
-
-// topCandidates is candidates cut to the k tightest; it also returns the
-// last of those when it cut any (the boundary: every worker it left out is
-// looser), and nil when it did not.
+// topCandidates returns the k tightest of the workers, given in name
+// order, that pass the chain for a node of j and keep res's promise,
+// tightest first; and the last of those when it left any out (the
+// boundary: every worker it left out is looser), else nil.
 func (c *Core) topCandidates(j *job, workers []*worker, res *reservation, t time.Time, at when, k int) ([]scored, *scored) {
 	var top loosest // a max-heap: the loosest kept on top
 	for _, w := range workers {
@@ -439,7 +427,8 @@ func pick(j *job, ok []scored) []*worker {
 // each passing the chain, the tightest first, keeping res's promise; nil
 // when fewer than its nodes do.
 func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time, at when) []*worker {
-	return pick(j, c.candidates(j, workers, res, t, at))
+	ok, _ := c.topCandidates(j, workers, res, t, at, nodesOf(j.spec))
+	return pick(j, ok)
 }
 
 // explain says why each worker cannot run a node of j now, grouped by

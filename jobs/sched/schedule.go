@@ -152,16 +152,7 @@ func (c *Core) Schedule() {
 	// brought up to date with those alone when it is asked again (what is
 	// free only shrinks while a round starts jobs, so a worker that did
 	// not pass before does not now).
-	type candidates struct {
-		j  *job // one of the jobs that ask it
-		ok []scored
-		// boundary, when the candidates were cut to the tightest, is the
-		// loosest kept: those left out are looser still, so only the ones
-		// up to it are sure to be the tightest.
-		boundary *scored
-		seen     int // how much of changed ok takes into account
-	}
-	fits := map[fitQuery]*candidates{}
+	fits := map[fitQuery]*kept{}
 	var changed []*worker
 	fit := func(j *job, res *reservation) []*worker {
 		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, res != nil}
@@ -173,37 +164,13 @@ func (c *Core) Schedule() {
 			// A reservation asks only whether the job ends before it.
 			q.limitMs = -1
 		}
-		nodes := nodesOf(j.spec)
 		e := fits[q]
-		if e != nil && len(changed) > e.seen {
-			since := map[*worker]bool{}
-			for _, w := range changed[e.seen:] {
-				since[w] = true
-			}
-			// The workers just started on are most often the tightest,
-			// at the front.
-			for w := range since {
-				switch i := slices.IndexFunc(e.ok, func(s scored) bool { return s.w == w }); i {
-				case -1:
-				case 0:
-					e.ok = e.ok[1:]
-				default:
-					e.ok = slices.Delete(e.ok, i, i+1)
-				}
-			}
-			for w := range since {
-				if !c.fits(e.j, w, current) || !res.allows(e.j, w, now) {
-					continue
-				}
-				s := scored{w, score(e.j, w)}
-				i, _ := slices.BinarySearchFunc(e.ok, s, byTightness)
-				e.ok = slices.Insert(e.ok, i, s)
-			}
-			e.seen = len(changed)
+		if e != nil {
+			e.catchUp(c, changed, res, now)
 		}
-		if e == nil || e.boundary != nil && (len(e.ok) < nodes || tighter(*e.boundary, e.ok[nodes-1])) {
+		if nodes := nodesOf(j.spec); e == nil || e.short(nodes) {
 			ok, boundary := c.topCandidates(j, open, res, now, current, 4*nodes+32)
-			e = &candidates{j: j, ok: ok, boundary: boundary, seen: len(changed)}
+			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(changed)}
 			fits[q] = e
 		}
 		return pick(j, e.ok)
@@ -352,6 +319,57 @@ func (q *waiting) Pop() any {
 	x := old[len(old)-1]
 	*q = old[:len(old)-1]
 	return x
+}
+
+// kept is what a round keeps of one fitQuery's candidates: the tightest
+// workers, brought up to date (catchUp) with those that jobs started on
+// since.
+type kept struct {
+	j  *job // one of the jobs that ask it
+	ok []scored
+	// boundary, when the candidates were cut to the tightest, is the
+	// loosest kept: those left out are looser still, so only the ones up
+	// to it are sure to be the tightest.
+	boundary *scored
+	seen     int // how much of the round's changed workers ok takes in
+}
+
+// catchUp takes in the workers of changed past e.seen, which jobs started
+// on: each leaves ok and comes back at its new place if it still passes.
+func (e *kept) catchUp(c *Core, changed []*worker, res *reservation, now time.Time) {
+	if len(changed) == e.seen {
+		return
+	}
+	since := map[*worker]bool{}
+	for _, w := range changed[e.seen:] {
+		since[w] = true
+	}
+	e.seen = len(changed)
+	for w := range since {
+		// The workers just started on are most often the tightest, at
+		// the front.
+		switch i := slices.IndexFunc(e.ok, func(s scored) bool { return s.w == w }); i {
+		case -1:
+		case 0:
+			e.ok = e.ok[1:]
+		default:
+			e.ok = slices.Delete(e.ok, i, i+1)
+		}
+	}
+	for w := range since {
+		if c.fits(e.j, w, current) && res.allows(e.j, w, now) {
+			s := scored{w, score(e.j, w)}
+			i, _ := slices.BinarySearchFunc(e.ok, s, byTightness)
+			e.ok = slices.Insert(e.ok, i, s)
+		}
+	}
+}
+
+// short reports whether e can no longer tell the tightest workers for a
+// job of nodes nodes: it was cut, and fewer than nodes of those it kept
+// are tighter than the ones it left out.
+func (e *kept) short(nodes int) bool {
+	return e.boundary != nil && (len(e.ok) < nodes || tighter(*e.boundary, e.ok[nodes-1]))
 }
 
 // fitQuery is what a fit depends on besides the workers' room.

@@ -15,7 +15,6 @@ package session
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -96,7 +95,7 @@ func Decode(reg *workerpb.Register, peer net.Addr) (Registration, error) {
 		Resources:       reg.Resources,
 		Address:         reg.Address,
 		Version:         reg.Version,
-		Holds:           Report{Tasks: DecodeTasks(reg.Running), whole: true},
+		Holds:           Report{Tasks: decodeTasks(reg.Running), whole: true},
 		WholeHeartbeats: reg.WholeHeartbeats,
 	}
 	if r.Resources == nil {
@@ -121,12 +120,12 @@ func Decode(reg *workerpb.Register, peer net.Addr) (Registration, error) {
 
 // DecodeReport decodes a heartbeat.
 func DecodeReport(hb *workerpb.Heartbeat) Report {
-	return Report{Tasks: DecodeTasks(hb.Running), Applied: hb.Applied}
+	return Report{Tasks: decodeTasks(hb.Running), Applied: hb.Applied}
 }
 
-// DecodeTasks decodes the tasks a worker reports. A digest is checked as a
+// decodeTasks decodes the tasks a worker reports. A digest is checked as a
 // client's is; a bad one leaves the action unknown.
-func DecodeTasks(running []*workerpb.RunningTask) []Task {
+func decodeTasks(running []*workerpb.RunningTask) []Task {
 	tasks := make([]Task, 0, len(running))
 	for _, r := range running {
 		t := Task{ID: r.TaskId, Class: r.SlotClass, MasterPort: r.MasterPort, Finished: r.Finished}
@@ -320,6 +319,3 @@ func (s *Session) Drop() {
 		close(s.gone)
 	}
 }
-
-// String names the session in logs.
-func (s *Session) String() string { return fmt.Sprintf("%s (session %d)", s.Reg.Name, s.Gen) }

@@ -142,9 +142,10 @@ func TestOutbox(t *testing.T) {
 	if _, err := s.Next(context.Background()); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Next after Drop: %v", err)
 	}
-	if s.Connected() {
-		s.End()
+	if !s.Connected() {
+		t.Fatal("a new session is not connected")
 	}
+	s.End()
 	if s.Connected() {
 		t.Fatal("an ended session is connected")
 	}
