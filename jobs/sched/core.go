@@ -34,6 +34,15 @@ type Queue struct {
 	// jobs that give none; 0 for no cap.
 	MaxTime time.Duration
 	Default bool
+	// UsageFactor weighs the usage of the queue's jobs for fair share (0:
+	// as 1).
+	UsageFactor float64
+	// Quota, when set, bounds what the queue's running jobs take together;
+	// with a Cohort, the queue may borrow past it what the cohort's other
+	// queues leave idle, up to BorrowingLimit (nil: no limit).
+	Quota          *Resources
+	BorrowingLimit *Resources
+	Cohort         string
 }
 
 // DefaultQueues is the configuration when none is given: one "batch" queue.
@@ -48,6 +57,9 @@ type Config struct {
 	AgeWeight   int64
 	AgeInterval time.Duration
 	AgeCap      int64
+	// FairShare, when set, puts each user's fair-share factor in their
+	// jobs' priority.
+	FairShare *FairShare
 	// LostAfter is how long, after the server starts, the jobs of a worker
 	// the store names wait for it to register before they are requeued (or
 	// end as NODE_FAIL). A worker that has registered is lost when the
@@ -222,6 +234,18 @@ type Core struct {
 	// while they stop.
 	preempting map[Key][]*job
 
+	// usage is each user's fair-share usage, usageDirty the users whose
+	// usage changed since the last Flush; fair is the share table of the
+	// last round, and fairCache the priorities it gave in the round.
+	usage      map[string]*usage
+	usageDirty map[string]bool
+	fair       *shareTable
+	fairCache  map[string]fairPrio
+	// queueUsed is what the running jobs of each queue take; cohorts the
+	// queues of each cohort.
+	queueUsed map[string]amounts
+	cohorts   map[string][]Queue
+
 	windows      map[string]*jobspb.Reservation
 	windowsDirty map[string]*jobspb.Reservation
 	lastTick     time.Time
@@ -293,6 +317,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 	c.nextID = max(st.NextID, 1)
 	c.stdins, c.dirty, c.seen, c.workersSeen = map[Key]*stdin{}, map[Key]*job{}, map[Key]bool{}, map[string]bool{}
 	c.preempting, c.windowsDirty = map[Key][]*job{}, map[string]*jobspb.Reservation{}
+	c.usageDirty, c.queueUsed, c.cohorts = map[string]bool{}, map[string]amounts{}, map[string][]Queue{}
 	c.submits, c.keyOf = map[string][]int64{}, map[int64]string{}
 	for key, ids := range st.Submits {
 		c.submits[key], c.keyOf[ids[len(ids)-1]] = ids, key
@@ -306,6 +331,12 @@ func New(cfg Config, st *store.State) (*Core, error) {
 			return nil, fmt.Errorf("queue %q is defined twice", q.Name)
 		}
 		c.queues[q.Name] = q
+		if q.Cohort != "" {
+			if q.Quota == nil {
+				return nil, fmt.Errorf("queue %q: a cohort is for queues with a quota", q.Name)
+			}
+			c.cohorts[q.Cohort] = append(c.cohorts[q.Cohort], q)
+		}
 		if q.Default || c.defQ == "" && len(cfg.Queues) == 1 {
 			c.defQ = q.Name
 		}
@@ -341,6 +372,18 @@ func New(cfg Config, st *store.State) (*Core, error) {
 			c.nextID = rec.Id + 1
 		}
 	}
+	// Usage was written when it last changed: since then it has grown by
+	// what runs now, whose nodes setTask has just charged.
+	for _, r := range st.Usage {
+		u := c.usage[r.User]
+		if u == nil {
+			u = &usage{}
+			c.usage[r.User] = u
+		}
+		u.v, u.at = [3]float64{r.CPU, r.Memory, r.GPU}, time.UnixMilli(r.AtUnixMs)
+		u.advance(now, c.halfLife())
+		c.usageDirty[r.User] = true
+	}
 	c.queueEnded()
 	c.reschedule = true
 	c.view = newView(c)
@@ -366,6 +409,7 @@ func emptyCore(cfg Config) *Core {
 		arrayNodes: map[int64]int{},
 		workers:    map[string]*worker{},
 		windows:    map[string]*jobspb.Reservation{},
+		usage:      map[string]*usage{},
 	}
 }
 
@@ -385,9 +429,14 @@ func (c *Core) add(j *job) {
 }
 
 // setTask records that task is a node of j's running attempt.
+// Each node charges its user's usage and its queue's quota while it runs.
 func (c *Core) setTask(task string, j *job) {
-	if _, ok := c.byTask[task]; !ok && j.key.Index >= 0 {
-		c.arrayNodes[j.key.ID]++
+	if _, ok := c.byTask[task]; !ok {
+		if j.key.Index >= 0 {
+			c.arrayNodes[j.key.ID]++
+		}
+		c.charge(j, 1)
+		c.quotaUse(j, 1)
 	}
 	c.byTask[task] = j
 }
@@ -403,6 +452,8 @@ func (c *Core) dropTask(task string) {
 			delete(c.arrayNodes, j.key.ID)
 		}
 	}
+	c.charge(j, -1)
+	c.quotaUse(j, -1)
 	delete(c.byTask, task)
 }
 
@@ -431,7 +482,7 @@ func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
 // Flush returns the changes since the last Flush: the store batch to commit
 // and the messages to send once it is committed.
 func (c *Core) Flush() (*store.Batch, []Outbound) {
-	b := &store.Batch{Specs: c.newSpecs, Logs: c.logs, Forget: c.forget, Submits: c.newSubmits}
+	b := &store.Batch{Specs: c.newSpecs, Logs: c.logs, Forget: c.forget, Submits: c.newSubmits, Usage: c.usageRecords()}
 	c.newSpecs, c.forget, c.newSubmits = nil, nil, nil
 	for _, j := range c.dirty {
 		b.Jobs = append(b.Jobs, j.rec)

@@ -167,10 +167,19 @@ func (c *Core) Queues() []*jobspb.QueueInfo {
 			qi.Pending++
 		}
 	}
+	used := map[string]amounts{}
 	for _, j := range c.byTask {
 		if qi := occ[j.spec.Queue]; qi != nil {
 			qi.Running++
+			u, t := used[j.spec.Queue], takes(j)
+			for i := range u {
+				u[i] += t[i]
+			}
+			used[j.spec.Queue] = u
 		}
+	}
+	for _, qi := range out {
+		c.quotaInfo(qi, c.queues[qi.Name], used[qi.Name])
 	}
 	return out
 }

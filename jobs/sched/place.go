@@ -247,13 +247,15 @@ func (c *Core) placeable(j *job, workers []*worker) string {
 		}
 		ofPlatform++
 		if c.fits(j, w, ever) {
-			if fit++; fit >= minNodesOf(j.spec) {
+			if fit++; fit >= minNodesOf(j.spec) && !(packs(j.spec) && j.spec.PackRequired) {
 				return ""
 			}
 		}
 	}
 	n := minNodesOf(j.spec)
 	switch {
+	case fit >= n && packs(j.spec) && j.spec.PackRequired:
+		return c.packable(j, workers)
 	case withSlots == 0:
 		return ReasonNoWorkers
 	case ofPlatform == 0:
@@ -426,10 +428,18 @@ func pick(j *job, ok []scored) []*worker {
 // fit picks the workers j starts on now, one per node, all distinct and
 // each passing the chain, the tightest first, keeping res's promise; nil
 // when fewer than its nodes do.
+// A packed gang looks at every worker that passes.
 func (c *Core) fit(j *job, workers []*worker, res *reservation, t time.Time, at when) []*worker {
+	if packs(j.spec) {
+		ok, _ := c.topCandidates(j, workers, res, t, at, len(workers))
+		return packed(j, ok)
+	}
 	ok, _ := c.topCandidates(j, workers, res, t, at, nodesOf(j.spec))
 	return pick(j, ok)
 }
+
+// packs reports whether jobs of s are gangs packed by a topology label.
+func packs(s *jobspb.JobSpec) bool { return s.Pack != "" && nodesOf(s) > 1 }
 
 // explain says why each worker cannot run a node of j now, grouped by
 // reason, most workers first: "2 workers: not enough free memory (asked
@@ -467,6 +477,13 @@ func (c *Core) explain(j *job) []string {
 		out = append(out, fmt.Sprintf("the job needs %d to %d workers at once", lo, hi))
 	case hi > 1:
 		out = append(out, fmt.Sprintf("the job needs %d workers at once", hi))
+	}
+	if packs(j.spec) {
+		how := "in as few as it can"
+		if j.spec.PackRequired {
+			how = "all in one"
+		}
+		out = append(out, fmt.Sprintf("the job is packed by %s: %s", j.spec.Pack, how))
 	}
 	return out
 }

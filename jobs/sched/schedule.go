@@ -14,16 +14,20 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 )
 
-// priorityOf breaks down a job's priority: its own, its queue's, and the
-// bonus it has gained by waiting.
+// priorityOf breaks down a job's priority: its own, its queue's, the
+// bonus it has gained by waiting, and its user's fair share.
 func (c *Core) priorityOf(j *job, now time.Time) *jobspb.Priority {
 	p := &jobspb.Priority{Base: int64(j.spec.Priority), Queue: int64(c.queues[j.spec.Queue].Priority), Age: c.ageBonus(j, now)}
-	p.Total = p.Base + p.Queue + p.Age
+	p.FairShare, p.FairShareFactor = c.fairShare(j.spec.User)
+	p.Total = p.Base + p.Queue + p.Age + p.FairShare
 	return p
 }
 
 // priority is the total of priorityOf, which a round orders by.
-func (c *Core) priority(j *job, now time.Time) int64 { return j.base + c.ageBonus(j, now) }
+func (c *Core) priority(j *job, now time.Time) int64 {
+	fair, _ := c.fairShare(j.spec.User)
+	return j.base + c.ageBonus(j, now) + fair
+}
 
 // ageBonus is the priority a pending job has gained by waiting.
 func (c *Core) ageBonus(j *job, now time.Time) int64 {
@@ -129,6 +133,7 @@ func (c *Core) Schedule() {
 	defer func() { c.reschedule = false }()
 	c.specCache, c.specLast = map[*jobspb.JobSpec]specReasons{}, nil
 	now := c.cfg.Now()
+	c.refreshShares(now)
 	queue := make(waiting, 0, len(c.pending))
 	for _, j := range c.pending {
 		queue = append(queue, ranked{j, c.priority(j, now)})
@@ -155,6 +160,9 @@ func (c *Core) Schedule() {
 	fits := map[fitQuery]*kept{}
 	var changed []*worker
 	fit := func(j *job, res *reservation) []*worker {
+		if packs(j.spec) {
+			return c.fit(j, open, res, now, current)
+		}
 		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, res != nil}
 		switch {
 		case len(c.windows) > 0:
@@ -185,11 +193,14 @@ func (c *Core) Schedule() {
 			// Nothing more can start: the rest wait for resources, or
 			// for their own reasons, in any order; the first of them,
 			// when it heads the queue, may preempt.
-			if res == nil && c.blocked(queue[0].job, runningInArray, workers) == "" {
-				c.preempt(queue[0].job, workers, now)
+			if head := queue[0].job; res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
+				c.preempt(head, workers, now)
 			}
 			for _, r := range queue {
 				reason := c.blocked(r.job, runningInArray, workers)
+				if reason == "" {
+					reason = c.quotaReason(r.job, now)
+				}
 				if reason == "" {
 					reason = ReasonResources
 				}
@@ -199,9 +210,19 @@ func (c *Core) Schedule() {
 		}
 		j := heap.Pop(&queue).(ranked).job
 		reason := c.blocked(j, runningInArray, workers)
+		quota := quotaVerdict{reason: reason}
+		if reason == "" {
+			quota = c.quota(j)
+			if quota.reason != "" {
+				reason = c.quotaReason(j, now)
+			}
+		}
 		if reason == "" {
 			if ws := fit(j, res); ws != nil {
 				c.start(j, ws, now)
+				if quota.borrows {
+					c.borrow(j)
+				}
 				room -= len(ws)
 				for _, w := range ws {
 					if len(w.running) >= w.jobSlots {
@@ -214,6 +235,11 @@ func (c *Core) Schedule() {
 				continue
 			}
 			switch {
+			case packs(j.spec) && j.spec.PackRequired && c.fitSpread(j, open, res, now):
+				// It would fit spread; it waits for one domain to have
+				// room, and holds nothing back meanwhile.
+				ok, _ := c.topCandidates(j, open, res, now, current, len(open))
+				reason = packReason(j, ok)
 			case res == nil && c.preempt(j, workers, now):
 				// It waits for the jobs it preempted to stop; what they
 				// free is its first, as it heads the queue.
@@ -390,7 +416,7 @@ type fitQuery struct {
 func (c *Core) start(j *job, ws []*worker, now time.Time) {
 	c.move(j, Running)
 	delete(c.preempting, j.key)
-	j.rec.PendingReason = ""
+	j.rec.PendingReason, j.rec.Borrowed = "", false
 	j.rec.StartUnixMs = now.UnixMilli()
 	if c.cfg.Waited != nil {
 		c.cfg.Waited(j.spec.Queue, time.Duration(j.rec.StartUnixMs-j.rec.SubmitUnixMs)*time.Millisecond)

@@ -74,4 +74,12 @@ const (
 	// ReasonJobHeldUser: the job was submitted held and waits to be
 	// released.
 	ReasonJobHeldUser = "JobHeldUser"
+	// ReasonQuotaExceeded: its queue's quota, or its cohort's, is taken;
+	// the reason goes on to say which, "QuotaExceeded: queue gpu has 8/8
+	// GPUs".
+	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonTopology: the job must be packed in one topology domain
+	// (--pack-required), and none has room for all its nodes; the reason
+	// goes on to say how many the roomiest has.
+	ReasonTopology = "Topology"
 )

@@ -119,6 +119,12 @@ func (c *Core) Publish(wait bool) bool {
 	}
 	clear(c.workersSeen)
 	r.windows = maps.Clone(c.windows) // windows are replaced, never changed
+	r.usage = make(map[string]*usage, len(c.usage))
+	for user, u := range c.usage {
+		cu := *u
+		r.usage[user] = &cu
+	}
+	r.fair = c.fair // made anew each round, never changed
 	v.published = c.cfg.Now()
 	return true
 }

@@ -92,6 +92,11 @@ var migrations = []migration{
 			`CREATE TABLE lease_renewal (id INTEGER PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, renewed TIMESTAMPTZ NOT NULL)`,
 		},
 	},
+	// 3: each user's fair-share usage.
+	{
+		sqlite:   []string{`CREATE TABLE fair_usage (name TEXT PRIMARY KEY, cpu REAL NOT NULL, memory REAL NOT NULL, gpu REAL NOT NULL, at_ms INTEGER NOT NULL)`},
+		postgres: []string{`CREATE TABLE fair_usage (name TEXT PRIMARY KEY, cpu DOUBLE PRECISION NOT NULL, memory DOUBLE PRECISION NOT NULL, gpu DOUBLE PRECISION NOT NULL, at_ms BIGINT NOT NULL)`},
+	},
 }
 
 // metaTable holds the schema's version and the store's counters. It is

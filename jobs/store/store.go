@@ -96,6 +96,17 @@ type Batch struct {
 	// Submits are the idempotency keys of submissions taken in the round,
 	// with the ids they were given.
 	Submits []Submit
+	// Usage is the fair-share usage of users whose usage changed; a later
+	// row of a user replaces an earlier one.
+	Usage []Usage
+}
+
+// Usage is one user's decayed fair-share usage as of a time: CPU-,
+// GiB-of-memory- and GPU-seconds.
+type Usage struct {
+	User             string
+	CPU, Memory, GPU float64
+	AtUnixMs         int64
 }
 
 // A Submit is a submission's idempotency key and the ids of its jobs: the
@@ -108,7 +119,7 @@ type Submit struct {
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Specs) == 0 && len(b.Jobs) == 0 && len(b.Logs) == 0 && b.NextID == 0 && len(b.Forget) == 0 &&
-		len(b.Reservations) == 0 && len(b.Unreserve) == 0 && len(b.Submits) == 0
+		len(b.Reservations) == 0 && len(b.Unreserve) == 0 && len(b.Submits) == 0 && len(b.Usage) == 0
 }
 
 // Merge adds the changes of a later round to b, so that both commit as one.
@@ -124,6 +135,7 @@ func (b *Batch) Merge(later *Batch) {
 	b.Logs = append(b.Logs, later.Logs...)
 	b.Forget = append(b.Forget, later.Forget...)
 	b.Submits = append(b.Submits, later.Submits...)
+	b.Usage = append(b.Usage, later.Usage...)
 	// A later change of a reservation replaces an earlier one: a name is
 	// in at most one of the two lists.
 	for _, name := range later.Unreserve {
@@ -219,6 +231,13 @@ func (s *Store) Commit(b *Batch) error {
 	for _, sub := range b.Submits {
 		if _, err := s.exec(tx, `INSERT INTO submits (key, id, ids) VALUES (?, ?, ?)`, sub.Key, sub.IDs[len(sub.IDs)-1], formatIDs(sub.IDs)); err != nil {
 			return fmt.Errorf("saving submission key %q: %w", sub.Key, err)
+		}
+	}
+	for _, u := range b.Usage {
+		if _, err := s.exec(tx, `INSERT INTO fair_usage (name, cpu, memory, gpu, at_ms) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET cpu = excluded.cpu, memory = excluded.memory, gpu = excluded.gpu, at_ms = excluded.at_ms`,
+			u.User, u.CPU, u.Memory, u.GPU, u.AtUnixMs); err != nil {
+			return fmt.Errorf("saving the usage of %s: %w", u.User, err)
 		}
 	}
 	if b.NextID != 0 {
@@ -324,6 +343,8 @@ type State struct {
 	Reservations []*jobspb.Reservation
 	// Submits are the ids of submissions by their idempotency keys.
 	Submits map[string][]int64
+	// Usage is each user's fair-share usage, as last written.
+	Usage []Usage
 }
 
 // Load reads the whole state. Every record's job has a spec in Specs.
@@ -340,6 +361,9 @@ func (s *Store) Load() (*State, error) {
 		return nil, err
 	}
 	if err := s.loadSubmits(st); err != nil {
+		return nil, err
+	}
+	if err := s.loadUsage(st); err != nil {
 		return nil, err
 	}
 	rows, err := s.db.Query(s.rebind(`SELECT record FROM jobs ORDER BY id, idx`))
@@ -474,6 +498,22 @@ func (s *Store) loadSubmits(st *State) error {
 }
 
 // formatIDs writes job ids as a comma-separated list; parseIDs reads one.
+func (s *Store) loadUsage(st *State) error {
+	rows, err := s.db.Query(`SELECT name, cpu, memory, gpu, at_ms FROM fair_usage ORDER BY name`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u Usage
+		if err := rows.Scan(&u.User, &u.CPU, &u.Memory, &u.GPU, &u.AtUnixMs); err != nil {
+			return err
+		}
+		st.Usage = append(st.Usage, u)
+	}
+	return rows.Err()
+}
+
 func formatIDs(ids []int64) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {

@@ -413,7 +413,14 @@ type JobSpec struct {
 	// hold submits the job held: it stays PENDING (JobHeldUser) until it is
 	// released, and is accepted even when no registered worker could ever
 	// run it.
-	Hold          bool `protobuf:"varint,27,opt,name=hold,proto3" json:"hold,omitempty"`
+	Hold bool `protobuf:"varint,27,opt,name=hold,proto3" json:"hold,omitempty"`
+	// pack, for a job of several nodes, is a topology label (a worker
+	// property's name, as "rack") whose value its nodes should share: it is
+	// placed in the fewest such domains.
+	Pack string `protobuf:"bytes,28,opt,name=pack,proto3" json:"pack,omitempty"`
+	// pack_required makes the job wait, rather than spread over several
+	// domains, until one domain can hold all its nodes.
+	PackRequired  bool `protobuf:"varint,29,opt,name=pack_required,json=packRequired,proto3" json:"pack_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +644,20 @@ func (x *JobSpec) GetHold() bool {
 	return false
 }
 
+func (x *JobSpec) GetPack() string {
+	if x != nil {
+		return x.Pack
+	}
+	return ""
+}
+
+func (x *JobSpec) GetPackRequired() bool {
+	if x != nil {
+		return x.PackRequired
+	}
+	return false
+}
+
 type Dependency struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is afterok, afterany or afternotok.
@@ -817,7 +838,10 @@ type JobRecord struct {
 	// processes used, on all its nodes, as their workers measured it.
 	CpuTimeMs int64 `protobuf:"varint,29,opt,name=cpu_time_ms,json=cpuTimeMs,proto3" json:"cpu_time_ms,omitempty"`
 	// held keeps a pending job from being scheduled until it is released.
-	Held          bool `protobuf:"varint,30,opt,name=held,proto3" json:"held,omitempty"`
+	Held bool `protobuf:"varint,30,opt,name=held,proto3" json:"held,omitempty"`
+	// borrowed says the running attempt uses quota its queue borrowed from
+	// its cohort: it is stopped when the lending queue needs it back.
+	Borrowed      bool `protobuf:"varint,31,opt,name=borrowed,proto3" json:"borrowed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1051,6 +1075,13 @@ func (x *JobRecord) GetCpuTimeMs() int64 {
 func (x *JobRecord) GetHeld() bool {
 	if x != nil {
 		return x.Held
+	}
+	return false
+}
+
+func (x *JobRecord) GetBorrowed() bool {
+	if x != nil {
+		return x.Borrowed
 	}
 	return false
 }
@@ -2204,15 +2235,23 @@ func (x *QueuesResponse) GetQueues() []*QueueInfo {
 }
 
 type QueueInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Priority      int32                  `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
-	MaxTimeMs     int64                  `protobuf:"varint,3,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
-	Running       int32                  `protobuf:"varint,4,opt,name=running,proto3" json:"running,omitempty"`
-	Pending       int32                  `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
-	IsDefault     bool                   `protobuf:"varint,6,opt,name=is_default,json=isDefault,proto3" json:"is_default,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Priority  int32                  `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	MaxTimeMs int64                  `protobuf:"varint,3,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
+	Running   int32                  `protobuf:"varint,4,opt,name=running,proto3" json:"running,omitempty"`
+	Pending   int32                  `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	IsDefault bool                   `protobuf:"varint,6,opt,name=is_default,json=isDefault,proto3" json:"is_default,omitempty"`
+	// quota is the queue's nominal quota (none when unset), used what its
+	// running jobs take, borrowing_limit how far past its quota it may
+	// borrow from its cohort (unset: as far as the cohort has idle), and
+	// cohort the name shared by the queues that lend to each other.
+	Quota          *Resources `protobuf:"bytes,7,opt,name=quota,proto3" json:"quota,omitempty"`
+	Used           *Resources `protobuf:"bytes,8,opt,name=used,proto3" json:"used,omitempty"`
+	BorrowingLimit *Resources `protobuf:"bytes,9,opt,name=borrowing_limit,json=borrowingLimit,proto3" json:"borrowing_limit,omitempty"`
+	Cohort         string     `protobuf:"bytes,10,opt,name=cohort,proto3" json:"cohort,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *QueueInfo) Reset() {
@@ -2287,6 +2326,95 @@ func (x *QueueInfo) GetIsDefault() bool {
 	return false
 }
 
+func (x *QueueInfo) GetQuota() *Resources {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *QueueInfo) GetUsed() *Resources {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+func (x *QueueInfo) GetBorrowingLimit() *Resources {
+	if x != nil {
+		return x.BorrowingLimit
+	}
+	return nil
+}
+
+func (x *QueueInfo) GetCohort() string {
+	if x != nil {
+		return x.Cohort
+	}
+	return ""
+}
+
+// Resources is an amount of CPUs, memory and GPUs.
+type Resources struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cpus          int64                  `protobuf:"varint,1,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes   int64                  `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Gpus          int64                  `protobuf:"varint,3,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resources) Reset() {
+	*x = Resources{}
+	mi := &file_jobs_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resources) ProtoMessage() {}
+
+func (x *Resources) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resources.ProtoReflect.Descriptor instead.
+func (*Resources) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Resources) GetCpus() int64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *Resources) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Resources) GetGpus() int64 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
 // JobInfo is a job as `rbs job show` and `list` present it.
 type JobInfo struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2317,7 +2445,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_jobs_proto_msgTypes[31]
+	mi := &file_jobs_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2457,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[31]
+	mi := &file_jobs_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2470,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{31}
+	return file_jobs_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *JobInfo) GetRecord() *JobRecord {
@@ -2402,18 +2530,22 @@ func (x *JobInfo) GetStartUnknown() string {
 }
 
 type Priority struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Base          int64                  `protobuf:"varint,1,opt,name=base,proto3" json:"base,omitempty"`
-	Queue         int64                  `protobuf:"varint,2,opt,name=queue,proto3" json:"queue,omitempty"`
-	Age           int64                  `protobuf:"varint,3,opt,name=age,proto3" json:"age,omitempty"`
-	Total         int64                  `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Base  int64                  `protobuf:"varint,1,opt,name=base,proto3" json:"base,omitempty"`
+	Queue int64                  `protobuf:"varint,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Age   int64                  `protobuf:"varint,3,opt,name=age,proto3" json:"age,omitempty"`
+	Total int64                  `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	// fair_share is the fair-share weight times the factor of the job's
+	// user, fair_share_factor (1 unused, 0.5 at its share, toward 0 above).
+	FairShare       int64   `protobuf:"varint,5,opt,name=fair_share,json=fairShare,proto3" json:"fair_share,omitempty"`
+	FairShareFactor float64 `protobuf:"fixed64,6,opt,name=fair_share_factor,json=fairShareFactor,proto3" json:"fair_share_factor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Priority) Reset() {
 	*x = Priority{}
-	mi := &file_jobs_proto_msgTypes[32]
+	mi := &file_jobs_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2557,7 @@ func (x *Priority) String() string {
 func (*Priority) ProtoMessage() {}
 
 func (x *Priority) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[32]
+	mi := &file_jobs_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2570,7 @@ func (x *Priority) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Priority.ProtoReflect.Descriptor instead.
 func (*Priority) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{32}
+	return file_jobs_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Priority) GetBase() int64 {
@@ -2469,6 +2601,249 @@ func (x *Priority) GetTotal() int64 {
 	return 0
 }
 
+func (x *Priority) GetFairShare() int64 {
+	if x != nil {
+		return x.FairShare
+	}
+	return 0
+}
+
+func (x *Priority) GetFairShareFactor() float64 {
+	if x != nil {
+		return x.FairShareFactor
+	}
+	return 0
+}
+
+type SharesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharesRequest) Reset() {
+	*x = SharesRequest{}
+	mi := &file_jobs_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharesRequest) ProtoMessage() {}
+
+func (x *SharesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharesRequest.ProtoReflect.Descriptor instead.
+func (*SharesRequest) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{34}
+}
+
+type SharesResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Accounts []*AccountShare        `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	// half_life_ms is the usage's half-life; weight the fair-share weight.
+	HalfLifeMs    int64 `protobuf:"varint,2,opt,name=half_life_ms,json=halfLifeMs,proto3" json:"half_life_ms,omitempty"`
+	Weight        int64 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharesResponse) Reset() {
+	*x = SharesResponse{}
+	mi := &file_jobs_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharesResponse) ProtoMessage() {}
+
+func (x *SharesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharesResponse.ProtoReflect.Descriptor instead.
+func (*SharesResponse) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SharesResponse) GetAccounts() []*AccountShare {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
+}
+
+func (x *SharesResponse) GetHalfLifeMs() int64 {
+	if x != nil {
+		return x.HalfLifeMs
+	}
+	return 0
+}
+
+func (x *SharesResponse) GetWeight() int64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+// AccountShare is an account, or a user within it, as fair share sees it.
+type AccountShare struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Shares int64                  `protobuf:"varint,2,opt,name=shares,proto3" json:"shares,omitempty"`
+	// share is the normalised share: of the cluster for an account, and for a
+	// user of the cluster through its account.
+	Share float64 `protobuf:"fixed64,3,opt,name=share,proto3" json:"share,omitempty"`
+	// The decayed usage, weighted by the queues the work ran in: CPU-,
+	// GiB-of-memory- and GPU-seconds, and their sum weighted by the billing
+	// weights (billing_seconds), which fair share compares.
+	CpuSeconds       float64 `protobuf:"fixed64,4,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	MemoryGibSeconds float64 `protobuf:"fixed64,5,opt,name=memory_gib_seconds,json=memoryGibSeconds,proto3" json:"memory_gib_seconds,omitempty"`
+	GpuSeconds       float64 `protobuf:"fixed64,6,opt,name=gpu_seconds,json=gpuSeconds,proto3" json:"gpu_seconds,omitempty"`
+	BillingSeconds   float64 `protobuf:"fixed64,7,opt,name=billing_seconds,json=billingSeconds,proto3" json:"billing_seconds,omitempty"`
+	// usage is billing_seconds as a fraction of the cluster's; for a user,
+	// effective_usage also takes in its account's.
+	Usage          float64         `protobuf:"fixed64,8,opt,name=usage,proto3" json:"usage,omitempty"`
+	EffectiveUsage float64         `protobuf:"fixed64,9,opt,name=effective_usage,json=effectiveUsage,proto3" json:"effective_usage,omitempty"`
+	Factor         float64         `protobuf:"fixed64,10,opt,name=factor,proto3" json:"factor,omitempty"`
+	Users          []*AccountShare `protobuf:"bytes,11,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AccountShare) Reset() {
+	*x = AccountShare{}
+	mi := &file_jobs_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccountShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccountShare) ProtoMessage() {}
+
+func (x *AccountShare) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccountShare.ProtoReflect.Descriptor instead.
+func (*AccountShare) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AccountShare) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AccountShare) GetShares() int64 {
+	if x != nil {
+		return x.Shares
+	}
+	return 0
+}
+
+func (x *AccountShare) GetShare() float64 {
+	if x != nil {
+		return x.Share
+	}
+	return 0
+}
+
+func (x *AccountShare) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *AccountShare) GetMemoryGibSeconds() float64 {
+	if x != nil {
+		return x.MemoryGibSeconds
+	}
+	return 0
+}
+
+func (x *AccountShare) GetGpuSeconds() float64 {
+	if x != nil {
+		return x.GpuSeconds
+	}
+	return 0
+}
+
+func (x *AccountShare) GetBillingSeconds() float64 {
+	if x != nil {
+		return x.BillingSeconds
+	}
+	return 0
+}
+
+func (x *AccountShare) GetUsage() float64 {
+	if x != nil {
+		return x.Usage
+	}
+	return 0
+}
+
+func (x *AccountShare) GetEffectiveUsage() float64 {
+	if x != nil {
+		return x.EffectiveUsage
+	}
+	return 0
+}
+
+func (x *AccountShare) GetFactor() float64 {
+	if x != nil {
+		return x.Factor
+	}
+	return 0
+}
+
+func (x *AccountShare) GetUsers() []*AccountShare {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
 type DependencyState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
@@ -2484,7 +2859,7 @@ type DependencyState struct {
 
 func (x *DependencyState) Reset() {
 	*x = DependencyState{}
-	mi := &file_jobs_proto_msgTypes[33]
+	mi := &file_jobs_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2871,7 @@ func (x *DependencyState) String() string {
 func (*DependencyState) ProtoMessage() {}
 
 func (x *DependencyState) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[33]
+	mi := &file_jobs_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2884,7 @@ func (x *DependencyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependencyState.ProtoReflect.Descriptor instead.
 func (*DependencyState) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{33}
+	return file_jobs_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DependencyState) GetKind() string {
@@ -2554,7 +2929,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_jobs_proto_msgTypes[34]
+	mi := &file_jobs_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2941,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[34]
+	mi := &file_jobs_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2954,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{34}
+	return file_jobs_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AttachRequest) GetId() string {
@@ -2615,7 +2990,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_jobs_proto_msgTypes[35]
+	mi := &file_jobs_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +3002,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[35]
+	mi := &file_jobs_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +3015,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{35}
+	return file_jobs_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AttachResponse) GetData() []byte {
@@ -2678,7 +3053,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x19CancelReservationResponse\"\x15\n" +
 	"\x13ReservationsRequest\"T\n" +
 	"\x14ReservationsResponse\x12<\n" +
-	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xe9\x06\n" +
+	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xa2\a\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2710,7 +3085,9 @@ const file_jobs_proto_rawDesc = "" +
 	"\vpreemptible\x18\x18 \x01(\bR\vpreemptible\x12 \n" +
 	"\vconstraints\x18\x19 \x03(\tR\vconstraints\x12\x12\n" +
 	"\x04user\x18\x1a \x01(\tR\x04user\x12\x12\n" +
-	"\x04hold\x18\x1b \x01(\bR\x04hold\x1a6\n" +
+	"\x04hold\x18\x1b \x01(\bR\x04hold\x12\x12\n" +
+	"\x04pack\x18\x1c \x01(\tR\x04pack\x12#\n" +
+	"\rpack_required\x18\x1d \x01(\bR\fpackRequired\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
@@ -2722,7 +3099,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0epipeline_entry\x18\x04 \x01(\x05R\rpipelineEntry\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xfe\a\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\x9a\b\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -2757,7 +3134,8 @@ const file_jobs_proto_rawDesc = "" +
 	"masterPort\x12!\n" +
 	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\x12\x1e\n" +
 	"\vcpu_time_ms\x18\x1d \x01(\x03R\tcpuTimeMs\x12\x12\n" +
-	"\x04held\x18\x1e \x01(\bR\x04held\"\xe1\x03\n" +
+	"\x04held\x18\x1e \x01(\bR\x04held\x12\x1a\n" +
+	"\bborrowed\x18\x1f \x01(\bR\bborrowed\"\xe1\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x17\n" +
@@ -2832,7 +3210,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.rbs.jobs.v1.JobInfoR\x04jobs\"\x0f\n" +
 	"\rQueuesRequest\"@\n" +
 	"\x0eQueuesResponse\x12.\n" +
-	"\x06queues\x18\x01 \x03(\v2\x16.rbs.jobs.v1.QueueInfoR\x06queues\"\xae\x01\n" +
+	"\x06queues\x18\x01 \x03(\v2\x16.rbs.jobs.v1.QueueInfoR\x06queues\"\xe1\x02\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x1e\n" +
@@ -2840,7 +3218,16 @@ const file_jobs_proto_rawDesc = "" +
 	"\arunning\x18\x04 \x01(\x05R\arunning\x12\x18\n" +
 	"\apending\x18\x05 \x01(\x05R\apending\x12\x1d\n" +
 	"\n" +
-	"is_default\x18\x06 \x01(\bR\tisDefault\"\xcd\x02\n" +
+	"is_default\x18\x06 \x01(\bR\tisDefault\x12,\n" +
+	"\x05quota\x18\a \x01(\v2\x16.rbs.jobs.v1.ResourcesR\x05quota\x12*\n" +
+	"\x04used\x18\b \x01(\v2\x16.rbs.jobs.v1.ResourcesR\x04used\x12?\n" +
+	"\x0fborrowing_limit\x18\t \x01(\v2\x16.rbs.jobs.v1.ResourcesR\x0eborrowingLimit\x12\x16\n" +
+	"\x06cohort\x18\n" +
+	" \x01(\tR\x06cohort\"V\n" +
+	"\tResources\x12\x12\n" +
+	"\x04cpus\x18\x01 \x01(\x03R\x04cpus\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12\x12\n" +
+	"\x04gpus\x18\x03 \x01(\x03R\x04gpus\"\xcd\x02\n" +
 	"\aJobInfo\x12.\n" +
 	"\x06record\x18\x01 \x01(\v2\x16.rbs.jobs.v1.JobRecordR\x06record\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x121\n" +
@@ -2849,12 +3236,36 @@ const file_jobs_proto_rawDesc = "" +
 	"\tplacement\x18\x05 \x03(\tR\tplacement\x12%\n" +
 	"\x0equeue_position\x18\x06 \x01(\x05R\rqueuePosition\x123\n" +
 	"\x16expected_start_unix_ms\x18\a \x01(\x03R\x13expectedStartUnixMs\x12#\n" +
-	"\rstart_unknown\x18\b \x01(\tR\fstartUnknown\"\\\n" +
+	"\rstart_unknown\x18\b \x01(\tR\fstartUnknown\"\xa7\x01\n" +
 	"\bPriority\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\x03R\x04base\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\x03R\x05queue\x12\x10\n" +
 	"\x03age\x18\x03 \x01(\x03R\x03age\x12\x14\n" +
-	"\x05total\x18\x04 \x01(\x03R\x05total\"t\n" +
+	"\x05total\x18\x04 \x01(\x03R\x05total\x12\x1d\n" +
+	"\n" +
+	"fair_share\x18\x05 \x01(\x03R\tfairShare\x12*\n" +
+	"\x11fair_share_factor\x18\x06 \x01(\x01R\x0ffairShareFactor\"\x0f\n" +
+	"\rSharesRequest\"\x81\x01\n" +
+	"\x0eSharesResponse\x125\n" +
+	"\baccounts\x18\x01 \x03(\v2\x19.rbs.jobs.v1.AccountShareR\baccounts\x12 \n" +
+	"\fhalf_life_ms\x18\x02 \x01(\x03R\n" +
+	"halfLifeMs\x12\x16\n" +
+	"\x06weight\x18\x03 \x01(\x03R\x06weight\"\xf1\x02\n" +
+	"\fAccountShare\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06shares\x18\x02 \x01(\x03R\x06shares\x12\x14\n" +
+	"\x05share\x18\x03 \x01(\x01R\x05share\x12\x1f\n" +
+	"\vcpu_seconds\x18\x04 \x01(\x01R\n" +
+	"cpuSeconds\x12,\n" +
+	"\x12memory_gib_seconds\x18\x05 \x01(\x01R\x10memoryGibSeconds\x12\x1f\n" +
+	"\vgpu_seconds\x18\x06 \x01(\x01R\n" +
+	"gpuSeconds\x12'\n" +
+	"\x0fbilling_seconds\x18\a \x01(\x01R\x0ebillingSeconds\x12\x14\n" +
+	"\x05usage\x18\b \x01(\x01R\x05usage\x12'\n" +
+	"\x0feffective_usage\x18\t \x01(\x01R\x0eeffectiveUsage\x12\x16\n" +
+	"\x06factor\x18\n" +
+	" \x01(\x01R\x06factor\x12/\n" +
+	"\x05users\x18\v \x03(\v2\x19.rbs.jobs.v1.AccountShareR\x05users\"t\n" +
 	"\x0fDependencyState\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
@@ -2866,7 +3277,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x03eof\x18\x03 \x01(\bR\x03eof\"L\n" +
 	"\x0eAttachResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12&\n" +
-	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job2\xd9\x06\n" +
+	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job2\x9c\a\n" +
 	"\x04Jobs\x12A\n" +
 	"\x06Submit\x12\x1a.rbs.jobs.v1.SubmitRequest\x1a\x1b.rbs.jobs.v1.SubmitResponse\x12=\n" +
 	"\x04List\x12\x18.rbs.jobs.v1.ListRequest\x1a\x19.rbs.jobs.v1.ListResponse0\x01\x12=\n" +
@@ -2879,7 +3290,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\x06Attach\x12\x1a.rbs.jobs.v1.AttachRequest\x1a\x1b.rbs.jobs.v1.AttachResponse(\x010\x01\x12D\n" +
 	"\aReserve\x12\x1b.rbs.jobs.v1.ReserveRequest\x1a\x1c.rbs.jobs.v1.ReserveResponse\x12b\n" +
 	"\x11CancelReservation\x12%.rbs.jobs.v1.CancelReservationRequest\x1a&.rbs.jobs.v1.CancelReservationResponse\x12S\n" +
-	"\fReservations\x12 .rbs.jobs.v1.ReservationsRequest\x1a!.rbs.jobs.v1.ReservationsResponseB'Z%github.com/rbs-build/rbs/proto/jobspbb\x06proto3"
+	"\fReservations\x12 .rbs.jobs.v1.ReservationsRequest\x1a!.rbs.jobs.v1.ReservationsResponse\x12A\n" +
+	"\x06Shares\x12\x1a.rbs.jobs.v1.SharesRequest\x1a\x1b.rbs.jobs.v1.SharesResponseB'Z%github.com/rbs-build/rbs/proto/jobspbb\x06proto3"
 
 var (
 	file_jobs_proto_rawDescOnce sync.Once
@@ -2893,7 +3305,7 @@ func file_jobs_proto_rawDescGZIP() []byte {
 	return file_jobs_proto_rawDescData
 }
 
-var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_jobs_proto_goTypes = []any{
 	(*Reservation)(nil),               // 0: rbs.jobs.v1.Reservation
 	(*ReserveRequest)(nil),            // 1: rbs.jobs.v1.ReserveRequest
@@ -2926,63 +3338,74 @@ var file_jobs_proto_goTypes = []any{
 	(*QueuesRequest)(nil),             // 28: rbs.jobs.v1.QueuesRequest
 	(*QueuesResponse)(nil),            // 29: rbs.jobs.v1.QueuesResponse
 	(*QueueInfo)(nil),                 // 30: rbs.jobs.v1.QueueInfo
-	(*JobInfo)(nil),                   // 31: rbs.jobs.v1.JobInfo
-	(*Priority)(nil),                  // 32: rbs.jobs.v1.Priority
-	(*DependencyState)(nil),           // 33: rbs.jobs.v1.DependencyState
-	(*AttachRequest)(nil),             // 34: rbs.jobs.v1.AttachRequest
-	(*AttachResponse)(nil),            // 35: rbs.jobs.v1.AttachResponse
-	nil,                               // 36: rbs.jobs.v1.JobSpec.EnvEntry
+	(*Resources)(nil),                 // 31: rbs.jobs.v1.Resources
+	(*JobInfo)(nil),                   // 32: rbs.jobs.v1.JobInfo
+	(*Priority)(nil),                  // 33: rbs.jobs.v1.Priority
+	(*SharesRequest)(nil),             // 34: rbs.jobs.v1.SharesRequest
+	(*SharesResponse)(nil),            // 35: rbs.jobs.v1.SharesResponse
+	(*AccountShare)(nil),              // 36: rbs.jobs.v1.AccountShare
+	(*DependencyState)(nil),           // 37: rbs.jobs.v1.DependencyState
+	(*AttachRequest)(nil),             // 38: rbs.jobs.v1.AttachRequest
+	(*AttachResponse)(nil),            // 39: rbs.jobs.v1.AttachResponse
+	nil,                               // 40: rbs.jobs.v1.JobSpec.EnvEntry
 }
 var file_jobs_proto_depIdxs = []int32{
 	0,  // 0: rbs.jobs.v1.ReserveRequest.reservation:type_name -> rbs.jobs.v1.Reservation
 	0,  // 1: rbs.jobs.v1.ReserveResponse.reservation:type_name -> rbs.jobs.v1.Reservation
 	0,  // 2: rbs.jobs.v1.ReservationsResponse.reservations:type_name -> rbs.jobs.v1.Reservation
-	36, // 3: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
+	40, // 3: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
 	8,  // 4: rbs.jobs.v1.JobSpec.deps:type_name -> rbs.jobs.v1.Dependency
 	9,  // 5: rbs.jobs.v1.JobSpec.array:type_name -> rbs.jobs.v1.ArraySpec
 	7,  // 6: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
 	13, // 7: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
 	12, // 8: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
 	11, // 9: rbs.jobs.v1.JobRecord.nodes:type_name -> rbs.jobs.v1.Node
-	31, // 10: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	31, // 11: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	31, // 12: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	31, // 13: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	31, // 14: rbs.jobs.v1.ReleaseResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	32, // 10: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	32, // 11: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	32, // 12: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	32, // 13: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	32, // 14: rbs.jobs.v1.ReleaseResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
 	30, // 15: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
-	10, // 16: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
-	32, // 17: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
-	33, // 18: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
-	31, // 19: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
-	14, // 20: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
-	16, // 21: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
-	18, // 22: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
-	20, // 23: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
-	22, // 24: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
-	24, // 25: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
-	26, // 26: rbs.jobs.v1.Jobs.Release:input_type -> rbs.jobs.v1.ReleaseRequest
-	28, // 27: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
-	34, // 28: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
-	1,  // 29: rbs.jobs.v1.Jobs.Reserve:input_type -> rbs.jobs.v1.ReserveRequest
-	3,  // 30: rbs.jobs.v1.Jobs.CancelReservation:input_type -> rbs.jobs.v1.CancelReservationRequest
-	5,  // 31: rbs.jobs.v1.Jobs.Reservations:input_type -> rbs.jobs.v1.ReservationsRequest
-	15, // 32: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
-	17, // 33: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
-	19, // 34: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
-	21, // 35: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
-	23, // 36: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
-	25, // 37: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
-	27, // 38: rbs.jobs.v1.Jobs.Release:output_type -> rbs.jobs.v1.ReleaseResponse
-	29, // 39: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
-	35, // 40: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
-	2,  // 41: rbs.jobs.v1.Jobs.Reserve:output_type -> rbs.jobs.v1.ReserveResponse
-	4,  // 42: rbs.jobs.v1.Jobs.CancelReservation:output_type -> rbs.jobs.v1.CancelReservationResponse
-	6,  // 43: rbs.jobs.v1.Jobs.Reservations:output_type -> rbs.jobs.v1.ReservationsResponse
-	32, // [32:44] is the sub-list for method output_type
-	20, // [20:32] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	31, // 16: rbs.jobs.v1.QueueInfo.quota:type_name -> rbs.jobs.v1.Resources
+	31, // 17: rbs.jobs.v1.QueueInfo.used:type_name -> rbs.jobs.v1.Resources
+	31, // 18: rbs.jobs.v1.QueueInfo.borrowing_limit:type_name -> rbs.jobs.v1.Resources
+	10, // 19: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
+	33, // 20: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
+	37, // 21: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
+	36, // 22: rbs.jobs.v1.SharesResponse.accounts:type_name -> rbs.jobs.v1.AccountShare
+	36, // 23: rbs.jobs.v1.AccountShare.users:type_name -> rbs.jobs.v1.AccountShare
+	32, // 24: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
+	14, // 25: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
+	16, // 26: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
+	18, // 27: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
+	20, // 28: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
+	22, // 29: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
+	24, // 30: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
+	26, // 31: rbs.jobs.v1.Jobs.Release:input_type -> rbs.jobs.v1.ReleaseRequest
+	28, // 32: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
+	38, // 33: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
+	1,  // 34: rbs.jobs.v1.Jobs.Reserve:input_type -> rbs.jobs.v1.ReserveRequest
+	3,  // 35: rbs.jobs.v1.Jobs.CancelReservation:input_type -> rbs.jobs.v1.CancelReservationRequest
+	5,  // 36: rbs.jobs.v1.Jobs.Reservations:input_type -> rbs.jobs.v1.ReservationsRequest
+	34, // 37: rbs.jobs.v1.Jobs.Shares:input_type -> rbs.jobs.v1.SharesRequest
+	15, // 38: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
+	17, // 39: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
+	19, // 40: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
+	21, // 41: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
+	23, // 42: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
+	25, // 43: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
+	27, // 44: rbs.jobs.v1.Jobs.Release:output_type -> rbs.jobs.v1.ReleaseResponse
+	29, // 45: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
+	39, // 46: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
+	2,  // 47: rbs.jobs.v1.Jobs.Reserve:output_type -> rbs.jobs.v1.ReserveResponse
+	4,  // 48: rbs.jobs.v1.Jobs.CancelReservation:output_type -> rbs.jobs.v1.CancelReservationResponse
+	6,  // 49: rbs.jobs.v1.Jobs.Reservations:output_type -> rbs.jobs.v1.ReservationsResponse
+	35, // 50: rbs.jobs.v1.Jobs.Shares:output_type -> rbs.jobs.v1.SharesResponse
+	38, // [38:51] is the sub-list for method output_type
+	25, // [25:38] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_jobs_proto_init() }
@@ -2996,7 +3419,7 @@ func file_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobs_proto_rawDesc), len(file_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	Jobs_Reserve_FullMethodName           = "/rbs.jobs.v1.Jobs/Reserve"
 	Jobs_CancelReservation_FullMethodName = "/rbs.jobs.v1.Jobs/CancelReservation"
 	Jobs_Reservations_FullMethodName      = "/rbs.jobs.v1.Jobs/Reservations"
+	Jobs_Shares_FullMethodName            = "/rbs.jobs.v1.Jobs/Shares"
 )
 
 // JobsClient is the client API for Jobs service.
@@ -69,6 +70,9 @@ type JobsClient interface {
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
 	CancelReservation(ctx context.Context, in *CancelReservationRequest, opts ...grpc.CallOption) (*CancelReservationResponse, error)
 	Reservations(ctx context.Context, in *ReservationsRequest, opts ...grpc.CallOption) (*ReservationsResponse, error)
+	// Shares gives each account's and user's fair share: shares, usage and
+	// the factor it puts in their jobs' priority.
+	Shares(ctx context.Context, in *SharesRequest, opts ...grpc.CallOption) (*SharesResponse, error)
 }
 
 type jobsClient struct {
@@ -247,6 +251,16 @@ func (c *jobsClient) Reservations(ctx context.Context, in *ReservationsRequest, 
 	return out, nil
 }
 
+func (c *jobsClient) Shares(ctx context.Context, in *SharesRequest, opts ...grpc.CallOption) (*SharesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SharesResponse)
+	err := c.cc.Invoke(ctx, Jobs_Shares_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobsServer is the server API for Jobs service.
 // All implementations must embed UnimplementedJobsServer
 // for forward compatibility.
@@ -280,6 +294,9 @@ type JobsServer interface {
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
 	CancelReservation(context.Context, *CancelReservationRequest) (*CancelReservationResponse, error)
 	Reservations(context.Context, *ReservationsRequest) (*ReservationsResponse, error)
+	// Shares gives each account's and user's fair share: shares, usage and
+	// the factor it puts in their jobs' priority.
+	Shares(context.Context, *SharesRequest) (*SharesResponse, error)
 	mustEmbedUnimplementedJobsServer()
 }
 
@@ -325,6 +342,9 @@ func (UnimplementedJobsServer) CancelReservation(context.Context, *CancelReserva
 }
 func (UnimplementedJobsServer) Reservations(context.Context, *ReservationsRequest) (*ReservationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reservations not implemented")
+}
+func (UnimplementedJobsServer) Shares(context.Context, *SharesRequest) (*SharesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Shares not implemented")
 }
 func (UnimplementedJobsServer) mustEmbedUnimplementedJobsServer() {}
 func (UnimplementedJobsServer) testEmbeddedByValue()              {}
@@ -517,6 +537,24 @@ func _Jobs_Reservations_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Jobs_Shares_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SharesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).Shares(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_Shares_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).Shares(ctx, req.(*SharesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Jobs_ServiceDesc is the grpc.ServiceDesc for Jobs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -547,6 +585,10 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reservations",
 			Handler:    _Jobs_Reservations_Handler,
+		},
+		{
+			MethodName: "Shares",
+			Handler:    _Jobs_Shares_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,117 @@
+package sched
+
+// Topology-aware gangs. Workers carry topology labels as properties
+// ("rack=r7", "block=b2"). A gang that asks to be packed by a label
+// (--pack rack) is placed in the fewest domains of it, the workers that
+// share the label's value: in one when one has room for all its nodes
+// (the one with the least room that does, keeping the roomy ones for
+// larger gangs), else over the roomiest first. With --pack-required it
+// waits for one domain to have room rather than spread. A worker without
+// the label is a domain of its own.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// label returns the value of w's topology label key, and whether w has
+// it.
+func (w *worker) label(key string) (string, bool) {
+	for p := range w.properties {
+		if name, value, ok := strings.Cut(p, "="); ok && name == key {
+			return value, true
+		}
+	}
+	return "", false
+}
+
+// domains groups candidates, tightest first, by the value of label key,
+// keeping their order within each; the domains are ordered by their
+// first (tightest) candidate.
+func domains(ok []scored, key string) [][]scored {
+	var out [][]scored
+	at := map[string]int{}
+	for _, s := range ok {
+		value, has := s.w.label(key)
+		if !has {
+			out = append(out, []scored{s})
+			continue
+		}
+		i, seen := at[value]
+		if !seen {
+			i = len(out)
+			at[value] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], s)
+	}
+	return out
+}
+
+// packed picks the workers of a packed gang from its candidates: all in
+// one domain when one has room for all its nodes, else (unless the pack is
+// required) from the roomiest domains first; nil when it cannot start.
+func packed(j *job, ok []scored) []*worker {
+	nodes, least := nodesOf(j.spec), minNodesOf(j.spec)
+	ds := domains(ok, j.spec.Pack)
+	best := -1
+	for i, d := range ds {
+		if len(d) >= nodes && (best < 0 || len(d) < len(ds[best])) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return pick(j, ds[best])
+	}
+	sort.SliceStable(ds, func(a, b int) bool { return len(ds[a]) > len(ds[b]) })
+	if j.spec.PackRequired {
+		if len(ds) > 0 && len(ds[0]) >= least {
+			return pick(j, ds[0]) // an elastic gang: as many as one domain holds
+		}
+		return nil
+	}
+	var spread []scored
+	for _, d := range ds {
+		spread = append(spread, d...)
+	}
+	return pick(j, spread)
+}
+
+// packReason says why a gang that must be packed waits while it would fit
+// spread: no domain has room for it.
+func packReason(j *job, ok []scored) string {
+	most := 0
+	for _, d := range domains(ok, j.spec.Pack) {
+		most = max(most, len(d))
+	}
+	return fmt.Sprintf("%s: no %s has %d free workers that fit the job (the most: %d)", ReasonTopology, j.spec.Pack, minNodesOf(j.spec), most)
+}
+
+// packable is placeable's answer for a gang that must be packed: a
+// pending reason when no domain has enough workers that could ever run
+// it.
+func (c *Core) packable(j *job, workers []*worker) string {
+	var ok []scored
+	for _, w := range workers {
+		if c.fits(j, w, ever) {
+			ok = append(ok, scored{w: w})
+		}
+	}
+	most := 0
+	for _, d := range domains(ok, j.spec.Pack) {
+		most = max(most, len(d))
+	}
+	if most >= minNodesOf(j.spec) {
+		return ""
+	}
+	return fmt.Sprintf("%s: no %s has %d workers that could run the job (the most: %d)", ReasonTopology, j.spec.Pack, minNodesOf(j.spec), most)
+}
+
+// fitSpread reports whether the gang j would start now were it not
+// packed.
+func (c *Core) fitSpread(j *job, open []*worker, res *reservation, now time.Time) bool {
+	ok, _ := c.topCandidates(j, open, res, now, current, nodesOf(j.spec))
+	return pick(j, ok) != nil
+}
