@@ -44,7 +44,8 @@ type JobCmd struct {
 	Cancel  JobCancelCmd  `cmd:"" help:"Cancel jobs; exits non-zero, naming them, for jobs that had already ended, as scancel does."`
 	Release JobReleaseCmd `cmd:"" help:"Release held jobs (submitted with --hold), so that they are scheduled."`
 	Outputs JobOutputsCmd `cmd:"" help:"Download a job's outputs."`
-	Queues  JobQueuesCmd  `cmd:"" help:"List queues and their occupancy."`
+	Queues  JobQueuesCmd  `cmd:"" help:"List queues, their occupancy and quotas."`
+	Shares  JobSharesCmd  `cmd:"" help:"Fair share: each account's and user's shares, decayed usage, and the factor it puts in their jobs' priority."`
 	Reserve JobReserveCmd `cmd:"" help:"Reserve workers for a maintenance window or a team."`
 	Stats   JobStatsCmd   `cmd:"" help:"Account for ended jobs: wall and CPU time, CPU efficiency, peak memory, GPU-hours; totals per queue and user."`
 }
@@ -108,6 +109,8 @@ type JobSubmitCmd struct {
 	Export        string        `help:"Your environment variables the job gets: ALL (less machine- and session-bound ones such as HOME, TMPDIR and RBS_REMOTE_TOKEN), NONE, or NAME[,NAME=VALUE...], after ALL, to add." default:"ALL"`
 	Env           []string      `sep:"none" help:"KEY=VALUE for the job's environment (repeatable; overrides --export)."`
 	NoRequeue     bool          `help:"End the job as NODE_FAIL instead of requeueing it when its worker is lost."`
+	Pack          string        `help:"Place a gang (--nodes) in as few domains of this topology label as it can, such as rack: the workers that share the label's value (their --topology or --property NAME=VALUE)." placeholder:"LABEL"`
+	PackRequired  bool          `name:"pack-required" help:"With --pack, wait until one domain has room for every node, rather than spread."`
 	MaxRetries    int32         `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
 	CheckpointDir string        `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
 	Hold          bool          `help:"Submit the job held: it stays PENDING (JobHeldUser) until rbs job release ID. A held job is accepted even when no registered worker could ever run it, which is otherwise refused."`
@@ -309,6 +312,7 @@ var flags = map[string]string{
 	"cpus": "--cpus", "memory_bytes": "--memory-gb", "gpus": "--gpus", "time_limit_ms": "--time",
 	"max_retries": "--max-retries", "checkpoint_dir": "--checkpoint-dir", "outputs": "--outputs",
 	"array": "--array", "after": "--deps", "env": "--env", "platform": "--platform", "interactive": "-i", "nodes": "--nodes", "container": "--container", "constraints": "--constraint",
+	"pack": "--pack", "pack_required": "--pack-required",
 }
 
 // flagError names the flag of a manifest field at fault.
@@ -378,6 +382,7 @@ func (c *JobSubmitCmd) overrides(memory int64) (manifest.Overrides, error) {
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs,
 		MaxRetries: c.MaxRetries, CheckpointDir: c.CheckpointDir, Outputs: c.Outputs, Array: c.Array,
 		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible, Constraints: c.Constraint, Hold: c.Hold,
+		Pack: c.Pack, PackRequired: c.PackRequired,
 	}
 	if c.Nodes != "" {
 		lo, hi, err := spec.ParseNodes(c.Nodes)
@@ -858,6 +863,30 @@ func (c *JobQueuesCmd) Run() error {
 		return schema.Write(os.Stdout, schema.Queues(resp.Queues))
 	}
 	printQueues(os.Stdout, resp.Queues)
+	return nil
+}
+
+// JobSharesCmd is `rbs job shares`.
+type JobSharesCmd struct {
+	RemoteFlags
+	JSON bool `name:"json" help:"Print the shares as a JSON object."`
+}
+
+// Run implements the command.
+func (c *JobSharesCmd) Run() error {
+	jobs, conn, err := jobsClient(c.RemoteFlags)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := jobs.Shares(context.Background(), &jobspb.SharesRequest{})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return schema.Write(os.Stdout, schema.FromShares(resp))
+	}
+	printShares(os.Stdout, resp)
 	return nil
 }
 

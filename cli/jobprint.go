@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -105,7 +107,11 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 		row("Starts:", "%s", start)
 	}
 	p := j.Priority
-	row("Priority:", "%d (base %d + queue %d + age %d)", p.GetTotal(), p.GetBase(), p.GetQueue(), p.GetAge())
+	if p.GetFairShareFactor() > 0 {
+		row("Priority:", "%d (base %d + queue %d + age %d + fair share %d, factor %.3f)", p.GetTotal(), p.GetBase(), p.GetQueue(), p.GetAge(), p.GetFairShare(), p.GetFairShareFactor())
+	} else {
+		row("Priority:", "%d (base %d + queue %d + age %d)", p.GetTotal(), p.GetBase(), p.GetQueue(), p.GetAge())
+	}
 	if s.Script != "" {
 		row("Command:", "script (%d bytes)", len(s.Script))
 	} else {
@@ -126,6 +132,16 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 	}
 	if s.Nodes > 1 {
 		row("Nodes:", "%d", s.Nodes)
+	}
+	if s.Pack != "" {
+		how := "as few as it can"
+		if s.PackRequired {
+			how = "one, required"
+		}
+		row("Pack:", "by %s: %s", s.Pack, how)
+	}
+	if r.Borrowed {
+		row("Quota:", "borrowed from queue %s's cohort; may be reclaimed", s.Queue)
 	}
 	switch {
 	case len(r.Nodes) > 1:
@@ -238,7 +254,12 @@ func attemptText(a *jobspb.Attempt) string {
 
 func printQueues(w io.Writer, queues []*jobspb.QueueInfo) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tPRIORITY\tMAX TIME\tRUNNING\tPENDING")
+	quotas := slices.ContainsFunc(queues, func(q *jobspb.QueueInfo) bool { return q.Quota != nil })
+	head := "QUEUE\tPRIORITY\tMAX TIME\tRUNNING\tPENDING"
+	if quotas {
+		head += "\tUSED/QUOTA\tCOHORT"
+	}
+	fmt.Fprintln(tw, head)
 	for _, q := range queues {
 		name := q.Name
 		if q.IsDefault {
@@ -248,7 +269,61 @@ func printQueues(w io.Writer, queues []*jobspb.QueueInfo) {
 		if q.MaxTimeMs > 0 {
 			limit = spec.FormatDuration(time.Duration(q.MaxTimeMs) * time.Millisecond)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", name, q.Priority, limit, q.Running, q.Pending)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d", name, q.Priority, limit, q.Running, q.Pending)
+		if quotas {
+			fmt.Fprintf(tw, "\t%s\t%s", quotaText(q), cmp.Or(q.Cohort, "-"))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// quotaText is what a queue uses of its quota, "3/2 cpus 0/8 gpus" ("-"
+// without a quota), with how much more it may borrow where that is
+// bounded.
+func quotaText(q *jobspb.QueueInfo) string {
+	if q.Quota == nil {
+		return "-"
+	}
+	var parts []string
+	add := func(name string, used, quota, borrow int64, show func(int64) string) {
+		if quota < 0 {
+			return
+		}
+		t := show(used) + "/" + show(quota) + " " + name
+		if borrow >= 0 && q.BorrowingLimit != nil {
+			t += " (+" + show(borrow) + ")"
+		}
+		parts = append(parts, t)
+	}
+	count := func(n int64) string { return strconv.FormatInt(n, 10) }
+	b := q.BorrowingLimit
+	if b == nil {
+		b = &jobspb.Resources{Cpus: -1, MemoryBytes: -1, Gpus: -1}
+	}
+	add("cpus", q.Used.GetCpus(), q.Quota.Cpus, b.Cpus, count)
+	add("memory", q.Used.GetMemoryBytes(), q.Quota.MemoryBytes, b.MemoryBytes, units.Human)
+	add("gpus", q.Used.GetGpus(), q.Quota.Gpus, b.Gpus, count)
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+// printShares prints fair share as a table: each account, then its users
+// indented under it.
+func printShares(w io.Writer, r *jobspb.SharesResponse) {
+	fmt.Fprintf(w, "Usage half-life %s; fair-share weight %d\n", spec.FormatDuration(time.Duration(r.HalfLifeMs)*time.Millisecond), r.Weight)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACCOUNT/USER\tSHARES\tSHARE\tCPU-S\tGIB-S\tGPU-S\tUSAGE\tEFFECTIVE\tFACTOR")
+	line := func(name string, a *jobspb.AccountShare) {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.0f\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\n", name, a.Shares, a.Share, a.CpuSeconds, a.MemoryGibSeconds, a.GpuSeconds, a.Usage, a.EffectiveUsage, a.Factor)
+	}
+	for _, a := range r.Accounts {
+		line(a.Name, a)
+		for _, u := range a.Users {
+			line("  "+u.Name, u)
+		}
 	}
 	tw.Flush()
 }

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -253,6 +254,7 @@ type RemoteWorkerCmd struct {
 	GPUs             string       `name:"gpus" help:"GPUs offered: a number, or auto to discover them with NVML (default: auto)." default:"auto" placeholder:"N|auto"`
 	Platform         platformFlag `help:"Platform offered, as OS-ARCH such as linux-x86_64 or linux-arm64, which sets the OSFamily and ISA properties (default: this machine's). Name another only for a machine that runs that platform's programs, under emulation for instance." placeholder:"OS-ARCH"`
 	Property         []string     `sep:"none" help:"Platform property NAME=VALUE offered besides OSFamily and ISA (repeatable)." placeholder:"NAME=VALUE"`
+	Topology         string       `help:"Where the worker sits, as topology labels NAME=VALUE[,NAME=VALUE...], such as rack=r7,block=b2: properties that gangs submitted with --pack are packed by." placeholder:"LABELS"`
 	CacheMaxSize     units.Size   `name:"cache-max-size" help:"Bound on the local CAS cache." default:"${worker_cache}"`
 	RunAs            string       `name:"run-as" placeholder:"USER" help:"Run build actions and batch jobs as USER (a name or numeric uid; with USER's groups and HOME), so that they cannot read the worker's token, environment or cache; only a worker started as root can name another user than its own. Without it they run as the worker's user and can read all three."`
 	ContainerRuntime string       `name:"container-runtime" help:"What runs the jobs that name an image (--container): auto finds podman, else docker, on PATH and offers none when neither works; podman, docker or the path of either must work; none offers none (default: auto)." default:"auto" placeholder:"auto|podman|docker|none|PATH"`
@@ -358,6 +360,15 @@ func (c *RemoteWorkerCmd) configOffering(gpus []*workerpb.Gpu) (worker.Config, e
 			return cfg, err
 		}
 		cfg.Properties = append(cfg.Properties, prop)
+	}
+	if c.Topology != "" {
+		for _, p := range strings.Split(c.Topology, ",") {
+			prop, err := worker.ParseProperty(p)
+			if err != nil {
+				return cfg, fmt.Errorf("--topology %q: %w", c.Topology, err)
+			}
+			cfg.Properties = append(cfg.Properties, prop)
+		}
 	}
 	cfg.ContainerRuntime, cfg.ContainerFlags = c.ContainerRuntime, c.ContainerFlag
 	cfg.WorkDir = c.WorkDir

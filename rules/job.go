@@ -101,6 +101,8 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 	}
 	m.Array = str("array")
 	m.Container = str("container")
+	m.Pack = str("pack")
+	m.PackRequired = info.fields["pack_required"] == starlark.True
 	if m.Constraints, err = stringList(info.fields["constraints"]); err != nil {
 		return nil, bad("constraints", err)
 	}

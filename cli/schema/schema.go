@@ -99,10 +99,12 @@ type Output struct {
 
 // Priority is a job's priority and what it is made of.
 type Priority struct {
-	Base  int64 `json:"base"`
-	Queue int64 `json:"queue"`
-	Age   int64 `json:"age"`
-	Total int64 `json:"total"`
+	Base            int64   `json:"base"`
+	Queue           int64   `json:"queue"`
+	Age             int64   `json:"age"`
+	FairShare       int64   `json:"fair_share"`
+	FairShareFactor float64 `json:"fair_share_factor"`
+	Total           int64   `json:"total"`
 }
 
 // Dependency is what a job runs after, and how that job stands.
@@ -121,6 +123,67 @@ type Queue struct {
 	Running        int32  `json:"running"`
 	Pending        int32  `json:"pending"`
 	Default        bool   `json:"default"`
+	// Quota, Used and BorrowingLimit are set for a queue with a quota.
+	Quota          *Resources `json:"quota,omitempty"`
+	Used           *Resources `json:"used,omitempty"`
+	BorrowingLimit *Resources `json:"borrowing_limit,omitempty"`
+	Cohort         string     `json:"cohort,omitempty"`
+}
+
+// Resources is an amount of CPUs, memory and GPUs; in a quota, -1 bounds
+// nothing.
+type Resources struct {
+	CPUs        int64 `json:"cpus"`
+	MemoryBytes int64 `json:"memory_bytes"`
+	GPUs        int64 `json:"gpus"`
+}
+
+func resources(r *jobspb.Resources) *Resources {
+	if r == nil {
+		return nil
+	}
+	return &Resources{r.Cpus, r.MemoryBytes, r.Gpus}
+}
+
+// Share is an account's or a user's fair share: shares, usage (decayed
+// CPU-, GiB-of-memory- and GPU-seconds, and their billed sum) and the
+// factor it puts in priorities.
+type Share struct {
+	Name             string  `json:"name"`
+	Shares           int64   `json:"shares"`
+	Share            float64 `json:"share"`
+	CPUSeconds       float64 `json:"cpu_seconds"`
+	MemoryGiBSeconds float64 `json:"memory_gib_seconds"`
+	GPUSeconds       float64 `json:"gpu_seconds"`
+	BillingSeconds   float64 `json:"billing_seconds"`
+	Usage            float64 `json:"usage"`
+	EffectiveUsage   float64 `json:"effective_usage"`
+	Factor           float64 `json:"factor"`
+	Users            []Share `json:"users,omitempty"`
+}
+
+// Shares is `rbs job shares --json`.
+type Shares struct {
+	HalfLifeSeconds int64   `json:"half_life_seconds"`
+	Weight          int64   `json:"weight"`
+	Accounts        []Share `json:"accounts"`
+}
+
+// FromShares is fair share as the schema has it.
+func FromShares(r *jobspb.SharesResponse) Shares {
+	var share func(a *jobspb.AccountShare) Share
+	share = func(a *jobspb.AccountShare) Share {
+		s := Share{a.Name, a.Shares, a.Share, a.CpuSeconds, a.MemoryGibSeconds, a.GpuSeconds, a.BillingSeconds, a.Usage, a.EffectiveUsage, a.Factor, nil}
+		for _, u := range a.Users {
+			s.Users = append(s.Users, share(u))
+		}
+		return s
+	}
+	out := Shares{HalfLifeSeconds: r.HalfLifeMs / 1000, Weight: r.Weight, Accounts: []Share{}}
+	for _, a := range r.Accounts {
+		out.Accounts = append(out.Accounts, share(a))
+	}
+	return out
 }
 
 // Reservation is a maintenance window.
@@ -217,7 +280,7 @@ func FromJob(j *jobspb.JobInfo) Job {
 	s := r.Spec
 	out := Job{
 		ID: j.Id, JobID: r.Id, Name: s.Name, Queue: s.Queue, State: r.State, PendingReason: r.PendingReason,
-		Priority: Priority{j.Priority.GetBase(), j.Priority.GetQueue(), j.Priority.GetAge(), j.Priority.GetTotal()},
+		Priority: Priority{j.Priority.GetBase(), j.Priority.GetQueue(), j.Priority.GetAge(), j.Priority.GetFairShare(), j.Priority.GetFairShareFactor(), j.Priority.GetTotal()},
 		Command:  s.Command, ScriptBytes: len(s.Script), CPUs: max(s.Cpus, 1), MemoryBytes: s.MemoryBytes, GPUs: s.Gpus, GPUIndices: r.GpuIndices,
 		TimeLimitSecs: r.TimeLimitMs / 1000, Dependencies: []Dependency{}, Attempts: r.Attempts, ExitCode: r.ExitCode,
 		PeakMemoryBytes: r.PeakMemoryBytes, OOMKilled: r.OomKilled,
@@ -312,7 +375,8 @@ func WorkersOf(r *jobspb.JobRecord) []string {
 func Queues(qs []*jobspb.QueueInfo) []Queue {
 	out := []Queue{}
 	for _, q := range qs {
-		out = append(out, Queue{Name: q.Name, Priority: q.Priority, MaxTimeSeconds: q.MaxTimeMs / 1000, Running: q.Running, Pending: q.Pending, Default: q.IsDefault})
+		out = append(out, Queue{Name: q.Name, Priority: q.Priority, MaxTimeSeconds: q.MaxTimeMs / 1000, Running: q.Running, Pending: q.Pending, Default: q.IsDefault,
+			Quota: resources(q.Quota), Used: resources(q.Used), BorrowingLimit: resources(q.BorrowingLimit), Cohort: q.Cohort})
 	}
 	return out
 }

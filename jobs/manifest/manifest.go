@@ -87,6 +87,11 @@ type Manifest struct {
 	// Hold submits the job held: it stays pending until released, and is
 	// accepted even when no registered worker could ever run it.
 	Hold bool `json:"hold,omitempty"`
+	// Pack, for a job of several nodes, is a topology label (a worker
+	// property's name, such as rack) whose domains it is placed in as few
+	// of as it can; with PackRequired, in one, or it waits.
+	Pack         string `json:"pack,omitempty"`
+	PackRequired bool   `json:"pack_required,omitempty"`
 }
 
 // Dep is what a job runs after, and how: afterok, afterany or afternotok.
@@ -200,6 +205,12 @@ func (m *Manifest) Validate() error {
 			return bad("constraints", "%q: want NAME=VALUE, such as gpu=a100", p)
 		}
 	}
+	if m.Pack != "" && (strings.ContainsAny(m.Pack, "= \t\n\x00") || len(m.Pack) > 64) {
+		return bad("pack", "%q: want a topology label's name, such as rack", m.Pack)
+	}
+	if m.PackRequired && m.Pack == "" {
+		return bad("pack_required", "a required pack needs the label to pack by (pack)")
+	}
 	if m.Container != "" && (strings.ContainsAny(m.Container, " \t\n\x00") || strings.HasPrefix(m.Container, "-")) {
 		return bad("container", "image %q: want an image name such as localhost/train:1 or docker.io/library/python:3.11", m.Container)
 	}
@@ -278,7 +289,7 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 		Cpus: m.CPUs, MemoryBytes: m.MemoryBytes, Gpus: m.GPUs, TimeLimitMs: m.TimeLimitMs, NoRequeue: m.NoRequeue,
 		InputRoot: m.InputRoot, Outputs: m.Outputs, MaxRetries: m.MaxRetries, CheckpointDir: m.CheckpointDir,
 		Interactive: m.Interactive, Nodes: m.Nodes, Container: m.Container, Preemptible: m.Preemptible,
-		Constraints: m.Constraints, Hold: m.Hold,
+		Constraints: m.Constraints, Hold: m.Hold, Pack: m.Pack, PackRequired: m.PackRequired,
 	}
 	if m.Elastic {
 		lo, hi := max(m.MinNodes, 1), m.MaxNodes
@@ -322,11 +333,12 @@ type Overrides struct {
 	// MinNodes, with Nodes, makes the job elastic: from MinNodes to Nodes.
 	MinNodes                                  int32
 	MemoryBytes, TimeLimitMs                  int64
-	CheckpointDir, Array, Container           string
+	CheckpointDir, Array, Container, Pack     string
 	Outputs, Constraints                      []string
 	After                                     []Dep
 	Env                                       map[string]string
 	NoRequeue, Interactive, Preemptible, Hold bool
+	PackRequired                              bool
 }
 
 // Apply sets o over m. The result is checked by Validate like any
@@ -347,6 +359,7 @@ func (o Overrides) Apply(m *Manifest) {
 	set(&m.CheckpointDir, o.CheckpointDir)
 	set(&m.Array, o.Array)
 	set(&m.Container, o.Container)
+	set(&m.Pack, o.Pack)
 	set32(&m.Priority, o.Priority)
 	set32(&m.CPUs, o.CPUs)
 	set32(&m.GPUs, o.GPUs)
@@ -365,6 +378,7 @@ func (o Overrides) Apply(m *Manifest) {
 	m.Interactive = m.Interactive || o.Interactive
 	m.Preemptible = m.Preemptible || o.Preemptible
 	m.Hold = m.Hold || o.Hold
+	m.PackRequired = m.PackRequired || o.PackRequired
 	m.Outputs = append(m.Outputs, o.Outputs...)
 	m.Constraints = append(m.Constraints, o.Constraints...)
 	m.After = append(m.After, o.After...)

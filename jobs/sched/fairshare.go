@@ -53,12 +53,16 @@ type FairShare struct {
 
 // Fair-share defaults, Slurm's where it has one: a week's half-life; a CPU
 // counts as 1, a GiB of memory as 0.25, a GPU as 8.
-const (
-	defaultHalfLife = 7 * 24 * time.Hour
-	defaultWeight   = 1000
-)
+const defaultHalfLife = 7 * 24 * time.Hour
 
 var defaultBilling = [3]float64{1, 0.25, 8}
+
+// DefaultFairShare is the fair-share policy a cluster configuration starts
+// from: a weight of 1,000, a week's half-life, the default billing
+// weights, and no account.
+func DefaultFairShare() *FairShare {
+	return &FairShare{Weight: 1000, HalfLife: defaultHalfLife, Billing: defaultBilling}
+}
 
 // usage is one user's decayed usage at a time, and the rate at which the
 // user's running attempts add to it, per second.

@@ -379,3 +379,9 @@ func (s *Service) ReservationList() (windows []*jobspb.Reservation) {
 	s.read(func(c *sched.Core) { windows = c.Windows() })
 	return windows
 }
+
+// Shares implements the Jobs API: fair share as readers see it.
+func (s *Service) Shares(_ context.Context, _ *jobspb.SharesRequest) (resp *jobspb.SharesResponse, err error) {
+	s.read(func(c *sched.Core) { resp = c.Shares() })
+	return resp, nil
+}
