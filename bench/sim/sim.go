@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -65,6 +66,14 @@ type Result struct {
 	// fairness), WorstWaitRatio the worst such ratio.
 	Starved        int     `json:"starved"`
 	WorstWaitRatio float64 `json:"worst_wait_ratio"`
+	// FairShareError is the mean, over the minutes sampled while every
+	// account has work waiting, of the largest gap between an account's
+	// share of the decayed usage and its normalised share (0 is exact).
+	FairShareError float64 `json:"fair_share_error"`
+	// Gangs8 counts the 8-node gang attempts started (packed by rack),
+	// Gangs8OneRack those that landed in one rack.
+	Gangs8        int `json:"gangs8"`
+	Gangs8OneRack int `json:"gangs8_one_rack"`
 	// Utilisation is the share of CPUs and GPUs in use, sampled over the
 	// run.
 	Utilisation []Sample `json:"utilisation"`
@@ -128,10 +137,22 @@ type simWorker struct {
 	gpuHolder map[int32]string
 }
 
+// rack is the worker's rack label.
+func (w *simWorker) rack() string {
+	for _, p := range w.info.Properties {
+		if r, ok := strings.CutPrefix(p, "rack="); ok {
+			return r
+		}
+	}
+	return ""
+}
+
 // gangState follows the ranks of one gang attempt.
 type gangState struct {
 	want     int
 	assigned int
+	kind     kind
+	racks    map[string]bool // those its ranks run in
 }
 
 // sim is one simulation.
@@ -160,10 +181,15 @@ type sim struct {
 	totalGPU  float64
 	usedCPU   float64
 	usedGPU   float64
+	// fairErrors are the fair-share errors sampled (see fairShareError);
+	// pendingIn counts each account's jobs not yet started.
+	fairErrors []float64
+	pendingIn  [accounts]int
 }
 
 type jobMeta struct {
 	kind     kind
+	account  int
 	duration time.Duration
 	nodes    int
 	priority int32
@@ -222,12 +248,40 @@ func Run(cfg Config) (*Result, error) {
 	return &s.res, nil
 }
 
+// schedConfig is the cluster's configuration: 8 queues of rising
+// priority, and fair share over 5 accounts with shares 1 to 5, the users
+// dealt among them in turn.
 func schedConfig(now func() time.Time) sched.Config {
-	cfg := sched.Config{Now: now}
+	cfg := sched.Config{Now: now, FairShare: sched.DefaultFairShare()}
+	cfg.FairShare.HalfLife = time.Hour
 	for q := range queues {
 		cfg.Queues = append(cfg.Queues, sched.Queue{Name: fmt.Sprintf("q%d", q), Priority: int32(10 * q), Default: q == 1})
 	}
+	for a := range accounts {
+		acct := sched.Account{Name: fmt.Sprintf("a%d", a), Shares: int64(a + 1), Users: map[string]int64{}}
+		for u := a; u < users; u += accounts {
+			acct.Users[userName(u)] = 1
+		}
+		cfg.FairShare.Accounts = append(cfg.FairShare.Accounts, acct)
+	}
 	return cfg
+}
+
+// accountOf is the account the workload's user is in (see schedConfig).
+func accountOf(user string) int {
+	u, _ := strconv.Atoi(strings.TrimPrefix(user, "u"))
+	return u % accounts
+}
+
+// fairShareError is how far the accounts' decayed usage is from their
+// shares: the largest difference between an account's share of the usage
+// and its normalised share.
+func fairShareError(core *sched.Core) float64 {
+	worst := 0.0
+	for _, a := range core.Shares().Accounts {
+		worst = max(worst, math.Abs(a.Usage-a.Share))
+	}
+	return worst
 }
 
 // heapPerPendingJob measures the core's heap per pending job: a core with
@@ -326,7 +380,9 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 				return err
 			}
 			for i, id := range ids {
-				s.meta[id] = jobMeta{kind: next.kind, duration: next.runs[i], nodes: max(int(next.jobs[0].Spec.Nodes), 1),
+				acct := accountOf(next.jobs[i].Spec.User)
+				s.pendingIn[acct] += next.tasks / len(ids)
+				s.meta[id] = jobMeta{kind: next.kind, duration: next.runs[i], nodes: max(int(next.jobs[0].Spec.Nodes), 1), account: acct,
 					priority: next.jobs[0].Spec.Priority, queue: next.jobs[0].Spec.Queue}
 				s.submitted[id] = s.now
 			}
@@ -369,12 +425,22 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 			_, task, _ := strings.Cut(key, "/")
 			if g := s.gangs[task]; g != nil && g.assigned != g.want {
 				return fmt.Errorf("gang attempt %s: %d of its %d ranks started: not all-or-nothing", task, g.assigned, g.want)
+			} else if g != nil && g.kind == gang8 && g.want == 8 {
+				s.res.Gangs8++
+				if len(g.racks) == 1 {
+					s.res.Gangs8OneRack++
+				}
 			}
 			delete(s.gangs, task)
 		}
 		if s.now.Sub(lastSample) >= time.Minute {
 			lastSample = s.now
 			s.res.Utilisation = append(s.res.Utilisation, Sample{AtS: s.now.Sub(s.start).Seconds(), CPUs: s.usedCPU / s.totalCPU, GPUs: s.usedGPU / max(s.totalGPU, 1)})
+			// Fair share is judged while every account has work waiting,
+			// after the first hour (a half-life) of usage.
+			if !slices.ContainsFunc(s.pendingIn[:], func(n int) bool { return n <= 0 }) && s.now.Sub(s.start) > time.Hour {
+				s.fairErrors = append(s.fairErrors, fairShareError(core))
+			}
 		}
 		if round%500 == 0 {
 			var m runtime.MemStats
@@ -466,14 +532,16 @@ func (s *sim) assign(worker string, a *workerpb.AssignJob) error {
 			return fmt.Errorf("rank %s of gang attempt %s started before its rank 0", a.TaskId, attempt)
 		}
 		g.assigned++
+		g.racks[w.rack()] = true
 		return nil
 	}
 	if a.PickMasterPort {
-		s.gangs[a.TaskId] = &gangState{want: m.nodes, assigned: 1}
+		s.gangs[a.TaskId] = &gangState{want: m.nodes, assigned: 1, racks: map[string]bool{w.rack(): true}, kind: m.kind}
 		s.started = append(s.started, key)
 	}
 	s.res.Placements++
-	s.waits = append(s.waits, wait{kind: m.kind, group: fmt.Sprintf("%s/%d", m.queue, m.priority), d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start)})
+	s.pendingIn[m.account]--
+	s.waits = append(s.waits, wait{kind: m.kind, group: fmt.Sprintf("%s/%d/a%d", m.queue, m.priority, m.account), d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start)})
 	return nil
 }
 
@@ -520,11 +588,15 @@ func (s *sim) finish() {
 		}
 	}
 	r.Starved, r.WorstWaitRatio = fairness(s.waits)
+	for _, e := range s.fairErrors {
+		r.FairShareError += e / float64(len(s.fairErrors))
+	}
 	r.Utilisation = thin(r.Utilisation, 40)
 }
 
 // fairness counts the starts that waited more than 3x their ideal wait: the
-// median wait of the starts of the same kind, queue and priority that
+// median wait of the starts of the same kind, queue, priority and account
+// (whose fair share orders it) that
 // started in the same ten minutes, plus a minute; and returns the worst
 // ratio of a wait to its ideal.
 func fairness(waits []wait) (starved int, worst float64) {
@@ -575,6 +647,10 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "  completed             %d jobs in %.0f simulated s\n", r.JobsCompleted, r.SimulatedS)
 	fmt.Fprintf(w, "  longest wait          gangs %.0f s, singles of the same queues and priorities %.0f s\n", r.LongestGangWaitS, r.LongestSingleWaitS)
 	fmt.Fprintf(w, "  fairness              %d starts waited over 3x their ideal wait (worst %.1fx)\n", r.Starved, r.WorstWaitRatio)
+	fmt.Fprintf(w, "  fair share            mean error %.3f (an account's share of the usage against its share)\n", r.FairShareError)
+	if r.Gangs8 > 0 {
+		fmt.Fprintf(w, "  topology              %d of %d 8-node gangs (packed by rack) in one rack (%.1f%%)\n", r.Gangs8OneRack, r.Gangs8, 100*float64(r.Gangs8OneRack)/float64(r.Gangs8))
+	}
 	fmt.Fprintln(w, "  utilisation (CPUs, GPUs) over simulated time:")
 	for _, s := range r.Utilisation {
 		fmt.Fprintf(w, "    %7.0f s  %5.1f%%  %5.1f%%  %s\n", s.AtS, 100*s.CPUs, 100*s.GPUs, strings.Repeat("#", int(40*s.CPUs)))

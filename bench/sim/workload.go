@@ -18,6 +18,7 @@ const (
 	rackSize  = 40
 	queues    = 8
 	users     = 50
+	accounts  = 5
 	arrayTask = 1000
 	chainLen  = 5
 )
@@ -184,7 +185,7 @@ func (w *workload) Next() (submission, bool) {
 	base := func() *jobspb.JobSpec {
 		return &jobspb.JobSpec{
 			Queue:       fmt.Sprintf("q%d", q),
-			User:        fmt.Sprintf("u%02d", w.rng.IntN(users)),
+			User:        userName(w.rng.IntN(users)),
 			Priority:    int32(w.rng.IntN(10)),
 			Command:     []string{"train"},
 			Cpus:        int32(1 + w.rng.IntN(4)),
@@ -221,6 +222,9 @@ func (w *workload) Next() (submission, bool) {
 			}
 			sp.Gpus, sp.Cpus, sp.MemoryBytes = 8, 64, 512*gib
 			sp.Preemptible = false
+			if k == gang8 {
+				sp.Pack = "rack" // as few racks as it can
+			}
 		case armJob:
 			sp.Platform = "linux-arm64"
 		case containerJob:
@@ -240,3 +244,6 @@ func (w *workload) Next() (submission, bool) {
 	w.left -= s.tasks
 	return s, true
 }
+
+// userName names user u of the workload.
+func userName(u int) string { return fmt.Sprintf("u%02d", u) }

@@ -230,6 +230,10 @@ type Core struct {
 	specCache       map[*jobspb.JobSpec]specReasons
 	specLast        *jobspb.JobSpec
 	specLastReasons specReasons
+	// places carries the place reasons of specReasons from round to round
+	// for the specs still waiting: they change only when a worker
+	// registers (WorkerUp clears them).
+	places map[*jobspb.JobSpec]string
 	// preempting holds, for each job that preempted others, its victims
 	// while they stop.
 	preempting map[Key][]*job
@@ -903,6 +907,7 @@ func (c *Core) WorkerUp(info WorkerInfo, holds Report) {
 		c.workers[info.Name] = w
 		c.sorted = nil
 	}
+	c.places = nil
 	w.cpus, w.memory, w.jobSlots, w.platform, w.address = info.CPUs, info.Memory, info.JobSlots, info.Platform, info.Address
 	w.containerRuntime = info.ContainerRuntime
 	w.properties = map[string]bool{}

@@ -35,10 +35,10 @@ func ahead(a, b ranked) bool { return waiting{a, b}.Less(0, 1) }
 // queuePosition is j's place among its queue's pending jobs, in the order
 // rounds consider them: 1 is next.
 func (c *Core) queuePosition(j *job, now time.Time) int {
-	me := ranked{j, c.priorityOf(j, now).Total}
+	me := c.rank(j, now)
 	pos := 1
 	for _, o := range c.pending {
-		if o != j && o.spec.Queue == j.spec.Queue && ahead(ranked{o, c.priorityOf(o, now).Total}, me) {
+		if o != j && o.spec.Queue == j.spec.Queue && ahead(c.rank(o, now), me) {
 			pos++
 		}
 	}
@@ -53,13 +53,13 @@ func (c *Core) expectedStart(j *job, now time.Time) (time.Time, string) {
 	if !ready(j) {
 		return time.Time{}, c.neverStartsWhy(j, workers)
 	}
-	me := ranked{j, c.priorityOf(j, now).Total}
+	me := c.rank(j, now)
 	var order []ranked
 	for _, o := range c.pending {
 		if o == j {
 			continue
 		}
-		if r := (ranked{o, c.priorityOf(o, now).Total}); ahead(r, me) && ready(o) {
+		if r := (c.rank(o, now)); ahead(r, me) && ready(o) {
 			if order = append(order, r); len(order) > maxPlanAhead {
 				return time.Time{}, fmt.Sprintf("more than %d jobs wait ahead of it", maxPlanAhead)
 			}

@@ -132,11 +132,13 @@ func (c *Core) Schedule() {
 	}
 	defer func() { c.reschedule = false }()
 	c.specCache, c.specLast = map[*jobspb.JobSpec]specReasons{}, nil
+	places := c.places
+	c.places = make(map[*jobspb.JobSpec]string, len(places))
 	now := c.cfg.Now()
 	c.refreshShares(now)
 	queue := make(waiting, 0, len(c.pending))
 	for _, j := range c.pending {
-		queue = append(queue, ranked{j, c.priority(j, now)})
+		queue = append(queue, c.rank(j, now))
 	}
 	heap.Init(&queue)
 	runningInArray := c.arrayNodes
@@ -160,10 +162,13 @@ func (c *Core) Schedule() {
 	fits := map[fitQuery]*kept{}
 	var changed []*worker
 	fit := func(j *job, res *reservation) []*worker {
+		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, res != nil, ""}
+		nodes := nodesOf(j.spec)
+		keep := 4*nodes + 32
 		if packs(j.spec) {
-			return c.fit(j, open, res, now, current)
+			// A packed gang chooses among all that pass.
+			q.pack, keep = fmt.Sprint(j.spec.Pack, j.spec.PackRequired), len(open)
 		}
-		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, res != nil}
 		switch {
 		case len(c.windows) > 0:
 			// Maintenance windows look at the time limit.
@@ -176,10 +181,13 @@ func (c *Core) Schedule() {
 		if e != nil {
 			e.catchUp(c, changed, res, now)
 		}
-		if nodes := nodesOf(j.spec); e == nil || e.short(nodes) {
-			ok, boundary := c.topCandidates(j, open, res, now, current, 4*nodes+32)
+		if e == nil || e.short(nodes) {
+			ok, boundary := c.topCandidates(j, open, res, now, current, keep)
 			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(changed)}
 			fits[q] = e
+		}
+		if q.pack != "" {
+			return packed(j, e.ok)
 		}
 		return pick(j, e.ok)
 	}
@@ -193,11 +201,11 @@ func (c *Core) Schedule() {
 			// Nothing more can start: the rest wait for resources, or
 			// for their own reasons, in any order; the first of them,
 			// when it heads the queue, may preempt.
-			if head := queue[0].job; res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
+			if head := queue[0].job; res == nil && c.blocked(head, runningInArray, workers, places) == "" && c.quota(head).reason == "" {
 				c.preempt(head, workers, now)
 			}
 			for _, r := range queue {
-				reason := c.blocked(r.job, runningInArray, workers)
+				reason := c.blocked(r.job, runningInArray, workers, places)
 				if reason == "" {
 					reason = c.quotaReason(r.job, now)
 				}
@@ -209,7 +217,7 @@ func (c *Core) Schedule() {
 			break
 		}
 		j := heap.Pop(&queue).(ranked).job
-		reason := c.blocked(j, runningInArray, workers)
+		reason := c.blocked(j, runningInArray, workers, places)
 		quota := quotaVerdict{reason: reason}
 		if reason == "" {
 			quota = c.quota(j)
@@ -272,11 +280,12 @@ func (c *Core) Schedule() {
 // blocked says why j cannot start however much room there is: it is
 // held, its dependencies, its array's cap, or no worker ever fitting it; "" when
 // none of these holds.
-func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) string {
+// places holds the place reasons of the last round.
+func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker, places map[*jobspb.JobSpec]string) string {
 	if j.rec.Held {
 		return ReasonJobHeldUser
 	}
-	r := c.specReason(j, workers)
+	r := c.specReason(j, workers, places)
 	if r.deps != "" {
 		return r.deps
 	}
@@ -294,7 +303,7 @@ type specReasons struct{ deps, place string }
 
 // specReason returns j's specReasons, worked out once a round for each
 // spec, not for each of an array's many tasks.
-func (c *Core) specReason(j *job, workers []*worker) specReasons {
+func (c *Core) specReason(j *job, workers []*worker, places map[*jobspb.JobSpec]string) specReasons {
 	if j.spec == c.specLast {
 		return c.specLastReasons
 	}
@@ -302,7 +311,11 @@ func (c *Core) specReason(j *job, workers []*worker) specReasons {
 	if !ok {
 		r.deps = c.depsState(j)
 		if r.deps == "" {
-			r.place = c.placeable(j, workers)
+			place, known := places[j.spec]
+			if !known {
+				place = c.placeable(j, workers)
+			}
+			r.place, c.places[j.spec] = place, place
 		}
 		c.specCache[j.spec] = r
 	}
@@ -310,10 +323,18 @@ func (c *Core) specReason(j *job, workers []*worker) specReasons {
 	return r
 }
 
-// ranked is a waiting job and its priority in this round.
+// ranked is a waiting job, its priority in this round, and its submit
+// time, which orders jobs of equal priority, kept here so that ordering
+// does not chase the job's record.
 type ranked struct {
-	job  *job
-	prio int64
+	job    *job
+	prio   int64
+	submit int64
+}
+
+// rank is j as a round orders it at now.
+func (c *Core) rank(j *job, now time.Time) ranked {
+	return ranked{j, c.priority(j, now), j.rec.SubmitUnixMs}
 }
 
 // waiting is a heap of the waiting jobs in the order a round considers
@@ -324,12 +345,14 @@ type waiting []ranked
 func (q waiting) Len() int { return len(q) }
 
 func (q waiting) Less(a, b int) bool {
+	switch ra, rb := &q[a], &q[b]; {
+	case ra.prio != rb.prio:
+		return ra.prio > rb.prio
+	case ra.submit != rb.submit:
+		return ra.submit < rb.submit
+	}
 	ja, jb := q[a].job, q[b].job
 	switch {
-	case q[a].prio != q[b].prio:
-		return q[a].prio > q[b].prio
-	case ja.rec.SubmitUnixMs != jb.rec.SubmitUnixMs:
-		return ja.rec.SubmitUnixMs < jb.rec.SubmitUnixMs
 	case ja.key.ID != jb.key.ID:
 		return ja.key.ID < jb.key.ID
 	}
@@ -408,6 +431,7 @@ type fitQuery struct {
 	// -1 for a job that ends before the reservation, else 0.
 	limitMs  int64
 	reserved bool
+	pack     string // the label a gang is packed by, and whether it must be
 }
 
 // start runs j's next attempt on ws, rank by rank: it hands each node its
