@@ -30,6 +30,10 @@ func TestSimulationInvariants(t *testing.T) {
 			if res.HeapBytesPerJob <= 0 || res.Rounds == 0 || len(res.Utilisation) == 0 {
 				t.Fatalf("figures missing: %+v", res)
 			}
+			// With 100 workers, 25 have 8 GPUs: enough for 8-node gangs.
+			if cfg.Mix == "full" && cfg.Workers >= 100 && (res.Gangs8 == 0 || res.Gangs8OneRack > res.Gangs8 || res.FairShareError < 0 || res.FairShareError > 1) {
+				t.Fatalf("8-node gangs %d, %d in one rack; fair-share error %v", res.Gangs8, res.Gangs8OneRack, res.FairShareError)
+			}
 		})
 	}
 }
