@@ -52,6 +52,7 @@ type jobView struct {
 	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
 	OutputBytes     int64    `json:"output_bytes"`
 	OOMKilled       bool     `json:"oom_killed"`
+	Borrowed        bool     `json:"borrowed"`
 	SubmitTime      *string  `json:"submit_time"`
 	StartTime       *string  `json:"start_time"`
 	EndTime         *string  `json:"end_time"`

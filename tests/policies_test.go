@@ -153,7 +153,9 @@ queue(name = "b", quota = {"cpus": 1}, cohort = "c")
 	own := submit(t, srv, "--", "sh", "-c", waitLoop, "sh", release)
 	waitFor(t, srv, own, "RUNNING", inState("RUNNING"))
 	borrowed := submit(t, srv, "--", "sh", "-c", waitLoop, "sh", release)
-	waitFor(t, srv, borrowed, "RUNNING", inState("RUNNING"))
+	if j := waitFor(t, srv, borrowed, "RUNNING", inState("RUNNING")); !j.Borrowed || show(t, srv, own).Borrowed {
+		t.Fatalf("the second job of queue a: %+v, want it marked borrowed, and the first not", j)
+	}
 	if shown := rbs(t, srv, "job", "show", borrowed); !strings.Contains(shown, "borrowed from queue a's cohort") {
 		t.Fatalf("job show of the borrowing job:\n%s", shown)
 	}

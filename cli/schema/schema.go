@@ -67,6 +67,11 @@ type Job struct {
 	CheckpointDir      string            `json:"checkpoint_dir,omitempty"`
 	CheckpointRoot     string            `json:"checkpoint_root,omitempty"`
 	History            []Attempt         `json:"history"`
+	// Pack is the topology label a gang is packed by; Borrowed says its
+	// running attempt uses quota borrowed from its queue's cohort.
+	Pack         string `json:"pack,omitempty"`
+	PackRequired bool   `json:"pack_required,omitempty"`
+	Borrowed     bool   `json:"borrowed"`
 }
 
 // Attempt is one ended attempt of a job.
@@ -292,6 +297,7 @@ func FromJob(j *jobspb.JobInfo) Job {
 		Nodes: max(s.Nodes, 1), Placement: j.Placement, User: s.User, CPUTimeSecs: float64(r.CpuTimeMs) / 1000,
 		QueuePosition: j.QueuePosition, ExpectedStart: Time(j.ExpectedStartUnixMs), StartUnknown: j.StartUnknown,
 		Workers: WorkersOf(r), Ranks: []Rank{},
+		Pack: s.Pack, PackRequired: s.PackRequired, Borrowed: r.Borrowed,
 	}
 	for _, a := range r.History {
 		out.History = append(out.History, Attempt{a.Attempt, a.Worker, a.Workers, a.State, a.ExitCode, Time(a.StartUnixMs), Time(a.EndUnixMs), a.Message})
