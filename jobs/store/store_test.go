@@ -370,3 +370,34 @@ func TestParsePostgresURL(t *testing.T) {
 		}
 	}
 }
+
+func TestUsage(t *testing.T) { forEachBackend(t, testUsage) }
+
+// Each user's fair-share usage is stored; a later row of a user, in the
+// same batch or a later one, replaces an earlier one.
+func testUsage(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := &Batch{Usage: []Usage{{User: "alice", CPU: 1, AtUnixMs: 10}}}
+	b.Merge(&Batch{Usage: []Usage{{User: "alice", CPU: 2.5, Memory: 0.25, GPU: 8, AtUnixMs: 20}, {User: "bob", CPU: 3, AtUnixMs: 30}}})
+	if b.Empty() {
+		t.Fatal("a batch of usage alone is empty")
+	}
+	if err := s.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(&Batch{Usage: []Usage{{User: "bob", CPU: 4, AtUnixMs: 40}}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Usage{{User: "alice", CPU: 2.5, Memory: 0.25, GPU: 8, AtUnixMs: 20}, {User: "bob", CPU: 4, AtUnixMs: 40}}
+	if fmt.Sprint(st.Usage) != fmt.Sprint(want) {
+		t.Fatalf("usage %v, want %v", st.Usage, want)
+	}
+}
