@@ -249,6 +249,9 @@ type Core struct {
 	// queues of each cohort.
 	queueUsed map[string]amounts
 	cohorts   map[string][]Queue
+	// noLenders holds, in a round, the cohorts where no job borrows, so
+	// that no other job of them looks for one to reclaim.
+	noLenders map[string]bool
 
 	windows      map[string]*jobspb.Reservation
 	windowsDirty map[string]*jobspb.Reservation

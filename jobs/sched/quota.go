@@ -147,6 +147,9 @@ func (c *Core) reclaim(j *job, now time.Time) bool {
 		}
 	}
 	q := c.queues[j.spec.Queue]
+	if c.noLenders[q.Cohort] {
+		return false
+	}
 	capacity, inUse := c.cohort(q.Cohort)
 	want := takes(j)
 	for i := range want {
@@ -173,6 +176,11 @@ func (c *Core) reclaim(j *job, now time.Time) bool {
 			seen[r.key] = true
 			cands = append(cands, r)
 		}
+	}
+	if len(cands) == 0 {
+		// None borrows in the cohort: no job of it can reclaim this round.
+		c.noLenders[q.Cohort] = true
+		return false
 	}
 	sort.Slice(cands, func(a, b int) bool {
 		if cands[a].rec.StartUnixMs != cands[b].rec.StartUnixMs {

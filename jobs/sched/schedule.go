@@ -133,6 +133,7 @@ func (c *Core) Schedule() {
 	defer func() { c.reschedule = false }()
 	c.specCache, c.specLast = map[*jobspb.JobSpec]specReasons{}, nil
 	places := c.places
+	c.noLenders = map[string]bool{}
 	c.places = make(map[*jobspb.JobSpec]string, len(places))
 	now := c.cfg.Now()
 	c.refreshShares(now)
