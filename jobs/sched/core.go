@@ -230,6 +230,14 @@ type Core struct {
 	specCache       map[*jobspb.JobSpec]specReasons
 	specLast        *jobspb.JobSpec
 	specLastReasons specReasons
+	// keptFits keeps, from round to round, the tightest candidates of each
+	// fitQuery asked (see kept); changes logs the workers whose room or
+	// connection changed, which each kept takes in past its seen mark.
+	keptFits map[fitQuery]*kept
+	// keptWindowed says the last round had maintenance windows, whose
+	// candidates are not kept past it.
+	keptWindowed bool
+	changes      []*worker
 	// places carries the place reasons of specReasons from round to round
 	// for the specs still waiting: they change only when a worker
 	// registers (WorkerUp clears them).
@@ -784,6 +792,7 @@ func (c *Core) endAttempt(j *job, s State, msg string, nowMs int64) {
 		if w := c.workers[n.Worker]; w != nil {
 			w.remove(j.key)
 			w.dev.release(j.key)
+			c.changes = append(c.changes, w)
 		}
 		c.dropTask(n.TaskId)
 	}
@@ -922,6 +931,7 @@ func (c *Core) WorkerUp(info WorkerInfo, holds Report) {
 	w.dev = devices{gpus: gpus, held: map[string]Key{}}
 	w.connected, w.registered, w.downSince = true, true, time.Time{}
 	c.workersSeen[w.name] = true
+	c.changes = append(c.changes, w)
 	c.reschedule = true
 	for _, j := range w.running {
 		if n := j.nodeOn(w.name); n != nil {
@@ -977,6 +987,7 @@ func (c *Core) WorkerLost(name, why string) {
 	}
 	w.connected = false
 	c.workersSeen[name] = true
+	c.changes = append(c.changes, w)
 	if w.downSince.IsZero() {
 		w.downSince = c.cfg.Now()
 	}
@@ -992,6 +1003,7 @@ func (c *Core) WorkerDown(name string) {
 	if w := c.workers[name]; w != nil && w.connected {
 		w.connected = false
 		c.workersSeen[name] = true
+		c.changes = append(c.changes, w)
 		w.downSince = c.cfg.Now()
 		c.reschedule = true
 	}

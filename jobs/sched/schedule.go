@@ -3,6 +3,7 @@ package sched
 import (
 	"container/heap"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -155,13 +156,14 @@ func (c *Core) Schedule() {
 		}
 	}
 	// Jobs alike (the tasks of an array above all) have the same
-	// candidates, which a round keeps for each query. Starting a job
-	// changes only the workers it starts on: a query's candidates are
-	// brought up to date with those alone when it is asked again (what is
-	// free only shrinks while a round starts jobs, so a worker that did
-	// not pass before does not now).
-	fits := map[fitQuery]*kept{}
-	var changed []*worker
+	// candidates, which the Core keeps for each query from round to round.
+	// Only the workers logged in changes (jobs started or ended on them,
+	// workers joining or leaving) can have changed: a query's candidates
+	// are brought up to date with those alone when it is asked again.
+	// What depends on the round (its reservation, maintenance windows, the
+	// time) is not kept past it.
+	c.keepFits()
+	fits := c.keptFits
 	fit := func(j *job, res *reservation) []*worker {
 		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, res != nil, ""}
 		nodes := nodesOf(j.spec)
@@ -180,11 +182,11 @@ func (c *Core) Schedule() {
 		}
 		e := fits[q]
 		if e != nil {
-			e.catchUp(c, changed, res, now)
+			e.catchUp(c, c.changes, res, now)
 		}
 		if e == nil || e.short(nodes) {
 			ok, boundary := c.topCandidates(j, open, res, now, current, keep)
-			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(changed)}
+			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(c.changes)}
 			fits[q] = e
 		}
 		if q.pack != "" {
@@ -240,7 +242,7 @@ func (c *Core) Schedule() {
 						open = slices.Delete(open, i, i+1)
 					}
 				}
-				changed = append(changed, ws...)
+				c.changes = append(c.changes, ws...)
 				continue
 			}
 			switch {
@@ -253,7 +255,7 @@ func (c *Core) Schedule() {
 				// It waits for the jobs it preempted to stop; what they
 				// free is its first, as it heads the queue.
 				res = c.reserve(j)
-				clear(fits)
+				c.dropReserved()
 				reason = ReasonResources
 			case len(c.windows) > 0 && c.fit(j, open, nil, now, currentUnreserved) != nil:
 				// Only maintenance windows hold it back: it reserves
@@ -261,7 +263,7 @@ func (c *Core) Schedule() {
 				reason = ReasonReservation
 			case res == nil:
 				res = c.reserve(j)
-				clear(fits)
+				c.dropReserved()
 				reason = ReasonResources
 			case fit(j, nil) != nil:
 				reason = ReasonPriority
@@ -420,6 +422,29 @@ func (e *kept) catchUp(c *Core, changed []*worker, res *reservation, now time.Ti
 // are tighter than the ones it left out.
 func (e *kept) short(nodes int) bool {
 	return e.boundary != nil && (len(e.ok) < nodes || tighter(*e.boundary, e.ok[nodes-1]))
+}
+
+// keepFits readies the kept candidates for a round: those of the last
+// round that depend on it go (a reservation's, the time's, maintenance
+// windows'), and all go once the log of changes has grown past what
+// catching up with it is worth.
+func (c *Core) keepFits() {
+	windowed := c.keptWindowed
+	c.keptWindowed = len(c.windows) > 0
+	if c.keptFits == nil || windowed || c.keptWindowed || len(c.changes) > 4*len(c.workers)+1024 {
+		c.keptFits, c.changes = map[fitQuery]*kept{}, c.changes[:0]
+		return
+	}
+	maps.DeleteFunc(c.keptFits, func(q fitQuery, _ *kept) bool { return q.reserved || q.limitMs != 0 })
+	if len(c.keptFits) == 0 {
+		c.changes = c.changes[:0]
+	}
+}
+
+// dropReserved forgets the kept candidates of queries asked under a
+// reservation, which a new one replaces.
+func (c *Core) dropReserved() {
+	maps.DeleteFunc(c.keptFits, func(q fitQuery, _ *kept) bool { return q.reserved })
 }
 
 // fitQuery is what a fit depends on besides the workers' room.
