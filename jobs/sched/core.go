@@ -234,6 +234,10 @@ type Core struct {
 	// fitQuery asked (see kept); changes logs the workers whose room or
 	// connection changed, which each kept takes in past its seen mark.
 	keptFits map[fitQuery]*kept
+	// openNow is the last round's open workers (see Schedule), up to
+	// date with changes up to openSeen; nil when it must be made anew.
+	openNow  []*worker
+	openSeen int
 	// keptWindowed says the last round had maintenance windows, whose
 	// candidates are not kept past it.
 	keptWindowed bool

@@ -145,16 +145,13 @@ func (c *Core) Schedule() {
 	heap.Init(&queue)
 	runningInArray := c.arrayNodes
 	workers := c.sortedWorkers()
+	c.keepFits()
 	// open indexes the room: the connected workers with a free job slot,
 	// the only ones a job can start on now. A round fits jobs against them
 	// alone, and drops each as it fills, so a nearly full cluster costs a
 	// round little however many workers it has.
-	open := make([]*worker, 0, len(workers))
-	for _, w := range workers {
-		if w.connected && len(w.running) < w.jobSlots {
-			open = append(open, w)
-		}
-	}
+	open := c.openWorkers(workers)
+	defer func() { c.openNow, c.openSeen = open, len(c.changes) }()
 	// Jobs alike (the tasks of an array above all) have the same
 	// candidates, which the Core keeps for each query from round to round.
 	// Only the workers logged in changes (jobs started or ended on them,
@@ -162,7 +159,6 @@ func (c *Core) Schedule() {
 	// are brought up to date with those alone when it is asked again.
 	// What depends on the round (its reservation, maintenance windows, the
 	// time) is not kept past it.
-	c.keepFits()
 	fits := c.keptFits
 	fit := func(j *job, res *reservation) []*worker {
 		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, res != nil, ""}
@@ -238,7 +234,7 @@ func (c *Core) Schedule() {
 				for _, w := range ws {
 					if len(w.running) >= w.jobSlots {
 						// open is in name order, as workers are.
-						i, _ := slices.BinarySearchFunc(open, w.name, func(o *worker, name string) int { return strings.Compare(o.name, name) })
+						i, _ := slices.BinarySearchFunc(open, w.name, byName)
 						open = slices.Delete(open, i, i+1)
 					}
 				}
@@ -432,14 +428,43 @@ func (c *Core) keepFits() {
 	windowed := c.keptWindowed
 	c.keptWindowed = len(c.windows) > 0
 	if c.keptFits == nil || windowed || c.keptWindowed || len(c.changes) > 4*len(c.workers)+1024 {
-		c.keptFits, c.changes = map[fitQuery]*kept{}, c.changes[:0]
+		c.keptFits, c.changes, c.openNow = map[fitQuery]*kept{}, c.changes[:0], nil
 		return
 	}
 	maps.DeleteFunc(c.keptFits, func(q fitQuery, _ *kept) bool { return q.reserved || q.limitMs != 0 })
 	if len(c.keptFits) == 0 {
-		c.changes = c.changes[:0]
+		c.changes, c.openNow = c.changes[:0], nil
 	}
 }
+
+// openWorkers returns the connected workers with a free job slot, by name:
+// the last round's, brought up to date with the workers changed since, or
+// made anew from workers when the log of changes was cut.
+func (c *Core) openWorkers(workers []*worker) []*worker {
+	if c.openNow == nil {
+		open := make([]*worker, 0, len(workers))
+		for _, w := range workers {
+			if w.connected && len(w.running) < w.jobSlots {
+				open = append(open, w)
+			}
+		}
+		return open
+	}
+	open := c.openNow
+	for _, w := range c.changes[c.openSeen:] {
+		i, found := slices.BinarySearchFunc(open, w.name, byName)
+		switch room := w.connected && len(w.running) < w.jobSlots; {
+		case found && !room:
+			open = slices.Delete(open, i, i+1)
+		case !found && room:
+			open = slices.Insert(open, i, w)
+		}
+	}
+	return open
+}
+
+// byName orders workers by name, for searching a list of them.
+func byName(w *worker, name string) int { return strings.Compare(w.name, name) }
 
 // dropReserved forgets the kept candidates of queries asked under a
 // reservation, which a new one replaces.
