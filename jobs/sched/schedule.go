@@ -3,7 +3,6 @@ package sched
 import (
 	"container/heap"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -157,38 +156,45 @@ func (c *Core) Schedule() {
 	// Only the workers logged in changes (jobs started or ended on them,
 	// workers joining or leaving) can have changed: a query's candidates
 	// are brought up to date with those alone when it is asked again.
-	// What depends on the round (its reservation, maintenance windows, the
-	// time) is not kept past it.
+	// What depends on the round is not kept past it: maintenance windows,
+	// which look at the time. A reservation is applied to the kept
+	// candidates as a job asks.
 	fits := c.keptFits
 	fit := func(j *job, res *reservation) []*worker {
-		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, res != nil, ""}
+		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, ""}
 		nodes := nodesOf(j.spec)
 		keep := 4*nodes + 32
 		if packs(j.spec) {
 			// A packed gang chooses among all that pass.
 			q.pack, keep = fmt.Sprint(j.spec.Pack, j.spec.PackRequired), len(open)
 		}
-		switch {
-		case len(c.windows) > 0:
+		if len(c.windows) > 0 {
 			// Maintenance windows look at the time limit.
 			q.limitMs = j.rec.TimeLimitMs
-		case res.endsBefore(j, now):
-			// A reservation asks only whether the job ends before it.
-			q.limitMs = -1
 		}
 		e := fits[q]
 		if e != nil {
-			e.catchUp(c, c.changes, res, now)
+			e.catchUp(c, c.changes)
 		}
 		if e == nil || e.short(nodes) {
-			ok, boundary := c.topCandidates(j, open, res, now, current, keep)
+			ok, boundary := c.topCandidates(j, open, nil, now, current, keep)
 			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(c.changes)}
 			fits[q] = e
 		}
-		if q.pack != "" {
-			return packed(j, e.ok)
+		ok := e.ok
+		if res != nil && !res.endsBefore(j, now) {
+			// The reservation keeps the job off some of its workers: the
+			// tightest it allows are the first of those kept, unless too
+			// few of them are left to tell.
+			ok = slices.DeleteFunc(slices.Clone(ok), func(s scored) bool { return !res.allows(j, s.w, now) })
+			if short(ok, e.boundary, nodes) {
+				ok, _ = c.topCandidates(j, open, res, now, current, keep)
+			}
 		}
-		return pick(j, e.ok)
+		if q.pack != "" {
+			return packed(j, ok)
+		}
+		return pick(j, ok)
 	}
 	room := 0 // free job slots on connected workers
 	for _, w := range open {
@@ -251,7 +257,6 @@ func (c *Core) Schedule() {
 				// It waits for the jobs it preempted to stop; what they
 				// free is its first, as it heads the queue.
 				res = c.reserve(j)
-				c.dropReserved()
 				reason = ReasonResources
 			case len(c.windows) > 0 && c.fit(j, open, nil, now, currentUnreserved) != nil:
 				// Only maintenance windows hold it back: it reserves
@@ -259,7 +264,6 @@ func (c *Core) Schedule() {
 				reason = ReasonReservation
 			case res == nil:
 				res = c.reserve(j)
-				c.dropReserved()
 				reason = ReasonResources
 			case fit(j, nil) != nil:
 				reason = ReasonPriority
@@ -384,7 +388,7 @@ type kept struct {
 
 // catchUp takes in the workers of changed past e.seen, which jobs started
 // on: each leaves ok and comes back at its new place if it still passes.
-func (e *kept) catchUp(c *Core, changed []*worker, res *reservation, now time.Time) {
+func (e *kept) catchUp(c *Core, changed []*worker) {
 	if len(changed) == e.seen {
 		return
 	}
@@ -405,7 +409,7 @@ func (e *kept) catchUp(c *Core, changed []*worker, res *reservation, now time.Ti
 		}
 	}
 	for w := range since {
-		if c.fits(e.j, w, current) && res.allows(e.j, w, now) {
+		if c.fits(e.j, w, current) {
 			s := scored{w, score(e.j, w)}
 			i, _ := slices.BinarySearchFunc(e.ok, s, byTightness)
 			e.ok = slices.Insert(e.ok, i, s)
@@ -416,14 +420,18 @@ func (e *kept) catchUp(c *Core, changed []*worker, res *reservation, now time.Ti
 // short reports whether e can no longer tell the tightest workers for a
 // job of nodes nodes: it was cut, and fewer than nodes of those it kept
 // are tighter than the ones it left out.
-func (e *kept) short(nodes int) bool {
-	return e.boundary != nil && (len(e.ok) < nodes || tighter(*e.boundary, e.ok[nodes-1]))
+func (e *kept) short(nodes int) bool { return short(e.ok, e.boundary, nodes) }
+
+// short reports whether candidates cut at boundary (nil: not cut) can no
+// longer tell the tightest workers for a job of nodes nodes: fewer than
+// nodes of them are tighter than the ones left out.
+func short(ok []scored, boundary *scored, nodes int) bool {
+	return boundary != nil && (len(ok) < nodes || tighter(*boundary, ok[nodes-1]))
 }
 
-// keepFits readies the kept candidates for a round: those of the last
-// round that depend on it go (a reservation's, the time's, maintenance
-// windows'), and all go once the log of changes has grown past what
-// catching up with it is worth.
+// keepFits readies the kept candidates for a round: those of a round with
+// maintenance windows go (they depend on the time), and all go once the
+// log of changes has grown past what catching up with it is worth.
 func (c *Core) keepFits() {
 	windowed := c.keptWindowed
 	c.keptWindowed = len(c.windows) > 0
@@ -431,7 +439,6 @@ func (c *Core) keepFits() {
 		c.keptFits, c.changes, c.openNow = map[fitQuery]*kept{}, c.changes[:0], nil
 		return
 	}
-	maps.DeleteFunc(c.keptFits, func(q fitQuery, _ *kept) bool { return q.reserved || q.limitMs != 0 })
 	if len(c.keptFits) == 0 {
 		c.changes, c.openNow = c.changes[:0], nil
 	}
@@ -466,12 +473,6 @@ func (c *Core) openWorkers(workers []*worker) []*worker {
 // byName orders workers by name, for searching a list of them.
 func byName(w *worker, name string) int { return strings.Compare(w.name, name) }
 
-// dropReserved forgets the kept candidates of queries asked under a
-// reservation, which a new one replaces.
-func (c *Core) dropReserved() {
-	maps.DeleteFunc(c.keptFits, func(q fitQuery, _ *kept) bool { return q.reserved })
-}
-
 // fitQuery is what a fit depends on besides the workers' room.
 type fitQuery struct {
 	need     capacity
@@ -479,10 +480,9 @@ type fitQuery struct {
 	minNodes int
 	nodes    int
 	// limitMs is the time limit where maintenance windows make it count,
-	// -1 for a job that ends before the reservation, else 0.
-	limitMs  int64
-	reserved bool
-	pack     string // the label a gang is packed by, and whether it must be
+	// else 0.
+	limitMs int64
+	pack    string // the label a gang is packed by, and whether it must be
 }
 
 // start runs j's next attempt on ws, rank by rank: it hands each node its
