@@ -150,7 +150,6 @@ func (c *Core) usageRecords() []store.Usage {
 // normalised share and usage, and each user's, from which a factor
 // follows for any user, known or not.
 type shareTable struct {
-	at       time.Time
 	weight   int64
 	accounts map[string]*accountShare
 	// members are the users accounts name, with their account and shares.
@@ -160,7 +159,6 @@ type shareTable struct {
 }
 
 type accountShare struct {
-	name   string
 	shares int64
 	share  float64 // of the cluster
 	// userShares is the sum of its users' shares: the declared ones, and
@@ -183,11 +181,11 @@ type userShare struct {
 // shares works out the share table at now from the usage of each user.
 func (c *Core) shares(now time.Time) *shareTable {
 	fs := c.cfg.FairShare
-	t := &shareTable{at: now, accounts: map[string]*accountShare{}, members: map[string]member{}, users: map[string]*userShare{}}
+	t := &shareTable{accounts: map[string]*accountShare{}, members: map[string]member{}, users: map[string]*userShare{}}
 	if fs != nil {
 		t.weight = fs.Weight
 		for _, a := range fs.Accounts {
-			as := &accountShare{name: a.Name, shares: a.Shares}
+			as := &accountShare{shares: a.Shares}
 			for user, n := range a.Users {
 				t.members[user] = member{a.Name, n}
 				as.userShares += n
@@ -229,7 +227,7 @@ func (t *shareTable) account(user string) *accountShare {
 	name := t.accountName(user)
 	a := t.accounts[name]
 	if a == nil {
-		a = &accountShare{name: name, shares: 1}
+		a = &accountShare{shares: 1}
 		t.accounts[name] = a
 	}
 	return a
@@ -268,15 +266,20 @@ func (t *shareTable) user(user string) userView {
 		v.norm = v.usage.billed / t.total
 	}
 	v.eff = v.norm + (accUsage-v.norm)*frac
-	switch {
-	case v.eff == 0:
-		v.f = 1
-	case v.share == 0:
-		v.f = 0
-	default:
-		v.f = math.Exp2(-v.eff / v.share)
-	}
+	v.f = factor(v.eff, v.share)
 	return v
+}
+
+// factor is Slurm's classic fair-share factor, 2^(-usage/share): 1 for no
+// usage, 0 for usage without a share.
+func factor(usage, share float64) float64 {
+	switch {
+	case usage == 0:
+		return 1
+	case share == 0:
+		return 0
+	}
+	return math.Exp2(-usage / share)
 }
 
 func (t *shareTable) accountName(user string) string {
@@ -342,7 +345,6 @@ func (c *Core) Shares() *jobspb.SharesResponse {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	bill := c.billing()
 	for _, name := range names {
 		a := t.accounts[name]
 		ai := &jobspb.AccountShare{Name: name, Shares: a.shares, Share: a.share,
@@ -350,22 +352,14 @@ func (c *Core) Shares() *jobspb.SharesResponse {
 		if t.total > 0 {
 			ai.Usage = a.billed / t.total
 		}
-		ai.EffectiveUsage = ai.Usage
-		ai.Factor = 1
-		if ai.Usage > 0 {
-			ai.Factor = 0
-			if a.share > 0 {
-				ai.Factor = math.Exp2(-ai.Usage / a.share)
-			}
-		}
+		ai.EffectiveUsage, ai.Factor = ai.Usage, factor(ai.Usage, a.share)
 		users := members[name]
 		sort.Strings(users)
 		for _, user := range users {
 			v := t.user(user)
 			ui := &jobspb.AccountShare{Name: user, Shares: v.shares, Share: v.share, Usage: v.norm, EffectiveUsage: v.eff, Factor: v.f}
 			if u := v.usage; u != nil {
-				ui.CpuSeconds, ui.MemoryGibSeconds, ui.GpuSeconds = u.usage[0], u.usage[1], u.usage[2]
-				ui.BillingSeconds = u.usage[0]*bill[0] + u.usage[1]*bill[1] + u.usage[2]*bill[2]
+				ui.CpuSeconds, ui.MemoryGibSeconds, ui.GpuSeconds, ui.BillingSeconds = u.usage[0], u.usage[1], u.usage[2], u.billed
 			}
 			ai.Users = append(ai.Users, ui)
 		}

@@ -50,6 +50,16 @@ func takes(j *job) amounts {
 	return amounts{int64(cpusOf(j.spec)), j.spec.MemoryBytes, int64(j.spec.Gpus)}
 }
 
+// wants is what j, all the nodes it needs to start, takes from its
+// queue's quota.
+func wants(j *job) amounts {
+	w := takes(j)
+	for i := range w {
+		w[i] *= int64(minNodesOf(j.spec))
+	}
+	return w
+}
+
 // quotaUse adds (sign 1) or takes away (-1) one node of j from its queue's
 // use.
 func (c *Core) quotaUse(j *job, sign int64) {
@@ -76,11 +86,7 @@ func (c *Core) quota(j *job) quotaVerdict {
 	if q.Quota == nil {
 		return quotaVerdict{}
 	}
-	nominal, used := q.Quota.amounts(), c.queueUsed[q.Name]
-	want := takes(j)
-	for i := range want {
-		want[i] *= int64(minNodesOf(j.spec))
-	}
+	nominal, used, want := q.Quota.amounts(), c.queueUsed[q.Name], wants(j)
 	var v quotaVerdict
 	for i := range want {
 		if nominal[i] < 0 || want[i] == 0 || used[i]+want[i] <= nominal[i] {
@@ -151,10 +157,7 @@ func (c *Core) reclaim(j *job, now time.Time) bool {
 		return false
 	}
 	capacity, inUse := c.cohort(q.Cohort)
-	want := takes(j)
-	for i := range want {
-		want[i] *= int64(minNodesOf(j.spec))
-	}
+	want := wants(j)
 	over := func() bool {
 		for i := range want {
 			if q.Quota.amounts()[i] >= 0 && want[i] > 0 && inUse[i]+want[i] > capacity[i] {

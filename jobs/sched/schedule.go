@@ -247,12 +247,15 @@ func (c *Core) Schedule() {
 				c.changes = append(c.changes, ws...)
 				continue
 			}
+			packWait := ""
+			if packs(j.spec) && j.spec.PackRequired {
+				packWait = c.packWait(j, open, res, now)
+			}
 			switch {
-			case packs(j.spec) && j.spec.PackRequired && c.fitSpread(j, open, res, now):
+			case packWait != "":
 				// It would fit spread; it waits for one domain to have
 				// room, and holds nothing back meanwhile.
-				ok, _ := c.topCandidates(j, open, res, now, current, len(open))
-				reason = packReason(j, ok)
+				reason = packWait
 			case res == nil && c.preempt(j, workers, now):
 				// It waits for the jobs it preempted to stop; what they
 				// free is its first, as it heads the queue.

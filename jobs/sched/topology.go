@@ -82,11 +82,17 @@ func packed(j *job, ok []scored) []*worker {
 // packReason says why a gang that must be packed waits while it would fit
 // spread: no domain has room for it.
 func packReason(j *job, ok []scored) string {
+	return fmt.Sprintf("%s: no %s has %d free workers that fit the job (the most: %d)", ReasonTopology, j.spec.Pack, minNodesOf(j.spec), largestDomain(ok, j.spec.Pack))
+}
+
+// largestDomain is how many of the candidates the largest domain of label
+// key holds.
+func largestDomain(ok []scored, key string) int {
 	most := 0
-	for _, d := range domains(ok, j.spec.Pack) {
+	for _, d := range domains(ok, key) {
 		most = max(most, len(d))
 	}
-	return fmt.Sprintf("%s: no %s has %d free workers that fit the job (the most: %d)", ReasonTopology, j.spec.Pack, minNodesOf(j.spec), most)
+	return most
 }
 
 // packable is placeable's answer for a gang that must be packed: a
@@ -99,19 +105,20 @@ func (c *Core) packable(j *job, workers []*worker) string {
 			ok = append(ok, scored{w: w})
 		}
 	}
-	most := 0
-	for _, d := range domains(ok, j.spec.Pack) {
-		most = max(most, len(d))
-	}
+	most := largestDomain(ok, j.spec.Pack)
 	if most >= minNodesOf(j.spec) {
 		return ""
 	}
 	return fmt.Sprintf("%s: no %s has %d workers that could run the job (the most: %d)", ReasonTopology, j.spec.Pack, minNodesOf(j.spec), most)
 }
 
-// fitSpread reports whether the gang j would start now were it not
-// packed.
-func (c *Core) fitSpread(j *job, open []*worker, res *reservation, now time.Time) bool {
-	ok, _ := c.topCandidates(j, open, res, now, current, nodesOf(j.spec))
-	return pick(j, ok) != nil
+// packWait is why the gang j, which must be packed and cannot start, waits
+// when it would start were it not packed (packReason); "" when it would
+// not start either way.
+func (c *Core) packWait(j *job, open []*worker, res *reservation, now time.Time) string {
+	ok, _ := c.topCandidates(j, open, res, now, current, len(open))
+	if pick(j, ok) == nil {
+		return ""
+	}
+	return packReason(j, ok)
 }
