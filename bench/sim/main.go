@@ -7,7 +7,7 @@
 // takes the batch (--store memory), to tell the core's cost from the
 // commit's.
 //
-//	go run ./bench/sim [--workers N] [--jobs N] [--mix simple|full] [--store memory|sqlite] [--seed N] [--json]
+//	go run ./bench/sim [--workers N] [--jobs N] [--mix simple|full] [--store memory|sqlite] [--seed N] [--json] [--progress]
 //
 // It prints placements per second of scheduler time, round times, heap per
 // pending job, the longest wait of gangs against singles, a fairness check
@@ -21,7 +21,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime/pprof"
+	"syscall"
 )
 
 func main() {
@@ -32,6 +34,7 @@ func main() {
 	flag.StringVar(&cfg.Store, "store", cfg.Store, "where rounds are committed: memory or sqlite")
 	flag.Int64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of the workload")
 	asJSON := flag.Bool("json", false, "print the figures as one JSON object")
+	progress := flag.Bool("progress", false, "print progress to stderr every 10 simulated minutes")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to `FILE`")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -42,6 +45,18 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+		// A run stopped early still leaves its profile.
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			<-stop
+			pprof.StopCPUProfile()
+			f.Close()
+			os.Exit(1)
+		}()
+	}
+	if *progress {
+		cfg.Progress = os.Stderr
 	}
 	res, err := Run(cfg)
 	if err != nil {

@@ -25,6 +25,8 @@ type Config struct {
 	Mix     string // simple or full
 	Store   string // memory or sqlite
 	Seed    int64
+	// Progress, when set, takes a line every 10 simulated minutes.
+	Progress io.Writer
 	// Round is the simulated time between scheduling rounds: what
 	// happens within one is applied in one round, as the server applies
 	// what arrives while a round runs in the next.
@@ -435,6 +437,12 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 		}
 		if s.now.Sub(lastSample) >= time.Minute {
 			lastSample = s.now
+			if s.cfg.Progress != nil && int(s.now.Sub(s.start).Minutes())%10 == 0 {
+				counts := core.Counts()
+				fmt.Fprintf(s.cfg.Progress, "%7.0f s simulated: %d placed in %.2f s of scheduler time (%.0f/s), %d pending, %d running, %d completed\n",
+					s.now.Sub(s.start).Seconds(), s.res.Placements, s.res.SchedulerS, float64(s.res.Placements)/s.res.SchedulerS,
+					counts["PENDING"], counts["RUNNING"], counts["COMPLETED"])
+			}
 			s.res.Utilisation = append(s.res.Utilisation, Sample{AtS: s.now.Sub(s.start).Seconds(), CPUs: s.usedCPU / s.totalCPU, GPUs: s.usedGPU / max(s.totalGPU, 1)})
 			// Fair share is judged while every account has work waiting,
 			// after the first hour (a half-life) of usage.

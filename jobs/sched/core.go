@@ -11,7 +11,10 @@
 package sched
 
 import (
+	"cmp"
+	"container/heap"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +92,14 @@ type Key struct {
 	Index int32 // -1 for a plain job
 }
 
+// compare orders keys by id, then index.
+func (k Key) compare(o Key) int {
+	if c := cmp.Compare(k.ID, o.ID); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.Index, o.Index)
+}
+
 func (k Key) String() string {
 	if k.Index < 0 {
 		return strconv.FormatInt(k.ID, 10)
@@ -103,6 +114,9 @@ type job struct {
 	task string // current attempt's task id: rank 0's
 	// base is its priority before the age bonus: its own and its queue's.
 	base int64
+	// user is its user's place in the live Core's fairSlots, counting
+	// from 1; 0 until a round asks.
+	user int32
 }
 
 // node returns the node of j's running attempt with the task id, or nil.
@@ -136,9 +150,16 @@ type worker struct {
 	registered bool
 	downSince  time.Time
 	running    map[Key]*job // each with one node here; changed by add and remove
+	// byEnd holds the jobs of running by when their time limits end them,
+	// soonest first, those without a limit last; preemptible those that
+	// may be preempted, in the same order.
+	byEnd, preemptible []*job
 	// usedCPUs and usedMem are what the jobs in running take.
 	usedCPUs int32
 	usedMem  int64
+	// openAt is the worker's place in the Core's open set, counting from
+	// 1 (0: not in it); openRoom the free slots it counts there.
+	openAt, openRoom int
 }
 
 func (w *worker) used() (cpus int32, mem int64) { return w.usedCPUs, w.usedMem }
@@ -148,6 +169,12 @@ func (w *worker) add(j *job) {
 	if _, ok := w.running[j.key]; !ok {
 		w.usedCPUs += cpusOf(j.spec)
 		w.usedMem += j.spec.MemoryBytes
+		i, _ := slices.BinarySearchFunc(w.byEnd, j, byEnd)
+		w.byEnd = slices.Insert(w.byEnd, i, j)
+		if j.spec.Preemptible {
+			i, _ := slices.BinarySearchFunc(w.preemptible, j, byEnd)
+			w.preemptible = slices.Insert(w.preemptible, i, j)
+		}
 	}
 	w.running[j.key] = j
 }
@@ -158,6 +185,8 @@ func (w *worker) remove(k Key) {
 		w.usedCPUs -= cpusOf(j.spec)
 		w.usedMem -= j.spec.MemoryBytes
 		delete(w.running, k)
+		w.byEnd = slices.DeleteFunc(w.byEnd, func(r *job) bool { return r == j })
+		w.preemptible = slices.DeleteFunc(w.preemptible, func(r *job) bool { return r == j })
 	}
 }
 
@@ -234,10 +263,15 @@ type Core struct {
 	// fitQuery asked (see kept); changes logs the workers whose room or
 	// connection changed, which each kept takes in past its seen mark.
 	keptFits map[fitQuery]*kept
-	// openNow is the last round's open workers (see Schedule), up to
-	// date with changes up to openSeen; nil when it must be made anew.
-	openNow  []*worker
-	openSeen int
+	// replan is what rounds worked out for the job heading those waiting
+	// (see replanEvery); workerEpoch counts workers joining and leaving.
+	replan      replan
+	workerEpoch int64
+	// deadlines are when running attempts' time limits are up.
+	deadlines deadlines
+	// openWorkers is the last round's open workers (see openSet); nil
+	// when it must be made anew.
+	openWorkers *openSet
 	// keptWindowed says the last round had maintenance windows, whose
 	// candidates are not kept past it.
 	keptWindowed bool
@@ -257,6 +291,12 @@ type Core struct {
 	usageDirty map[string]bool
 	fair       *shareTable
 	fairCache  map[string]fairPrio
+	// fairSlots hold the live Core's fair-share priority of each user
+	// (userSlot names their places) as of the round they were worked out
+	// in; fairRound counts rounds.
+	fairSlots []fairPrio
+	userSlot  map[string]int32
+	fairRound int64
 	// queueUsed is what the running jobs of each queue take; cohorts the
 	// queues of each cohort.
 	queueUsed map[string]amounts
@@ -456,6 +496,9 @@ func (c *Core) setTask(task string, j *job) {
 		}
 		c.charge(j, 1)
 		c.quotaUse(j, 1)
+		if task == j.task && j.rec.TimeLimitMs > 0 {
+			c.deadlines.add(deadline{j.rec.StartUnixMs + j.rec.TimeLimitMs, j, task}, c.byTask)
+		}
 	}
 	c.byTask[task] = j
 }
@@ -924,6 +967,7 @@ func (c *Core) WorkerUp(info WorkerInfo, holds Report) {
 		c.sorted = nil
 	}
 	c.places = nil
+	c.workerEpoch++
 	w.cpus, w.memory, w.jobSlots, w.platform, w.address = info.CPUs, info.Memory, info.JobSlots, info.Platform, info.Address
 	w.containerRuntime = info.ContainerRuntime
 	w.properties = map[string]bool{}
@@ -992,6 +1036,7 @@ func (c *Core) WorkerLost(name, why string) {
 	w.connected = false
 	c.workersSeen[name] = true
 	c.changes = append(c.changes, w)
+	c.workerEpoch++
 	if w.downSince.IsZero() {
 		w.downSince = c.cfg.Now()
 	}
@@ -1008,6 +1053,7 @@ func (c *Core) WorkerDown(name string) {
 		w.connected = false
 		c.workersSeen[name] = true
 		c.changes = append(c.changes, w)
+		c.workerEpoch++
 		w.downSince = c.cfg.Now()
 		c.reschedule = true
 	}
@@ -1241,6 +1287,9 @@ func (c *Core) Tick() {
 	c.forgetOld(now)
 	c.tickWindows(now)
 	c.closeUnattached(now)
+	if c.replanDue(now) {
+		c.reschedule = true
+	}
 	for _, w := range c.workers {
 		if !w.registered && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
 			for _, j := range w.running {
@@ -1248,16 +1297,47 @@ func (c *Core) Tick() {
 			}
 		}
 	}
-	for task, j := range c.byTask {
-		if j.rec.TimeLimitMs == 0 || task != j.task {
-			continue
-		}
-		deadline := time.UnixMilli(j.rec.StartUnixMs + j.rec.TimeLimitMs).Add(c.cfg.LimitGrace)
-		if now.After(deadline) {
+	for len(c.deadlines) > 0 && now.After(time.UnixMilli(c.deadlines[0].atMs).Add(c.cfg.LimitGrace)) {
+		d := heap.Pop(&c.deadlines).(deadline)
+		if j := d.j; c.byTask[d.task] == j && j.task == d.task {
 			j.rec.Message = "time limit exceeded; the worker did not report the end"
 			if !c.retry(j, Timeout) {
 				c.end(j, Timeout, now.UnixMilli())
 			}
 		}
 	}
+}
+
+// deadline is when a running attempt's time limit is up: task is its rank
+// 0's. One whose attempt has ended stays until it is due, and is passed
+// over then.
+type deadline struct {
+	atMs int64
+	j    *job
+	task string
+}
+
+// deadlines is a heap of deadlines, the soonest on top.
+type deadlines []deadline
+
+// add pushes d; when more than half of those held are of attempts that have
+// ended (not in byTask), they go first, so that the heap stays as large as
+// what runs.
+func (h *deadlines) add(d deadline, byTask map[string]*job) {
+	if len(*h) > 2*len(byTask)+1024 {
+		*h = slices.DeleteFunc(*h, func(e deadline) bool { return byTask[e.task] != e.j })
+		heap.Init(h)
+	}
+	heap.Push(h, d)
+}
+
+func (d deadlines) Len() int           { return len(d) }
+func (d deadlines) Less(a, b int) bool { return d[a].atMs < d[b].atMs }
+func (d deadlines) Swap(a, b int)      { d[a], d[b] = d[b], d[a] }
+func (d *deadlines) Push(x any)        { *d = append(*d, x.(deadline)) }
+func (d *deadlines) Pop() any {
+	old := *d
+	x := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return x
 }

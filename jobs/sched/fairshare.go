@@ -300,7 +300,7 @@ func (c *Core) fairShare(user string) (int64, float64) {
 		return p.prio, p.factor
 	}
 	f := t.user(user).f
-	p := fairPrio{int64(math.Round(float64(t.weight) * f)), f}
+	p := fairPrio{prio: int64(math.Round(float64(t.weight) * f)), factor: f}
 	if c.fairCache != nil {
 		c.fairCache[user] = p
 	}
@@ -310,6 +310,38 @@ func (c *Core) fairShare(user string) (int64, float64) {
 type fairPrio struct {
 	prio   int64
 	factor float64
+	round  int64 // the round it was worked out in (fairSlots)
+}
+
+// jobFairShare is fairShare's priority for j's user. The live Core keeps it
+// in the user's slot for the round, which j finds without hashing its
+// user's name; a View's replica, read concurrently, keeps nothing.
+func (c *Core) jobFairShare(j *job) int64 {
+	if c.fair == nil || c.fair.weight == 0 {
+		return 0
+	}
+	if c.view == nil {
+		p, _ := c.fairShare(j.spec.User)
+		return p
+	}
+	if j.user == 0 {
+		i, ok := c.userSlot[j.spec.User]
+		if !ok {
+			if c.userSlot == nil {
+				c.userSlot = map[string]int32{}
+			}
+			i = int32(len(c.fairSlots))
+			c.userSlot[j.spec.User] = i
+			c.fairSlots = append(c.fairSlots, fairPrio{})
+		}
+		j.user = i + 1
+	}
+	p := &c.fairSlots[j.user-1]
+	if p.round != c.fairRound {
+		p.prio, p.factor = c.fairShare(j.spec.User)
+		p.round = c.fairRound
+	}
+	return p.prio
 }
 
 // refreshShares works the share table out again, as each round does.
@@ -318,6 +350,7 @@ func (c *Core) refreshShares(now time.Time) {
 		return
 	}
 	c.fair, c.fairCache = c.shares(now), map[string]fairPrio{}
+	c.fairRound++
 }
 
 // Shares answers `rbs job shares`: every account, with its users, as fair

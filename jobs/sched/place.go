@@ -14,8 +14,10 @@ package sched
 // tightly (CPUs, memory, GPUs and slots, as fractions of the worker) wins.
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -507,65 +509,83 @@ func endOf(j *job) time.Time {
 	return time.UnixMilli(j.rec.StartUnixMs + j.rec.TimeLimitMs)
 }
 
+// endMs is endOf in milliseconds, with no limit the latest.
+func endMs(j *job) int64 {
+	if j.rec.TimeLimitMs == 0 {
+		return math.MaxInt64
+	}
+	return j.rec.StartUnixMs + j.rec.TimeLimitMs
+}
+
+// byEnd orders running jobs by endMs, then by key.
+func byEnd(a, b *job) int {
+	if c := cmp.Compare(endMs(a), endMs(b)); c != 0 {
+		return c
+	}
+	return a.key.compare(b.key)
+}
+
 // reserve finds the workers, one per node of j, and the time at which j
 // could start the earliest: for each worker that could ever run a node,
 // when enough of what runs there will have ended, by the time limits; the
 // job's start is the latest of its nodes'.
 func (c *Core) reserve(j *job) *reservation {
 	n := need(j.spec)
+	// A slot's atMs is when the worker could take a node: readyNow, a
+	// time limit's end, or never.
+	const readyNow, never = -1, math.MaxInt64
 	type slot struct {
 		w     *worker
-		at    time.Time
+		atMs  int64
 		extra capacity
+		i     int // the worker's place by name, which breaks ties
 	}
 	var slots []slot
-	for _, w := range c.sortedWorkers() {
+	for i, w := range c.sortedWorkers() {
 		if !w.connected || !c.fits(j, w, ever) {
 			continue
 		}
-		running := make([]*job, 0, len(w.running))
-		for _, r := range w.running {
-			running = append(running, r)
-		}
-		sort.Slice(running, func(a, b int) bool { return before(endOf(running[a]), endOf(running[b])) })
 		free := w.free()
-		at := c.cfg.Now() // a worker with room now is ready now
+		at := int64(readyNow)
 		ok := free.fits(n)
-		for _, r := range running {
+		for _, r := range w.byEnd {
 			if ok {
 				break
 			}
-			at = endOf(r)
-			if at.IsZero() {
+			if at = endMs(r); at == never {
 				break // the rest never end, as far as limits tell
 			}
 			free = free.plus(need(r.spec))
 			ok = free.fits(n)
 		}
 		if !ok {
-			at = time.Time{}
+			at = never
 			free = w.total() // even eventually, only if all end
 		}
-		slots = append(slots, slot{w, at, free.minus(n)})
+		slots = append(slots, slot{w, at, free.minus(n), i})
 	}
 	nodes := minNodesOf(j.spec)
 	if len(slots) < nodes {
 		return nil
 	}
-	sort.SliceStable(slots, func(a, b int) bool { return before(slots[a].at, slots[b].at) })
-	r := &reservation{extra: map[*worker]capacity{}, at: slots[nodes-1].at}
+	slices.SortFunc(slots, func(a, b slot) int {
+		if c := cmp.Compare(a.atMs, b.atMs); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	r := &reservation{extra: map[*worker]capacity{}}
+	switch last := slots[nodes-1].atMs; last {
+	case readyNow:
+		r.at = c.cfg.Now()
+	case never:
+	default:
+		r.at = time.UnixMilli(last)
+	}
 	for _, s := range slots[:nodes] {
 		r.extra[s.w] = s.extra
 	}
 	return r
-}
-
-// before orders times with the zero time meaning "never".
-func before(a, b time.Time) bool {
-	if a.IsZero() {
-		return false
-	}
-	return b.IsZero() || a.Before(b)
 }
 
 // allows reports whether starting a node of j on w now keeps the
@@ -582,6 +602,19 @@ func (r *reservation) allows(j *job, w *worker, now time.Time) bool {
 		return true
 	}
 	return extra.fits(need(j.spec))
+}
+
+// take records that j started on ws now: on a reserved worker it takes
+// from what the reservation leaves, unless it ends before.
+func (r *reservation) take(j *job, ws []*worker, now time.Time) {
+	if r == nil || r.endsBefore(j, now) {
+		return
+	}
+	for _, w := range ws {
+		if extra, held := r.extra[w]; held {
+			r.extra[w] = extra.minus(need(j.spec))
+		}
+	}
 }
 
 // endsBefore reports whether j, started now, ends by its time limit before

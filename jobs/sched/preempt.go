@@ -1,8 +1,9 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
@@ -27,7 +28,7 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 		}
 		delete(c.preempting, j.key)
 	}
-	prio := c.priorityOf(j, now).Total
+	prio := c.priority(j, now)
 	n := need(j.spec)
 	type plan struct {
 		w       *worker
@@ -36,20 +37,20 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 	}
 	var plans []plan
 	for _, w := range workers {
-		if !w.connected || !c.fits(j, w, ever) || checkWindow(c, j, w, current, false) != "" {
+		if len(w.preemptible) == 0 && !w.free().fits(n) || !w.connected || !c.fits(j, w, ever) || checkWindow(c, j, w, current, false) != "" {
 			continue
 		}
 		var cands []*job
-		for _, r := range w.running {
-			if r.spec.Preemptible && r.rec.PreemptedBy == "" && c.priorityOf(r, now).Total < prio {
+		for _, r := range w.preemptible {
+			if r.rec.PreemptedBy == "" && c.priority(r, now) < prio {
 				cands = append(cands, r)
 			}
 		}
-		sort.Slice(cands, func(a, b int) bool {
-			if cands[a].rec.StartUnixMs != cands[b].rec.StartUnixMs {
-				return cands[a].rec.StartUnixMs > cands[b].rec.StartUnixMs
+		slices.SortFunc(cands, func(a, b *job) int {
+			if a.rec.StartUnixMs != b.rec.StartUnixMs {
+				return cmp.Compare(b.rec.StartUnixMs, a.rec.StartUnixMs)
 			}
-			return cands[a].key.ID > cands[b].key.ID
+			return cmp.Compare(b.key.ID, a.key.ID)
 		})
 		free := w.free()
 		p := plan{w: w}
@@ -68,11 +69,11 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 	if len(plans) < nodes {
 		return false
 	}
-	sort.SliceStable(plans, func(a, b int) bool {
-		if len(plans[a].victims) != len(plans[b].victims) {
-			return len(plans[a].victims) < len(plans[b].victims)
+	slices.SortStableFunc(plans, func(a, b plan) int {
+		if len(a.victims) != len(b.victims) {
+			return cmp.Compare(len(a.victims), len(b.victims))
 		}
-		return plans[a].started > plans[b].started
+		return cmp.Compare(b.started, a.started)
 	})
 	var victims []*job
 	seen := map[Key]bool{}

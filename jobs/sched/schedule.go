@@ -25,8 +25,7 @@ func (c *Core) priorityOf(j *job, now time.Time) *jobspb.Priority {
 
 // priority is the total of priorityOf, which a round orders by.
 func (c *Core) priority(j *job, now time.Time) int64 {
-	fair, _ := c.fairShare(j.spec.User)
-	return j.base + c.ageBonus(j, now) + fair
+	return j.base + c.ageBonus(j, now) + c.jobFairShare(j)
 }
 
 // ageBonus is the priority a pending job has gained by waiting.
@@ -125,16 +124,21 @@ func (c *Core) sortedWorkers() []*worker {
 // Schedule starts what can start, in priority order with backfill, and
 // records why the rest waits. It works only after a change that can let a
 // job start: time passing alone cannot (a waiting job's age changes the
-// order, not whether anything fits).
+// order, not whether anything fits), but for a plan kept past its time
+// (see replanEvery), which Tick marks.
 func (c *Core) Schedule() {
 	if !c.reschedule {
 		return
 	}
 	defer func() { c.reschedule = false }()
+	if c.replan.j != nil && c.replan.j.state() != Pending {
+		c.replan = replan{}
+	}
 	c.specCache, c.specLast = map[*jobspb.JobSpec]specReasons{}, nil
-	places := c.places
 	c.noLenders = map[string]bool{}
-	c.places = make(map[*jobspb.JobSpec]string, len(places))
+	if c.places == nil || len(c.places) > 2*len(c.pending)+1024 {
+		c.places = map[*jobspb.JobSpec]string{} // those of specs no longer pending go
+	}
 	now := c.cfg.Now()
 	c.refreshShares(now)
 	queue := make(waiting, 0, len(c.pending))
@@ -144,13 +148,11 @@ func (c *Core) Schedule() {
 	heap.Init(&queue)
 	runningInArray := c.arrayNodes
 	workers := c.sortedWorkers()
-	c.keepFits()
-	// open indexes the room: the connected workers with a free job slot,
-	// the only ones a job can start on now. A round fits jobs against them
+	// open is the room: the connected workers with a free job slot, the
+	// only ones a job can start on now. A round fits jobs against them
 	// alone, and drops each as it fills, so a nearly full cluster costs a
 	// round little however many workers it has.
-	open := c.openWorkers(workers)
-	defer func() { c.openNow, c.openSeen = open, len(c.changes) }()
+	open := c.keepFits(workers)
 	// Jobs alike (the tasks of an array above all) have the same
 	// candidates, which the Core keeps for each query from round to round.
 	// Only the workers logged in changes (jobs started or ended on them,
@@ -166,7 +168,7 @@ func (c *Core) Schedule() {
 		keep := 4*nodes + 32
 		if packs(j.spec) {
 			// A packed gang chooses among all that pass.
-			q.pack, keep = fmt.Sprint(j.spec.Pack, j.spec.PackRequired), len(open)
+			q.pack, keep = fmt.Sprint(j.spec.Pack, j.spec.PackRequired), len(open.ws)
 		}
 		if len(c.windows) > 0 {
 			// Maintenance windows look at the time limit.
@@ -177,7 +179,7 @@ func (c *Core) Schedule() {
 			e.catchUp(c, c.changes)
 		}
 		if e == nil || e.short(nodes) {
-			ok, boundary := c.topCandidates(j, open, nil, now, current, keep)
+			ok, boundary := c.topCandidates(j, open.ws, nil, now, current, keep)
 			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(c.changes)}
 			fits[q] = e
 		}
@@ -188,7 +190,7 @@ func (c *Core) Schedule() {
 			// few of them are left to tell.
 			ok = slices.DeleteFunc(slices.Clone(ok), func(s scored) bool { return !res.allows(j, s.w, now) })
 			if short(ok, e.boundary, nodes) {
-				ok, _ = c.topCandidates(j, open, res, now, current, keep)
+				ok, _ = c.topCandidates(j, open.ws, res, now, current, keep)
 			}
 		}
 		if q.pack != "" {
@@ -196,21 +198,17 @@ func (c *Core) Schedule() {
 		}
 		return pick(j, ok)
 	}
-	room := 0 // free job slots on connected workers
-	for _, w := range open {
-		room += w.jobSlots - len(w.running)
-	}
 	var res *reservation
 	for queue.Len() > 0 {
-		if room == 0 {
+		if open.room == 0 {
 			// Nothing more can start: the rest wait for resources, or
 			// for their own reasons, in any order; the first of them,
 			// when it heads the queue, may preempt.
-			if head := queue[0].job; res == nil && c.blocked(head, runningInArray, workers, places) == "" && c.quota(head).reason == "" {
-				c.preempt(head, workers, now)
+			if head := queue[0].job; res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
+				c.tryPreempt(head, workers, now)
 			}
 			for _, r := range queue {
-				reason := c.blocked(r.job, runningInArray, workers, places)
+				reason := c.blocked(r.job, runningInArray, workers)
 				if reason == "" {
 					reason = c.quotaReason(r.job, now)
 				}
@@ -222,7 +220,7 @@ func (c *Core) Schedule() {
 			break
 		}
 		j := heap.Pop(&queue).(ranked).job
-		reason := c.blocked(j, runningInArray, workers, places)
+		reason := c.blocked(j, runningInArray, workers)
 		quota := quotaVerdict{reason: reason}
 		if reason == "" {
 			quota = c.quota(j)
@@ -233,40 +231,37 @@ func (c *Core) Schedule() {
 		if reason == "" {
 			if ws := fit(j, res); ws != nil {
 				c.start(j, ws, now)
+				res.take(j, ws, now)
 				if quota.borrows {
 					c.borrow(j)
 				}
-				room -= len(ws)
-				for _, w := range ws {
-					if len(w.running) >= w.jobSlots {
-						// open is in name order, as workers are.
-						i, _ := slices.BinarySearchFunc(open, w.name, byName)
-						open = slices.Delete(open, i, i+1)
-					}
-				}
 				c.changes = append(c.changes, ws...)
+				for _, w := range ws {
+					open.update(w)
+				}
+				open.seen = len(c.changes)
 				continue
 			}
 			packWait := ""
 			if packs(j.spec) && j.spec.PackRequired {
-				packWait = c.packWait(j, open, res, now)
+				packWait = c.packWait(j, open.ws, res, now)
 			}
 			switch {
 			case packWait != "":
 				// It would fit spread; it waits for one domain to have
 				// room, and holds nothing back meanwhile.
 				reason = packWait
-			case res == nil && c.preempt(j, workers, now):
+			case res == nil && c.tryPreempt(j, workers, now):
 				// It waits for the jobs it preempted to stop; what they
 				// free is its first, as it heads the queue.
-				res = c.reserve(j)
+				res = c.reservation(j, now)
 				reason = ReasonResources
-			case len(c.windows) > 0 && c.fit(j, open, nil, now, currentUnreserved) != nil:
+			case len(c.windows) > 0 && c.fit(j, open.ws, nil, now, currentUnreserved) != nil:
 				// Only maintenance windows hold it back: it reserves
 				// nothing, lest it delay others for a window's length.
 				reason = ReasonReservation
 			case res == nil:
-				res = c.reserve(j)
+				res = c.reservation(j, now)
 				reason = ReasonResources
 			case fit(j, nil) != nil:
 				reason = ReasonPriority
@@ -286,12 +281,11 @@ func (c *Core) Schedule() {
 // blocked says why j cannot start however much room there is: it is
 // held, its dependencies, its array's cap, or no worker ever fitting it; "" when
 // none of these holds.
-// places holds the place reasons of the last round.
-func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker, places map[*jobspb.JobSpec]string) string {
+func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) string {
 	if j.rec.Held {
 		return ReasonJobHeldUser
 	}
-	r := c.specReason(j, workers, places)
+	r := c.specReason(j, workers)
 	if r.deps != "" {
 		return r.deps
 	}
@@ -307,23 +301,29 @@ func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker, 
 // Neither changes while a round starts jobs.
 type specReasons struct{ deps, place string }
 
-// specReason returns j's specReasons, worked out once a round for each
-// spec, not for each of an array's many tasks.
-func (c *Core) specReason(j *job, workers []*worker, places map[*jobspb.JobSpec]string) specReasons {
+// specReason returns j's specReasons. Those of a spec with dependencies are
+// worked out once a round, not for each of an array's many tasks; a place
+// reason is kept from round to round (c.places) until a worker registers.
+func (c *Core) specReason(j *job, workers []*worker) specReasons {
 	if j.spec == c.specLast {
 		return c.specLastReasons
 	}
 	r, ok := c.specCache[j.spec]
 	if !ok {
-		r.deps = c.depsState(j)
+		if len(j.spec.Deps) > 0 {
+			r.deps = c.depsState(j)
+		}
 		if r.deps == "" {
-			place, known := places[j.spec]
+			place, known := c.places[j.spec]
 			if !known {
 				place = c.placeable(j, workers)
+				c.places[j.spec] = place
 			}
-			r.place, c.places[j.spec] = place, place
+			r.place = place
 		}
-		c.specCache[j.spec] = r
+		if len(j.spec.Deps) > 0 {
+			c.specCache[j.spec] = r
+		}
 	}
 	c.specLast, c.specLastReasons = j.spec, r
 	return r
@@ -432,49 +432,23 @@ func short(ok []scored, boundary *scored, nodes int) bool {
 	return boundary != nil && (len(ok) < nodes || tighter(*boundary, ok[nodes-1]))
 }
 
-// keepFits readies the kept candidates for a round: those of a round with
-// maintenance windows go (they depend on the time), and all go once the
-// log of changes has grown past what catching up with it is worth.
-func (c *Core) keepFits() {
+// keepFits readies the kept candidates and the open workers for a round:
+// the open set takes in the log of changes; kept candidates of a round with
+// maintenance windows go (they depend on the time), and all go once the log
+// has grown past what catching up with it is worth. The log is cut once
+// no kept candidates need it.
+func (c *Core) keepFits(workers []*worker) *openSet {
+	open := c.openRoom(workers)
 	windowed := c.keptWindowed
 	c.keptWindowed = len(c.windows) > 0
 	if c.keptFits == nil || windowed || c.keptWindowed || len(c.changes) > 4*len(c.workers)+1024 {
-		c.keptFits, c.changes, c.openNow = map[fitQuery]*kept{}, c.changes[:0], nil
-		return
+		c.keptFits = map[fitQuery]*kept{}
 	}
 	if len(c.keptFits) == 0 {
-		c.changes, c.openNow = c.changes[:0], nil
-	}
-}
-
-// openWorkers returns the connected workers with a free job slot, by name:
-// the last round's, brought up to date with the workers changed since, or
-// made anew from workers when the log of changes was cut.
-func (c *Core) openWorkers(workers []*worker) []*worker {
-	if c.openNow == nil {
-		open := make([]*worker, 0, len(workers))
-		for _, w := range workers {
-			if w.connected && len(w.running) < w.jobSlots {
-				open = append(open, w)
-			}
-		}
-		return open
-	}
-	open := c.openNow
-	for _, w := range c.changes[c.openSeen:] {
-		i, found := slices.BinarySearchFunc(open, w.name, byName)
-		switch room := w.connected && len(w.running) < w.jobSlots; {
-		case found && !room:
-			open = slices.Delete(open, i, i+1)
-		case !found && room:
-			open = slices.Insert(open, i, w)
-		}
+		c.changes, open.seen = c.changes[:0], 0
 	}
 	return open
 }
-
-// byName orders workers by name, for searching a list of them.
-func byName(w *worker, name string) int { return strings.Compare(w.name, name) }
 
 // fitQuery is what a fit depends on besides the workers' room.
 type fitQuery struct {

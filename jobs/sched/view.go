@@ -115,6 +115,7 @@ func (c *Core) Publish(wait bool) bool {
 			cw.running[k] = r.jobs[k]
 		}
 		cw.dev.held = maps.Clone(w.dev.held)
+		cw.byEnd, cw.preemptible = nil, nil // the round's alone: readers go by running
 		r.workers[name] = &cw
 	}
 	clear(c.workersSeen)
