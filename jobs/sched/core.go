@@ -81,6 +81,11 @@ type Config struct {
 	// bytes; 0 for no cap. Workers are told it with each assignment and
 	// send the first half as it is written and the last half at the end.
 	MaxJobOutput int64
+	// Lookback is how many waiting jobs a round considers for backfill
+	// once one that could start cannot (by default 10,000), as Slurm's
+	// bf_max_job_test: the rest keep the reason they had, and one not yet
+	// considered gets its own reason if it has one, else Priority.
+	Lookback int
 	// Waited, when set, is told how long each job waited from its
 	// submission until an attempt started, as it starts.
 	Waited func(queue string, waited time.Duration)
@@ -117,6 +122,9 @@ type job struct {
 	// user is its user's place in the live Core's fairSlots, counting
 	// from 1; 0 until a round asks.
 	user int32
+	// submit is rec's SubmitUnixMs, which rounds order by without reading
+	// the record.
+	submit int64
 }
 
 // node returns the node of j's running attempt with the task id, or nil.
@@ -153,7 +161,7 @@ type worker struct {
 	// byEnd holds the jobs of running by when their time limits end them,
 	// soonest first, those without a limit last; preemptible those that
 	// may be preempted, in the same order.
-	byEnd, preemptible []*job
+	byEnd, preemptible []placed
 	// usedCPUs and usedMem are what the jobs in running take.
 	usedCPUs int32
 	usedMem  int64
@@ -164,16 +172,17 @@ type worker struct {
 
 func (w *worker) used() (cpus int32, mem int64) { return w.usedCPUs, w.usedMem }
 
-// add records that j runs a node on w.
-func (w *worker) add(j *job) {
+// add records that j runs a node on w; user is j's user's fair-share slot.
+func (w *worker) add(j *job, user int32) {
 	if _, ok := w.running[j.key]; !ok {
 		w.usedCPUs += cpusOf(j.spec)
 		w.usedMem += j.spec.MemoryBytes
-		i, _ := slices.BinarySearchFunc(w.byEnd, j, byEnd)
-		w.byEnd = slices.Insert(w.byEnd, i, j)
+		p := placed{j: j, id: j.key.ID, endMs: endMs(j), startMs: j.rec.StartUnixMs, base: j.base, need: need(j.spec), user: user}
+		i, _ := slices.BinarySearchFunc(w.byEnd, p, byEnd)
+		w.byEnd = slices.Insert(w.byEnd, i, p)
 		if j.spec.Preemptible {
-			i, _ := slices.BinarySearchFunc(w.preemptible, j, byEnd)
-			w.preemptible = slices.Insert(w.preemptible, i, j)
+			i, _ := slices.BinarySearchFunc(w.preemptible, p, byEnd)
+			w.preemptible = slices.Insert(w.preemptible, i, p)
 		}
 	}
 	w.running[j.key] = j
@@ -185,9 +194,31 @@ func (w *worker) remove(k Key) {
 		w.usedCPUs -= cpusOf(j.spec)
 		w.usedMem -= j.spec.MemoryBytes
 		delete(w.running, k)
-		w.byEnd = slices.DeleteFunc(w.byEnd, func(r *job) bool { return r == j })
-		w.preemptible = slices.DeleteFunc(w.preemptible, func(r *job) bool { return r == j })
+		gone := func(p placed) bool { return p.j == j }
+		w.byEnd = slices.DeleteFunc(w.byEnd, gone)
+		w.preemptible = slices.DeleteFunc(w.preemptible, gone)
 	}
+}
+
+// stopping marks j, preempted, as stopping on w: it is no victim again.
+func (w *worker) stopping(j *job) {
+	if i := slices.IndexFunc(w.preemptible, func(p placed) bool { return p.j == j }); i >= 0 {
+		w.preemptible[i].stopping = true
+	}
+}
+
+// placed is a job running on a worker as the worker's lists keep it: what
+// reserving and preempting read of the job, held inline, so that a pass
+// over a worker's jobs reads no job record.
+type placed struct {
+	j        *job
+	id       int64 // j's id, which breaks ties
+	endMs    int64 // endMs(j)
+	startMs  int64
+	base     int64 // j.base
+	need     capacity
+	user     int32 // j's fair-share slot
+	stopping bool  // preempted, and stopping
 }
 
 func cpusOf(s *jobspb.JobSpec) int32 {
@@ -263,6 +294,17 @@ type Core struct {
 	// fitQuery asked (see kept); changes logs the workers whose room or
 	// connection changed, which each kept takes in past its seen mark.
 	keptFits map[fitQuery]*kept
+	// lookedPast says the last round stopped at the Lookback.
+	lookedPast bool
+	// replica says the Core is a View's replica, which has no rounds.
+	replica bool
+	// fresh holds the jobs that became pending since the last round,
+	// which gives each a reason even if it does not consider it.
+	fresh []*job
+	// queries holds the fitQuery of each pending spec met (see query).
+	queries map[*jobspb.JobSpec]fitQuery
+	// quotas says some queue has a quota.
+	quotas bool
 	// replan is what rounds worked out for the job heading those waiting
 	// (see replanEvery); workerEpoch counts workers joining and leaving.
 	replan      replan
@@ -363,6 +405,9 @@ func New(cfg Config, st *store.State) (*Core, error) {
 	if cfg.AgeCap == 0 {
 		cfg.AgeCap = 10000
 	}
+	if cfg.Lookback <= 0 {
+		cfg.Lookback = 10000
+	}
 	if cfg.LostAfter == 0 {
 		cfg.LostAfter = 15 * time.Second
 	}
@@ -390,6 +435,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 			return nil, fmt.Errorf("queue %q is defined twice", q.Name)
 		}
 		c.queues[q.Name] = q
+		c.quotas = c.quotas || q.Quota != nil
 		if q.Cohort != "" {
 			if q.Quota == nil {
 				return nil, fmt.Errorf("queue %q: a cohort is for queues with a quota", q.Name)
@@ -424,7 +470,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 					c.workers[n.Worker] = w
 					c.sorted = nil
 				}
-				w.add(j)
+				w.add(j, c.slotOf(j))
 			}
 		}
 		if rec.Id >= c.nextID {
@@ -474,10 +520,12 @@ func emptyCore(cfg Config) *Core {
 
 func (c *Core) add(j *job) {
 	j.base = int64(j.spec.Priority) + int64(c.queues[j.spec.Queue].Priority)
+	j.submit = j.rec.SubmitUnixMs
 	c.jobs[j.key] = j
 	c.counts[j.state()]++
 	if j.state() == Pending {
 		c.pending[j.key] = j
+		c.freshen(j)
 	}
 	if j.key.Index >= 0 {
 		c.arrays[j.key.ID] = append(c.arrays[j.key.ID], j)
@@ -783,6 +831,14 @@ func (c *Core) Release(keys []Key) ([]Key, error) {
 	return released, nil
 }
 
+// freshen records that j became pending, for the next round to give it a
+// reason (reasonFresh); a View's replica has no rounds.
+func (c *Core) freshen(j *job) {
+	if !c.replica {
+		c.fresh = append(c.fresh, j)
+	}
+}
+
 // move changes a job's state along the transition table; anything else is
 // a bug in the Core.
 func (c *Core) move(j *job, to State) {
@@ -793,6 +849,7 @@ func (c *Core) move(j *job, to State) {
 	c.counts[to]++
 	if to == Pending {
 		c.pending[j.key] = j
+		c.freshen(j)
 	} else {
 		delete(c.pending, j.key)
 	}
@@ -1287,7 +1344,7 @@ func (c *Core) Tick() {
 	c.forgetOld(now)
 	c.tickWindows(now)
 	c.closeUnattached(now)
-	if c.replanDue(now) {
+	if c.replanDue(now) || c.lookedPast {
 		c.reschedule = true
 	}
 	for _, w := range c.workers {

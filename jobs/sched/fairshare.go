@@ -310,12 +310,14 @@ func (c *Core) fairShare(user string) (int64, float64) {
 type fairPrio struct {
 	prio   int64
 	factor float64
-	round  int64 // the round it was worked out in (fairSlots)
+	// In fairSlots: the user, and the round it was worked out in.
+	user  string
+	round int64
 }
 
 // jobFairShare is fairShare's priority for j's user. The live Core keeps it
-// in the user's slot for the round, which j finds without hashing its
-// user's name; a View's replica, read concurrently, keeps nothing.
+// in the user's slot for the round (slotFairShare); a View's replica, read
+// concurrently, keeps nothing.
 func (c *Core) jobFairShare(j *job) int64 {
 	if c.fair == nil || c.fair.weight == 0 {
 		return 0
@@ -324,6 +326,12 @@ func (c *Core) jobFairShare(j *job) int64 {
 		p, _ := c.fairShare(j.spec.User)
 		return p
 	}
+	return c.slotFairShare(c.slotOf(j))
+}
+
+// slotOf returns the fair-share slot of j's user (see fairSlots), which j
+// keeps, so that it is found without hashing the user's name.
+func (c *Core) slotOf(j *job) int32 {
 	if j.user == 0 {
 		i, ok := c.userSlot[j.spec.User]
 		if !ok {
@@ -332,13 +340,22 @@ func (c *Core) jobFairShare(j *job) int64 {
 			}
 			i = int32(len(c.fairSlots))
 			c.userSlot[j.spec.User] = i
-			c.fairSlots = append(c.fairSlots, fairPrio{})
+			c.fairSlots = append(c.fairSlots, fairPrio{user: j.spec.User})
 		}
 		j.user = i + 1
 	}
-	p := &c.fairSlots[j.user-1]
+	return j.user
+}
+
+// slotFairShare is fairShare's priority for the user of slot, worked out
+// once a round.
+func (c *Core) slotFairShare(slot int32) int64 {
+	if c.fair == nil || c.fair.weight == 0 {
+		return 0
+	}
+	p := &c.fairSlots[slot-1]
 	if p.round != c.fairRound {
-		p.prio, p.factor = c.fairShare(j.spec.User)
+		p.prio, p.factor = c.fairShare(p.user)
 		p.round = c.fairRound
 	}
 	return p.prio

@@ -518,11 +518,11 @@ func endMs(j *job) int64 {
 }
 
 // byEnd orders running jobs by endMs, then by key.
-func byEnd(a, b *job) int {
-	if c := cmp.Compare(endMs(a), endMs(b)); c != 0 {
+func byEnd(a, b placed) int {
+	if c := cmp.Compare(a.endMs, b.endMs); c != 0 {
 		return c
 	}
-	return a.key.compare(b.key)
+	return a.j.key.compare(b.j.key)
 }
 
 // reserve finds the workers, one per node of j, and the time at which j
@@ -540,8 +540,9 @@ func (c *Core) reserve(j *job) *reservation {
 		extra capacity
 		i     int // the worker's place by name, which breaks ties
 	}
-	var slots []slot
-	for i, w := range c.sortedWorkers() {
+	workers := c.sortedWorkers()
+	slots := make([]slot, 0, len(workers))
+	for i, w := range workers {
 		if !w.connected || !c.fits(j, w, ever) {
 			continue
 		}
@@ -552,10 +553,10 @@ func (c *Core) reserve(j *job) *reservation {
 			if ok {
 				break
 			}
-			if at = endMs(r); at == never {
+			if at = r.endMs; at == never {
 				break // the rest never end, as far as limits tell
 			}
-			free = free.plus(need(r.spec))
+			free = free.plus(r.need)
 			ok = free.fits(n)
 		}
 		if !ok {
@@ -568,12 +569,17 @@ func (c *Core) reserve(j *job) *reservation {
 	if len(slots) < nodes {
 		return nil
 	}
-	slices.SortFunc(slots, func(a, b slot) int {
+	earlier := func(a, b slot) int {
 		if c := cmp.Compare(a.atMs, b.atMs); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.i, b.i)
-	})
+	}
+	if nodes == 1 {
+		slots[0] = slices.MinFunc(slots, earlier) // the one used
+	} else {
+		slices.SortFunc(slots, earlier)
+	}
 	r := &reservation{extra: map[*worker]capacity{}}
 	switch last := slots[nodes-1].atMs; last {
 	case readyNow:

@@ -40,26 +40,27 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 		if len(w.preemptible) == 0 && !w.free().fits(n) || !w.connected || !c.fits(j, w, ever) || checkWindow(c, j, w, current, false) != "" {
 			continue
 		}
-		var cands []*job
+		// A running job's priority has no age bonus.
+		var cands []placed
 		for _, r := range w.preemptible {
-			if r.rec.PreemptedBy == "" && c.priority(r, now) < prio {
+			if !r.stopping && r.base+c.slotFairShare(r.user) < prio {
 				cands = append(cands, r)
 			}
 		}
-		slices.SortFunc(cands, func(a, b *job) int {
-			if a.rec.StartUnixMs != b.rec.StartUnixMs {
-				return cmp.Compare(b.rec.StartUnixMs, a.rec.StartUnixMs)
+		slices.SortFunc(cands, func(a, b placed) int {
+			if a.startMs != b.startMs {
+				return cmp.Compare(b.startMs, a.startMs)
 			}
-			return cmp.Compare(b.key.ID, a.key.ID)
+			return cmp.Compare(b.id, a.id)
 		})
 		free := w.free()
 		p := plan{w: w}
 		for !free.fits(n) && len(cands) > 0 {
 			v := cands[0]
 			cands = cands[1:]
-			p.victims = append(p.victims, v)
-			p.started = max(p.started, v.rec.StartUnixMs)
-			free = free.plus(need(v.spec))
+			p.victims = append(p.victims, v.j)
+			p.started = max(p.started, v.startMs)
+			free = free.plus(v.need)
 		}
 		if free.fits(n) {
 			plans = append(plans, p)
@@ -90,6 +91,11 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 	}
 	for _, v := range victims {
 		v.rec.PreemptedBy = j.key.String()
+		for _, n := range v.rec.Nodes {
+			if w := c.workers[n.Worker]; w != nil {
+				w.stopping(v)
+			}
+		}
 		c.touch(v)
 		c.stopNodes(v, func(m *jobspb.Node) bool { return m.State == "" && m.Assigned })
 		c.logs = append(c.logs, logLine(v, fmt.Sprintf("\n[rbs] attempt %d preempted by job %s, of higher priority\n", v.rec.Attempts, j.key)))

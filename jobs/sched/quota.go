@@ -82,6 +82,9 @@ type quotaVerdict struct {
 
 // quota checks j, all its nodes, against its queue's quota and cohort.
 func (c *Core) quota(j *job) quotaVerdict {
+	if !c.quotas {
+		return quotaVerdict{}
+	}
 	q := c.queues[j.spec.Queue]
 	if q.Quota == nil {
 		return quotaVerdict{}

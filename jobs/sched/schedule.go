@@ -33,7 +33,12 @@ func (c *Core) ageBonus(j *job, now time.Time) int64 {
 	if j.state() != Pending {
 		return 0
 	}
-	waited := time.Duration(now.UnixMilli()-j.rec.SubmitUnixMs) * time.Millisecond
+	return c.age(j.rec.SubmitUnixMs, now)
+}
+
+// age is the bonus of a job submitted at submitMs that waits still at now.
+func (c *Core) age(submitMs int64, now time.Time) int64 {
+	waited := time.Duration(now.UnixMilli()-submitMs) * time.Millisecond
 	return min(int64(waited/c.cfg.AgeInterval)*c.cfg.AgeWeight, c.cfg.AgeCap)
 }
 
@@ -139,6 +144,14 @@ func (c *Core) Schedule() {
 	if c.places == nil || len(c.places) > 2*len(c.pending)+1024 {
 		c.places = map[*jobspb.JobSpec]string{} // those of specs no longer pending go
 	}
+	if c.queries == nil || len(c.queries) > 2*len(c.pending)+1024 {
+		c.queries = map[*jobspb.JobSpec]fitQuery{}
+	}
+	// noRoom holds the queries a job found no room for in this round, with
+	// no reservation keeping it off any worker: as jobs only start in a
+	// round, the jobs after it that ask the same find none either.
+	noRoom := map[fitQuery]bool{}
+	remembers := func(j *job) bool { return len(c.windows) == 0 && !packs(j.spec) }
 	now := c.cfg.Now()
 	c.refreshShares(now)
 	queue := make(waiting, 0, len(c.pending))
@@ -163,16 +176,11 @@ func (c *Core) Schedule() {
 	// candidates as a job asks.
 	fits := c.keptFits
 	fit := func(j *job, res *reservation) []*worker {
-		q := fitQuery{need(j.spec), j.spec.Platform + "\x00" + j.spec.Container + "\x00" + strings.Join(j.spec.Constraints, "\x00"), minNodesOf(j.spec), nodesOf(j.spec), 0, ""}
+		q := c.query(j)
 		nodes := nodesOf(j.spec)
 		keep := 4*nodes + 32
 		if packs(j.spec) {
-			// A packed gang chooses among all that pass.
-			q.pack, keep = fmt.Sprint(j.spec.Pack, j.spec.PackRequired), len(open.ws)
-		}
-		if len(c.windows) > 0 {
-			// Maintenance windows look at the time limit.
-			q.limitMs = j.rec.TimeLimitMs
+			keep = len(open.ws) // a packed gang chooses among all that pass
 		}
 		e := fits[q]
 		if e != nil {
@@ -198,24 +206,38 @@ func (c *Core) Schedule() {
 		}
 		return pick(j, ok)
 	}
+	defer c.reasonFresh(runningInArray, workers, now)
 	var res *reservation
+	// looked counts the jobs considered since the first that could start
+	// but did not; at the Lookback the round stops, and Tick marks the
+	// next.
+	looked := 0
+	c.lookedPast = false
 	for queue.Len() > 0 {
+		if res != nil {
+			if looked == c.cfg.Lookback {
+				c.lookedPast = true // jobs left might start
+				break
+			}
+			looked++
+		}
 		if open.room == 0 {
 			// Nothing more can start: the rest wait for resources, or
-			// for their own reasons, in any order; the first of them,
-			// when it heads the queue, may preempt.
+			// for their own reasons; the first of them, when it heads
+			// the queue, may preempt.
 			if head := queue[0].job; res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
 				c.tryPreempt(head, workers, now)
 			}
-			for _, r := range queue {
-				reason := c.blocked(r.job, runningInArray, workers)
+			for ; queue.Len() > 0 && looked < c.cfg.Lookback; looked++ {
+				j := heap.Pop(&queue).(ranked).job
+				reason := c.blocked(j, runningInArray, workers)
 				if reason == "" {
-					reason = c.quotaReason(r.job, now)
+					reason = c.quotaReason(j, now)
 				}
 				if reason == "" {
 					reason = ReasonResources
 				}
-				c.setReason(r.job, reason)
+				c.setReason(j, reason)
 			}
 			break
 		}
@@ -227,6 +249,9 @@ func (c *Core) Schedule() {
 			if quota.reason != "" {
 				reason = c.quotaReason(j, now)
 			}
+		}
+		if reason == "" && res != nil && remembers(j) && noRoom[c.query(j)] {
+			reason = ReasonResources
 		}
 		if reason == "" {
 			if ws := fit(j, res); ws != nil {
@@ -268,6 +293,9 @@ func (c *Core) Schedule() {
 			default:
 				reason = ReasonResources
 			}
+			if reason == ReasonResources && remembers(j) {
+				noRoom[c.query(j)] = true
+			}
 		}
 		// A pending reason is worked out again every round, so a change of
 		// reason alone is not written: it reaches the store with the job's
@@ -276,6 +304,26 @@ func (c *Core) Schedule() {
 		// each flip would rewrite every waiting task round after round.)
 		c.setReason(j, reason)
 	}
+}
+
+// reasonFresh gives the jobs that became pending since the last round and
+// that it did not consider (past the Lookback) a reason: their own, or
+// Priority, as jobs ahead of them wait.
+func (c *Core) reasonFresh(runningInArray map[int64]int, workers []*worker, now time.Time) {
+	for _, j := range c.fresh {
+		if j.state() != Pending || j.rec.PendingReason != "" {
+			continue
+		}
+		reason := c.blocked(j, runningInArray, workers)
+		if reason == "" {
+			reason = c.quota(j).reason
+		}
+		if reason == "" {
+			reason = ReasonPriority
+		}
+		c.setReason(j, reason)
+	}
+	c.fresh = c.fresh[:0]
 }
 
 // blocked says why j cannot start however much room there is: it is
@@ -338,9 +386,10 @@ type ranked struct {
 	submit int64
 }
 
-// rank is j as a round orders it at now.
+// rank is j, pending, as a round orders it at now: priority's sum, from
+// the job alone, not its record.
 func (c *Core) rank(j *job, now time.Time) ranked {
-	return ranked{j, c.priority(j, now), j.rec.SubmitUnixMs}
+	return ranked{j, j.base + c.age(j.submit, now) + c.jobFairShare(j), j.submit}
 }
 
 // waiting is a heap of the waiting jobs in the order a round considers
@@ -450,6 +499,24 @@ func (c *Core) keepFits(workers []*worker) *openSet {
 	return open
 }
 
+// query is the fitQuery of j, kept for its spec from round to round.
+func (c *Core) query(j *job) fitQuery {
+	q, ok := c.queries[j.spec]
+	if !ok {
+		s := j.spec
+		q = fitQuery{need: need(s), platform: s.Platform + "\x00" + s.Container + "\x00" + strings.Join(s.Constraints, "\x00"), minNodes: minNodesOf(s), nodes: nodesOf(s)}
+		if packs(s) {
+			q.pack = fmt.Sprint(s.Pack, s.PackRequired)
+		}
+		c.queries[j.spec] = q
+	}
+	if len(c.windows) > 0 {
+		// Maintenance windows look at the time limit.
+		q.limitMs = j.rec.TimeLimitMs
+	}
+	return q
+}
+
 // fitQuery is what a fit depends on besides the workers' room.
 type fitQuery struct {
 	need     capacity
@@ -489,7 +556,7 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 			n.GpuUuids = append(n.GpuUuids, g.Uuid)
 		}
 		j.rec.Nodes = append(j.rec.Nodes, n)
-		w.add(j)
+		w.add(j, c.slotOf(j))
 		c.setTask(n.TaskId, j)
 	}
 	j.rec.Worker, j.rec.GpuIndices = ws[0].name, j.rec.Nodes[0].GpuIndices

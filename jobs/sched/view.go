@@ -45,7 +45,7 @@ func (v *View) Read(fn func(r *Core)) {
 // newView returns an empty View for c.
 func newView(c *Core) *View {
 	r := emptyCore(c.cfg)
-	r.queues, r.defQ = c.queues, c.defQ
+	r.queues, r.defQ, r.replica = c.queues, c.defQ, true
 	return &View{r: r}
 }
 

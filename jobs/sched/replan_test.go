@@ -1,0 +1,83 @@
+package sched
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rbs-build/rbs/proto/jobspb"
+)
+
+// A job backfilled onto a reserved worker takes from what the reservation
+// leaves there, so a second one that would also outlast the reserved start
+// does not take the head job's room.
+func TestBackfillTakesFromTheReservation(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 8, 8)
+	minutes := func(m int) int64 { return (time.Duration(m) * time.Minute).Milliseconds() }
+	long := h.submit(&jobspb.JobSpec{Cpus: 4, TimeLimitMs: minutes(10)})
+	h.step()
+	big := h.submit(&jobspb.JobSpec{Cpus: 6, Priority: 10, TimeLimitMs: minutes(60)})
+	a := h.submit(&jobspb.JobSpec{Cpus: 2, Priority: 5, TimeLimitMs: minutes(20)})
+	b := h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(20)})
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(a, "@w") {
+		t.Fatalf("started %v, want only job %d: the reservation leaves room for one 2-CPU job past its start", got, a)
+	}
+	if r := h.rec(b, -1).PendingReason; r != ReasonPriority {
+		t.Fatalf("job %d waits for %q, want %s", b, r, ReasonPriority)
+	}
+	h.advance(10 * time.Minute)
+	h.finish(long, -1, Completed)
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(big, "@w") {
+		t.Fatalf("started %v, want the big job at its reserved start", got)
+	}
+}
+
+// A round considers at most Lookback jobs past the first that cannot
+// start; those it leaves get a reason, and the next tick looks again.
+func TestLookback(t *testing.T) {
+	h := newHarness(t)
+	h.c.cfg.Lookback = 1
+	h.worker("w", 4, 4)
+	minutes := func(m int) int64 { return (time.Duration(m) * time.Minute).Milliseconds() }
+	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
+	h.step()
+	big := h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+	first := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 5, TimeLimitMs: minutes(5)})
+	second := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 1, TimeLimitMs: minutes(5)})
+	held := h.submit(&jobspb.JobSpec{Cpus: 1, Hold: true})
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(first, "@w") {
+		t.Fatalf("started %v, want only job %d, the one within the lookback", got, first)
+	}
+	for id, want := range map[int64]string{big: ReasonResources, second: ReasonPriority, held: ReasonJobHeldUser} {
+		if r := h.rec(id, -1).PendingReason; r != want {
+			t.Fatalf("job %d waits for %q, want %q", id, r, want)
+		}
+	}
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(second, "@w") {
+		t.Fatalf("the next tick started %v, want job %d", got, second)
+	}
+}
+
+// A kept plan for the head of the queue is worked out again once it is
+// replanEvery old: the tick marks a round, with nothing else changed.
+func TestReplanAfterItsTime(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 4, 4)
+	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: time.Hour.Milliseconds()})
+	h.step()
+	h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10})
+	h.step()
+	if h.c.replan.j == nil || h.c.replan.res == nil {
+		t.Fatal("no plan kept for the job heading the queue")
+	}
+	h.c.Tick()
+	if h.c.reschedule {
+		t.Fatal("a tick marked a round with the plan still fresh")
+	}
+	h.advance(replanEvery)
+	h.c.Tick()
+	if !h.c.reschedule {
+		t.Fatalf("a tick %s later did not mark a round to plan again", replanEvery)
+	}
+}
