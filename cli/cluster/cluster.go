@@ -233,7 +233,7 @@ func (c *Cluster) compose() error {
 			return err
 		}
 		schedCfg.Queues, schedCfg.AgeWeight, schedCfg.AgeInterval, schedCfg.AgeCap = qc.Queues, qc.AgeWeight, qc.AgeInterval, qc.AgeCap
-		schedCfg.FairShare = qc.FairShare
+		schedCfg.FairShare, schedCfg.Lookback = qc.FairShare, qc.Lookback
 	}
 	// The action queue owns worker liveness: one deadline, after which a
 	// worker gone or silent loses its actions and its jobs at once. The

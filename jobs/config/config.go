@@ -7,6 +7,7 @@
 //	      quota = {"gpus": 8}, cohort = "ml", borrowing_limit = {"gpus": 8})
 //	queue(name = "debug", priority = 100, max_time = "30m")
 //	age_priority(weight = 1, every = "1m", max = 10000)
+//	backfill(lookback = 10000)
 //	account(name = "vision", shares = 3, users = ["alice", "bob"])
 //	account(name = "nlp", shares = 1, users = {"carol": 2, "dave": 1})
 //	fair_share(weight = 1000, half_life = "7d")
@@ -33,6 +34,8 @@ type Cluster struct {
 	AgeCap      int64
 	// FairShare is set when account() or fair_share() is called.
 	FairShare *sched.FairShare
+	// Lookback is zero unless backfill() sets it (see sched.Config).
+	Lookback int
 }
 
 // Load reads a cluster.rbs file.
@@ -57,6 +60,17 @@ func Load(path string) (*Cluster, error) {
 			}
 			c.AgeInterval = d
 		}
+		return starlark.None, nil
+	})
+	backfill := starlark.NewBuiltin("backfill", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var lookback int
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "lookback?", &lookback); err != nil {
+			return nil, err
+		}
+		if lookback < 1 {
+			return nil, fmt.Errorf("backfill: lookback %d: want 1 or more", lookback)
+		}
+		c.Lookback = lookback
 		return starlark.None, nil
 	})
 	queue := starlark.NewBuiltin("queue", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -210,7 +224,7 @@ func Load(path string) (*Cluster, error) {
 		return starlark.None, nil
 	})
 	thread := &starlark.Thread{Name: path}
-	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, path, nil, starlark.StringDict{"queue": queue, "age_priority": agePriority, "account": account, "fair_share": fairShareFn}); err != nil {
+	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, path, nil, starlark.StringDict{"queue": queue, "age_priority": agePriority, "backfill": backfill, "account": account, "fair_share": fairShareFn}); err != nil {
 		if evalErr, ok := err.(*starlark.EvalError); ok {
 			return nil, fmt.Errorf("%s", evalErr.Backtrace())
 		}

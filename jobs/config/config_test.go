@@ -67,13 +67,16 @@ age_priority(every = "sometimes")`, "", `age_priority: invalid time limit "somet
 
 func TestAgePriority(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cluster.rbs")
-	os.WriteFile(path, []byte("queue(name = \"a\")\nage_priority(weight = 5, every = \"10s\", max = 50)\n"), 0o644)
+	os.WriteFile(path, []byte("queue(name = \"a\")\nage_priority(weight = 5, every = \"10s\", max = 50)\nbackfill(lookback = 500)\n"), 0o644)
 	c, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.AgeWeight != 5 || c.AgeInterval.String() != "10s" || c.AgeCap != 50 {
 		t.Fatalf("age priority %d/%s/%d", c.AgeWeight, c.AgeInterval, c.AgeCap)
+	}
+	if c.Lookback != 500 {
+		t.Fatalf("backfill lookback %d, want 500", c.Lookback)
 	}
 }
 
@@ -123,6 +126,7 @@ fair_share(weight = 500, half_life = "1d", gpu = 4)`)
 		{"queue(name = \"a\")\naccount(name = \"x\", users = {\"u\": 0})", `account "x": user "u": shares 0: want 1 or more`},
 		{"queue(name = \"a\")\nfair_share(half_life = \"soon\")", `fair_share: half_life "soon": want a duration such as 7d`},
 		{"queue(name = \"a\")\nfair_share(gpu = -2)", `fair_share: gpu -2: want a number, 0 or more`},
+		{"queue(name = \"a\")\nbackfill(lookback = 0)", `backfill: lookback 0: want 1 or more`},
 	} {
 		if _, err := load(tt.src); err == nil || !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("%s: %v, want %q", tt.src, err, tt.err)
