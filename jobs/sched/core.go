@@ -328,11 +328,10 @@ type Core struct {
 
 	// usage is each user's fair-share usage, usageDirty the users whose
 	// usage changed since the last Flush; fair is the share table of the
-	// last round, and fairCache the priorities it gave in the round.
+	// last round.
 	usage      map[string]*usage
 	usageDirty map[string]bool
 	fair       *shareTable
-	fairCache  map[string]fairPrio
 	// fairSlots hold the live Core's fair-share priority of each user
 	// (userSlot names their places) as of the round they were worked out
 	// in; fairRound counts rounds.

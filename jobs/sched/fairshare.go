@@ -296,21 +296,13 @@ func (c *Core) fairShare(user string) (int64, float64) {
 	if t == nil || t.weight == 0 {
 		return 0, 0
 	}
-	if p, ok := c.fairCache[user]; ok {
-		return p.prio, p.factor
-	}
 	f := t.user(user).f
-	p := fairPrio{prio: int64(math.Round(float64(t.weight) * f)), factor: f}
-	if c.fairCache != nil {
-		c.fairCache[user] = p
-	}
-	return p.prio, p.factor
+	return int64(math.Round(float64(t.weight) * f)), f
 }
 
+// fairPrio is a user's fairShare priority as of a round (fairSlots).
 type fairPrio struct {
-	prio   int64
-	factor float64
-	// In fairSlots: the user, and the round it was worked out in.
+	prio  int64
 	user  string
 	round int64
 }
@@ -355,7 +347,7 @@ func (c *Core) slotFairShare(slot int32) int64 {
 	}
 	p := &c.fairSlots[slot-1]
 	if p.round != c.fairRound {
-		p.prio, p.factor = c.fairShare(p.user)
+		p.prio, _ = c.fairShare(p.user)
 		p.round = c.fairRound
 	}
 	return p.prio
@@ -366,7 +358,7 @@ func (c *Core) refreshShares(now time.Time) {
 	if c.cfg.FairShare == nil || c.cfg.FairShare.Weight == 0 {
 		return
 	}
-	c.fair, c.fairCache = c.shares(now), map[string]fairPrio{}
+	c.fair = c.shares(now)
 	c.fairRound++
 }
 
