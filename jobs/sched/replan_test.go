@@ -34,7 +34,8 @@ func TestBackfillTakesFromTheReservation(t *testing.T) {
 }
 
 // A round considers at most Lookback jobs past the first that cannot
-// start; those it leaves get a reason, and the next tick looks again.
+// start for room (a held job ahead does not count); those it leaves get a
+// reason, and the next tick looks again.
 func TestLookback(t *testing.T) {
 	h := newHarness(t)
 	h.c.cfg.Lookback = 1
@@ -43,9 +44,9 @@ func TestLookback(t *testing.T) {
 	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
 	h.step()
 	big := h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+	held := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 8, Hold: true})
 	first := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 5, TimeLimitMs: minutes(5)})
 	second := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 1, TimeLimitMs: minutes(5)})
-	held := h.submit(&jobspb.JobSpec{Cpus: 1, Hold: true})
 	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(first, "@w") {
 		t.Fatalf("started %v, want only job %d, the one within the lookback", got, first)
 	}

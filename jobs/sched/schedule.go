@@ -208,19 +208,13 @@ func (c *Core) Schedule() {
 	}
 	defer c.reasonFresh(runningInArray, workers, now)
 	var res *reservation
-	// looked counts the jobs considered since the first that could start
-	// but did not; at the Lookback the round stops, and Tick marks the
-	// next.
+	// looked counts the jobs that could start, but for room, considered
+	// since the first of them that did not (those held back by their own
+	// reasons cost little and are not counted); at the Lookback the round
+	// stops, and Tick marks the next.
 	looked := 0
 	c.lookedPast = false
 	for queue.Len() > 0 {
-		if res != nil {
-			if looked == c.cfg.Lookback {
-				c.lookedPast = true // jobs left might start
-				break
-			}
-			looked++
-		}
 		if open.room == 0 {
 			// Nothing more can start: the rest wait for resources, or
 			// for their own reasons; the first of them, when it heads
@@ -228,7 +222,7 @@ func (c *Core) Schedule() {
 			if head := queue[0].job; res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
 				c.tryPreempt(head, workers, now)
 			}
-			for ; queue.Len() > 0 && looked < c.cfg.Lookback; looked++ {
+			for queue.Len() > 0 && looked < c.cfg.Lookback {
 				j := heap.Pop(&queue).(ranked).job
 				reason := c.blocked(j, runningInArray, workers)
 				if reason == "" {
@@ -236,6 +230,7 @@ func (c *Core) Schedule() {
 				}
 				if reason == "" {
 					reason = ReasonResources
+					looked++
 				}
 				c.setReason(j, reason)
 			}
@@ -249,6 +244,13 @@ func (c *Core) Schedule() {
 			if quota.reason != "" {
 				reason = c.quotaReason(j, now)
 			}
+		}
+		if reason == "" && res != nil {
+			if looked == c.cfg.Lookback {
+				c.lookedPast = true // j and those left might start
+				break
+			}
+			looked++
 		}
 		if reason == "" && res != nil && remembers(j) && noRoom[c.query(j)] {
 			reason = ReasonResources
