@@ -208,10 +208,10 @@ func (c *Core) Schedule() {
 	}
 	defer c.reasonFresh(runningInArray, workers, now)
 	var res *reservation
-	// looked counts the jobs that could start, but for room, considered
-	// since the first of them that did not (those held back by their own
-	// reasons cost little and are not counted); at the Lookback the round
-	// stops, and Tick marks the next.
+	// looked counts the jobs whose fit was tried since the first that did
+	// not start for room (those held back by their own reasons, or asking
+	// what already found no room, cost little and are not counted); at the
+	// Lookback the round stops, and Tick marks the next.
 	looked := 0
 	c.lookedPast = false
 	for queue.Len() > 0 {
@@ -245,15 +245,15 @@ func (c *Core) Schedule() {
 				reason = c.quotaReason(j, now)
 			}
 		}
+		if reason == "" && res != nil && remembers(j) && noRoom[c.query(j)] {
+			reason = ReasonResources
+		}
 		if reason == "" && res != nil {
 			if looked == c.cfg.Lookback {
 				c.lookedPast = true // j and those left might start
 				break
 			}
 			looked++
-		}
-		if reason == "" && res != nil && remembers(j) && noRoom[c.query(j)] {
-			reason = ReasonResources
 		}
 		if reason == "" {
 			if ws := fit(j, res); ws != nil {
