@@ -503,10 +503,10 @@ type reservation struct {
 // endOf is when a running job will have ended at the latest; the zero time
 // when it has no limit.
 func endOf(j *job) time.Time {
-	if j.rec.TimeLimitMs == 0 {
-		return time.Time{}
+	if end := endMs(j); end != math.MaxInt64 {
+		return time.UnixMilli(end)
 	}
-	return time.UnixMilli(j.rec.StartUnixMs + j.rec.TimeLimitMs)
+	return time.Time{}
 }
 
 // endMs is endOf in milliseconds, with no limit the latest.

@@ -26,8 +26,9 @@ type replan struct {
 	epoch     int64 // the Core's workerEpoch then
 }
 
-// kept returns the plan of j, if it is still good at now; else a new one.
-func (c *Core) kept(j *job, now time.Time) *replan {
+// planFor returns the plan of j, if it is still good at now; else a new
+// one.
+func (c *Core) planFor(j *job, now time.Time) *replan {
 	p := &c.replan
 	if p.j != j || p.epoch != c.workerEpoch || p.expired(now) {
 		*p = replan{j: j, at: now, epoch: c.workerEpoch}
@@ -55,7 +56,7 @@ func (r *reservation) passed(now time.Time) bool {
 // reservation returns j's reservation (see reserve), made again only when
 // the plan kept for j is not good any more, or its start has passed.
 func (c *Core) reservation(j *job, now time.Time) *reservation {
-	p := c.kept(j, now)
+	p := c.planFor(j, now)
 	if p.res == nil || p.res.passed(now) {
 		p.res = c.reserve(j)
 	}
@@ -66,13 +67,13 @@ func (c *Core) reservation(j *job, now time.Time) *reservation {
 // look again while its plan is kept.
 func (c *Core) tryPreempt(j *job, workers []*worker, now time.Time) bool {
 	if c.preempting[j.key] == nil {
-		if p := c.kept(j, now); p.noVictims {
+		if p := c.planFor(j, now); p.noVictims {
 			return false
 		}
 	}
 	if c.preempt(j, workers, now) {
 		return true
 	}
-	c.kept(j, now).noVictims = true
+	c.planFor(j, now).noVictims = true
 	return false
 }

@@ -8,13 +8,15 @@ import (
 	"github.com/rbs-build/rbs/proto/jobspb"
 )
 
+// minutes is m minutes in milliseconds, as time limits are given.
+func minutes(m int) int64 { return (time.Duration(m) * time.Minute).Milliseconds() }
+
 // A job backfilled onto a reserved worker takes from what the reservation
 // leaves there, so a second one that would also outlast the reserved start
 // does not take the head job's room.
 func TestBackfillTakesFromTheReservation(t *testing.T) {
 	h := newHarness(t)
 	h.worker("w", 8, 8)
-	minutes := func(m int) int64 { return (time.Duration(m) * time.Minute).Milliseconds() }
 	long := h.submit(&jobspb.JobSpec{Cpus: 4, TimeLimitMs: minutes(10)})
 	h.step()
 	big := h.submit(&jobspb.JobSpec{Cpus: 6, Priority: 10, TimeLimitMs: minutes(60)})
@@ -40,7 +42,6 @@ func TestLookback(t *testing.T) {
 	h := newHarness(t)
 	h.c.cfg.Lookback = 1
 	h.worker("w", 4, 4)
-	minutes := func(m int) int64 { return (time.Duration(m) * time.Minute).Milliseconds() }
 	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
 	h.step()
 	big := h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
