@@ -125,6 +125,11 @@ type job struct {
 	// submit is rec's SubmitUnixMs, which rounds order by without reading
 	// the record.
 	submit int64
+	// copy is the job's copy in the View's replica, once published.
+	copy *job
+	// class is the waitClass it is kept in, while pending and until a
+	// round after it left pending.
+	class *waitClass
 }
 
 // node returns the node of j's running attempt with the task id, or nil.
@@ -168,6 +173,9 @@ type worker struct {
 	// openAt is the worker's place in the Core's open set, counting from
 	// 1 (0: not in it); openRoom the free slots it counts there.
 	openAt, openRoom int
+	// stamp marks the worker as met in one pass over the change log
+	// (kept.catchUp), which numbers its passes.
+	stamp uint64
 }
 
 func (w *worker) used() (cpus int32, mem int64) { return w.usedCPUs, w.usedMem }
@@ -290,6 +298,10 @@ type Core struct {
 	specCache       map[*jobspb.JobSpec]specReasons
 	specLast        *jobspb.JobSpec
 	specLastReasons specReasons
+	// never holds, in a round, whether the jobs of each spec met can never
+	// start (neverStarts): what makes it so, a dependency that ended, does
+	// not change in a round.
+	never map[*jobspb.JobSpec]bool
 	// keptFits keeps, from round to round, the tightest candidates of each
 	// fitQuery asked (see kept); changes logs the workers whose room or
 	// connection changed, which each kept takes in past its seen mark.
@@ -301,6 +313,12 @@ type Core struct {
 	// fresh holds the jobs that became pending since the last round,
 	// which gives each a reason even if it does not consider it.
 	fresh []*job
+	// classes are the pending jobs by class, which rounds merge (see
+	// queue); entering the jobs that became pending during a round, for
+	// the next to take in.
+	classes  map[classKey]*waitClass
+	entering []*job
+	inRound  bool
 	// queries holds the fitQuery of each pending spec met (see query).
 	queries map[*jobspb.JobSpec]fitQuery
 	// quotas says some queue has a quota.
@@ -318,6 +336,10 @@ type Core struct {
 	// candidates are not kept past it.
 	keptWindowed bool
 	changes      []*worker
+	// stamps numbers the passes over changes that meet each worker once;
+	// since is the buffer of the workers one such pass met.
+	stamps uint64
+	since  []*worker
 	// places carries the place reasons of specReasons from round to round
 	// for the specs still waiting: they change only when a worker
 	// registers (WorkerUp clears them).
@@ -506,6 +528,7 @@ func emptyCore(cfg Config) *Core {
 		queues:     map[string]Queue{},
 		jobs:       map[Key]*job{},
 		pending:    map[Key]*job{},
+		classes:    map[classKey]*waitClass{},
 		counts:     map[State]int64{},
 		open:       map[int64]int{},
 		arrays:     map[int64][]*job{},
@@ -835,6 +858,7 @@ func (c *Core) Release(keys []Key) ([]Key, error) {
 func (c *Core) freshen(j *job) {
 	if !c.replica {
 		c.fresh = append(c.fresh, j)
+		c.enterClass(j)
 	}
 }
 
@@ -850,6 +874,9 @@ func (c *Core) move(j *job, to State) {
 		c.pending[j.key] = j
 		c.freshen(j)
 	} else {
+		if j.state() == Pending {
+			c.leaveClass(j)
+		}
 		delete(c.pending, j.key)
 	}
 	if to.Terminal() {

@@ -29,9 +29,6 @@ func (u use) covers(t time.Time) bool {
 	return !t.Before(u.from) && (u.to.IsZero() || t.Before(u.to))
 }
 
-// ahead reports whether a round considers a before b.
-func ahead(a, b ranked) bool { return waiting{a, b}.Less(0, 1) }
-
 // queuePosition is j's place among its queue's pending jobs, in the order
 // rounds consider them: 1 is next.
 func (c *Core) queuePosition(j *job, now time.Time) int {

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 	"sort"
@@ -139,7 +138,7 @@ func (c *Core) Schedule() {
 	if c.replan.j != nil && c.replan.j.state() != Pending {
 		c.replan = replan{}
 	}
-	c.specCache, c.specLast = map[*jobspb.JobSpec]specReasons{}, nil
+	c.specCache, c.specLast, c.never = map[*jobspb.JobSpec]specReasons{}, nil, map[*jobspb.JobSpec]bool{}
 	c.noLenders = map[string]bool{}
 	if c.places == nil || len(c.places) > 2*len(c.pending)+1024 {
 		c.places = map[*jobspb.JobSpec]string{} // those of specs no longer pending go
@@ -154,11 +153,10 @@ func (c *Core) Schedule() {
 	remembers := func(j *job) bool { return len(c.windows) == 0 && !packs(j.spec) }
 	now := c.cfg.Now()
 	c.refreshShares(now)
-	queue := make(waiting, 0, len(c.pending))
-	for _, j := range c.pending {
-		queue = append(queue, c.rank(j, now))
-	}
-	heap.Init(&queue)
+	c.readyClasses()
+	c.inRound = true
+	defer func() { c.inRound = false }()
+	queue := c.queueAt(now)
 	runningInArray := c.arrayNodes
 	workers := c.sortedWorkers()
 	// open is the room: the connected workers with a free job slot, the
@@ -219,11 +217,11 @@ func (c *Core) Schedule() {
 			// Nothing more can start: the rest wait for resources, or
 			// for their own reasons; the first of them, when it heads
 			// the queue, may preempt.
-			if head := queue[0].job; res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
+			if head := queue.peek(); res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
 				c.tryPreempt(head, workers, now)
 			}
 			for queue.Len() > 0 && looked < c.cfg.Lookback {
-				j := heap.Pop(&queue).(ranked).job
+				j := queue.pop(c, now)
 				reason := c.blocked(j, runningInArray, workers)
 				if reason == "" {
 					reason = c.quotaReason(j, now)
@@ -236,7 +234,7 @@ func (c *Core) Schedule() {
 			}
 			break
 		}
-		j := heap.Pop(&queue).(ranked).job
+		j := queue.pop(c, now)
 		reason := c.blocked(j, runningInArray, workers)
 		quota := quotaVerdict{reason: reason}
 		if reason == "" {
@@ -361,7 +359,7 @@ func (c *Core) specReason(j *job, workers []*worker) specReasons {
 	r, ok := c.specCache[j.spec]
 	if !ok {
 		if len(j.spec.Deps) > 0 {
-			r.deps = c.depsState(j)
+			r.deps = c.specDeps(j.spec, c.never)
 		}
 		if r.deps == "" {
 			place, known := c.places[j.spec]
@@ -394,37 +392,18 @@ func (c *Core) rank(j *job, now time.Time) ranked {
 	return ranked{j, j.base + c.age(j.submit, now) + c.jobFairShare(j), j.submit}
 }
 
-// waiting is a heap of the waiting jobs in the order a round considers
-// them: higher priority first, then earlier submitted, then by id and
-// array index. A round takes only as many off it as there is room for.
-type waiting []ranked
-
-func (q waiting) Len() int { return len(q) }
-
-func (q waiting) Less(a, b int) bool {
-	switch ra, rb := &q[a], &q[b]; {
-	case ra.prio != rb.prio:
-		return ra.prio > rb.prio
-	case ra.submit != rb.submit:
-		return ra.submit < rb.submit
-	}
-	ja, jb := q[a].job, q[b].job
+// ahead reports whether a round considers a before b: higher priority
+// first, then earlier submitted, then by id and array index.
+func ahead(a, b ranked) bool {
 	switch {
-	case ja.key.ID != jb.key.ID:
-		return ja.key.ID < jb.key.ID
+	case a.prio != b.prio:
+		return a.prio > b.prio
+	case a.submit != b.submit:
+		return a.submit < b.submit
+	case a.job.key.ID != b.job.key.ID:
+		return a.job.key.ID < b.job.key.ID
 	}
-	return ja.key.Index < jb.key.Index
-}
-
-func (q waiting) Swap(a, b int) { q[a], q[b] = q[b], q[a] }
-
-func (q *waiting) Push(x any) { *q = append(*q, x.(ranked)) }
-
-func (q *waiting) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+	return a.job.key.Index < b.job.key.Index
 }
 
 // kept is what a round keeps of one fitQuery's candidates: the tightest
@@ -446,12 +425,17 @@ func (e *kept) catchUp(c *Core, changed []*worker) {
 	if len(changed) == e.seen {
 		return
 	}
-	since := map[*worker]bool{}
+	c.stamps++
+	since := c.since[:0]
 	for _, w := range changed[e.seen:] {
-		since[w] = true
+		if w.stamp != c.stamps {
+			w.stamp = c.stamps
+			since = append(since, w)
+		}
 	}
+	c.since = since
 	e.seen = len(changed)
-	for w := range since {
+	for _, w := range since {
 		// The workers just started on are most often the tightest, at
 		// the front.
 		switch i := slices.IndexFunc(e.ok, func(s scored) bool { return s.w == w }); i {
@@ -462,7 +446,7 @@ func (e *kept) catchUp(c *Core, changed []*worker) {
 			e.ok = slices.Delete(e.ok, i, i+1)
 		}
 	}
-	for w := range since {
+	for _, w := range since {
 		if c.fits(e.j, w, current) {
 			s := scored{w, score(e.j, w)}
 			i, _ := slices.BinarySearchFunc(e.ok, s, byTightness)

@@ -93,7 +93,7 @@ func (c *Core) Publish(wait bool) bool {
 			for _, n := range live.rec.Nodes {
 				c.workersSeen[n.Worker] = true
 				if c.byTask[n.TaskId] == live {
-					r.byTask[n.TaskId] = r.jobs[k]
+					r.byTask[n.TaskId] = live.copy
 				}
 			}
 		}
@@ -109,14 +109,22 @@ func (c *Core) Publish(wait bool) bool {
 		if w == nil {
 			continue
 		}
-		cw := *w
-		cw.running = make(map[Key]*job, len(w.running))
-		for k := range w.running {
-			cw.running[k] = r.jobs[k]
+		// The copy is made over the last one, keeping its maps.
+		cw := r.workers[name]
+		if cw == nil {
+			cw = &worker{running: map[Key]*job{}, dev: devices{held: map[string]Key{}}}
+			r.workers[name] = cw
 		}
-		cw.dev.held = maps.Clone(w.dev.held)
+		running, held := cw.running, cw.dev.held
+		*cw = *w
+		clear(running)
+		for k, j := range w.running {
+			running[k] = j.copy
+		}
+		clear(held)
+		maps.Copy(held, w.dev.held)
+		cw.running, cw.dev.held = running, held
 		cw.byEnd, cw.preemptible = nil, nil // the round's alone: readers go by running
-		r.workers[name] = &cw
 	}
 	clear(c.workersSeen)
 	r.windows = maps.Clone(c.windows) // windows are replaced, never changed
@@ -146,9 +154,11 @@ func (r *Core) patch(k Key, live *job) {
 	}
 	rec := proto.Clone(live.rec).(*jobspb.JobRecord)
 	if old == nil {
-		r.add(&job{rec: rec, spec: live.spec, key: k})
+		live.copy = &job{rec: rec, spec: live.spec, key: k}
+		r.add(live.copy)
 		return
 	}
+	live.copy = old
 	r.counts[old.state()]--
 	old.rec = rec
 	r.counts[old.state()]++

@@ -1,0 +1,163 @@
+package sched
+
+import (
+	"container/heap"
+	"slices"
+	"time"
+)
+
+// The order a round considers waiting jobs in is by priority, then
+// submit time, then id and array index (ahead). Priority is a job's base
+// (its own and its queue's), its user's fair share, and the bonus it has
+// gained by waiting, which alone changes as time passes; so jobs of one
+// base and one user keep their order among themselves, by submit time.
+// The Core keeps the waiting jobs in such classes from round to round,
+// each in that order, and a round merges the classes, ranking only each
+// class's next job: it costs the classes and the jobs it takes, not a
+// ranking and a heap of every waiting job.
+
+// waitClass holds the pending jobs of one base priority and user, by
+// submit time, id and index. Jobs that leave pending stay in it, counted
+// in gone, until the next round compacts it; one that comes back to
+// pending before then is still at its place.
+type waitClass struct {
+	key  classKey
+	jobs []*job
+	gone int
+}
+
+type classKey struct {
+	base int64
+	user int32 // the user's fair-share slot (slotOf)
+}
+
+// submitted orders a class's jobs: by submit time, then id, then index.
+func submitted(a, b *job) int {
+	switch {
+	case a.submit != b.submit:
+		return cmpInt(a.submit, b.submit)
+	case a.key.ID != b.key.ID:
+		return cmpInt(a.key.ID, b.key.ID)
+	}
+	return cmpInt(a.key.Index, b.key.Index)
+}
+
+func cmpInt[T int32 | int64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// enterClass records that j became pending. A round in progress takes it
+// in at the next (as it would have, ranking the pending jobs at its
+// start), lest its classes move under the merge.
+func (c *Core) enterClass(j *job) {
+	switch {
+	case c.replica:
+	case j.class != nil:
+		j.class.gone-- // it never left its place
+	case c.inRound:
+		c.entering = append(c.entering, j)
+	default:
+		k := classKey{j.base, c.slotOf(j)}
+		cl := c.classes[k]
+		if cl == nil {
+			cl = &waitClass{key: k}
+			c.classes[k] = cl
+		}
+		if n := len(cl.jobs); n == 0 || submitted(cl.jobs[n-1], j) < 0 {
+			cl.jobs = append(cl.jobs, j) // most come last
+		} else {
+			i, _ := slices.BinarySearchFunc(cl.jobs, j, submitted)
+			cl.jobs = slices.Insert(cl.jobs, i, j)
+		}
+		j.class = cl
+	}
+}
+
+// leaveClass records that j is no longer pending.
+func (c *Core) leaveClass(j *job) {
+	if j.class != nil {
+		j.class.gone++
+	}
+}
+
+// readyClasses brings the classes up to date for a round: the jobs that
+// became pending during the last go in, and those that left go.
+func (c *Core) readyClasses() {
+	entering := c.entering
+	c.entering = nil
+	for _, j := range entering {
+		if j.state() == Pending && j.class == nil {
+			c.enterClass(j)
+		}
+	}
+	for k, cl := range c.classes {
+		if cl.gone == 0 {
+			continue
+		}
+		cl.jobs = slices.DeleteFunc(cl.jobs, func(j *job) bool {
+			if j.state() == Pending {
+				return false
+			}
+			j.class = nil
+			return true
+		})
+		cl.gone = 0
+		if len(cl.jobs) == 0 {
+			delete(c.classes, k)
+		}
+	}
+}
+
+// queue is a round's merge of the classes: a heap of each class's next
+// job, ranked, with the first to consider on top.
+type queue []classHead
+
+type classHead struct {
+	r  ranked
+	cl *waitClass
+	at int // r's place in cl.jobs
+}
+
+// queueAt returns the merge of the classes as of now.
+func (c *Core) queueAt(now time.Time) queue {
+	q := make(queue, 0, len(c.classes))
+	for _, cl := range c.classes {
+		q = append(q, classHead{c.rank(cl.jobs[0], now), cl, 0})
+	}
+	heap.Init(&q)
+	return q
+}
+
+// peek returns the job to consider next; the queue must not be empty.
+func (q queue) peek() *job { return q[0].r.job }
+
+// pop takes the job to consider next off the queue, bringing its class's
+// next job up.
+func (q *queue) pop(c *Core, now time.Time) *job {
+	h := &(*q)[0]
+	j := h.r.job
+	if h.at++; h.at < len(h.cl.jobs) {
+		h.r = c.rank(h.cl.jobs[h.at], now)
+		heap.Fix(q, 0)
+	} else {
+		heap.Pop(q)
+	}
+	return j
+}
+
+func (q queue) Len() int           { return len(q) }
+func (q queue) Less(a, b int) bool { return ahead(q[a].r, q[b].r) }
+func (q queue) Swap(a, b int)      { q[a], q[b] = q[b], q[a] }
+func (q *queue) Push(x any)        { *q = append(*q, x.(classHead)) }
+func (q *queue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
