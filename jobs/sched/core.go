@@ -319,8 +319,11 @@ type Core struct {
 	classes  map[classKey]*waitClass
 	entering []*job
 	inRound  bool
-	// queries holds the fitQuery of each pending spec met (see query).
-	queries map[*jobspb.JobSpec]fitQuery
+	// queries holds the fitQuery of each pending spec met (see query),
+	// one copy of each in interned, so that a round can tell them apart by
+	// address.
+	queries  map[*jobspb.JobSpec]*fitQuery
+	interned map[fitQuery]*fitQuery
 	// quotas says some queue has a quota.
 	quotas bool
 	// replan is what rounds worked out for the job heading those waiting

@@ -32,10 +32,10 @@ func (u use) covers(t time.Time) bool {
 // queuePosition is j's place among its queue's pending jobs, in the order
 // rounds consider them: 1 is next.
 func (c *Core) queuePosition(j *job, now time.Time) int {
-	me := c.rank(j, now)
+	me := c.rank(j, now.UnixMilli())
 	pos := 1
 	for _, o := range c.pending {
-		if o != j && o.spec.Queue == j.spec.Queue && ahead(c.rank(o, now), me) {
+		if o != j && o.spec.Queue == j.spec.Queue && ahead(c.rank(o, now.UnixMilli()), me) {
 			pos++
 		}
 	}
@@ -50,13 +50,13 @@ func (c *Core) expectedStart(j *job, now time.Time) (time.Time, string) {
 	if !ready(j) {
 		return time.Time{}, c.neverStartsWhy(j, workers)
 	}
-	me := c.rank(j, now)
+	me := c.rank(j, now.UnixMilli())
 	var order []ranked
 	for _, o := range c.pending {
 		if o == j {
 			continue
 		}
-		if r := (c.rank(o, now)); ahead(r, me) && ready(o) {
+		if r := (c.rank(o, now.UnixMilli())); ahead(r, me) && ready(o) {
 			if order = append(order, r); len(order) > maxPlanAhead {
 				return time.Time{}, fmt.Sprintf("more than %d jobs wait ahead of it", maxPlanAhead)
 			}

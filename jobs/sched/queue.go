@@ -3,7 +3,6 @@ package sched
 import (
 	"container/heap"
 	"slices"
-	"time"
 )
 
 // The order a round considers waiting jobs in is by priority, then
@@ -124,11 +123,11 @@ type classHead struct {
 	at int // r's place in cl.jobs
 }
 
-// queueAt returns the merge of the classes as of now.
-func (c *Core) queueAt(now time.Time) queue {
+// queueAt returns the merge of the classes as of nowMs.
+func (c *Core) queueAt(nowMs int64) queue {
 	q := make(queue, 0, len(c.classes))
 	for _, cl := range c.classes {
-		q = append(q, classHead{c.rank(cl.jobs[0], now), cl, 0})
+		q = append(q, classHead{c.rank(cl.jobs[0], nowMs), cl, 0})
 	}
 	heap.Init(&q)
 	return q
@@ -139,11 +138,11 @@ func (q queue) peek() *job { return q[0].r.job }
 
 // pop takes the job to consider next off the queue, bringing its class's
 // next job up.
-func (q *queue) pop(c *Core, now time.Time) *job {
+func (q *queue) pop(c *Core, nowMs int64) *job {
 	h := &(*q)[0]
 	j := h.r.job
 	if h.at++; h.at < len(h.cl.jobs) {
-		h.r = c.rank(h.cl.jobs[h.at], now)
+		h.r = c.rank(h.cl.jobs[h.at], nowMs)
 		heap.Fix(q, 0)
 	} else {
 		heap.Pop(q)

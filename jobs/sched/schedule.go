@@ -32,12 +32,13 @@ func (c *Core) ageBonus(j *job, now time.Time) int64 {
 	if j.state() != Pending {
 		return 0
 	}
-	return c.age(j.rec.SubmitUnixMs, now)
+	return c.age(j.rec.SubmitUnixMs, now.UnixMilli())
 }
 
-// age is the bonus of a job submitted at submitMs that waits still at now.
-func (c *Core) age(submitMs int64, now time.Time) int64 {
-	waited := time.Duration(now.UnixMilli()-submitMs) * time.Millisecond
+// age is the bonus of a job submitted at submitMs that waits still at
+// nowMs.
+func (c *Core) age(submitMs, nowMs int64) int64 {
+	waited := time.Duration(nowMs-submitMs) * time.Millisecond
 	return min(int64(waited/c.cfg.AgeInterval)*c.cfg.AgeWeight, c.cfg.AgeCap)
 }
 
@@ -144,19 +145,20 @@ func (c *Core) Schedule() {
 		c.places = map[*jobspb.JobSpec]string{} // those of specs no longer pending go
 	}
 	if c.queries == nil || len(c.queries) > 2*len(c.pending)+1024 {
-		c.queries = map[*jobspb.JobSpec]fitQuery{}
+		c.queries, c.interned = map[*jobspb.JobSpec]*fitQuery{}, map[fitQuery]*fitQuery{}
 	}
 	// noRoom holds the queries a job found no room for in this round, with
 	// no reservation keeping it off any worker: as jobs only start in a
 	// round, the jobs after it that ask the same find none either.
-	noRoom := map[fitQuery]bool{}
+	noRoom := map[*fitQuery]bool{}
 	remembers := func(j *job) bool { return len(c.windows) == 0 && !packs(j.spec) }
 	now := c.cfg.Now()
 	c.refreshShares(now)
 	c.readyClasses()
 	c.inRound = true
 	defer func() { c.inRound = false }()
-	queue := c.queueAt(now)
+	nowMs := now.UnixMilli()
+	queue := c.queueAt(nowMs)
 	runningInArray := c.arrayNodes
 	workers := c.sortedWorkers()
 	// open is the room: the connected workers with a free job slot, the
@@ -221,7 +223,7 @@ func (c *Core) Schedule() {
 				c.tryPreempt(head, workers, now)
 			}
 			for queue.Len() > 0 && looked < c.cfg.Lookback {
-				j := queue.pop(c, now)
+				j := queue.pop(c, nowMs)
 				reason := c.blocked(j, runningInArray, workers)
 				if reason == "" {
 					reason = c.quotaReason(j, now)
@@ -234,7 +236,15 @@ func (c *Core) Schedule() {
 			}
 			break
 		}
-		j := queue.pop(c, now)
+		j := queue.pop(c, nowMs)
+		if res != nil && !c.quotas && remembers(j) && j.rec.PendingReason == ReasonResources && noRoom[c.interns(j)] {
+			// It waited for room, and asks what found none in this
+			// round: its reason stands, unworked. A hold or a dependency
+			// cannot newly hold back a job that waited for room; an
+			// array's cap reached since would change only which reason
+			// it shows. (Quotas are left out: asking one may reclaim.)
+			continue
+		}
 		reason := c.blocked(j, runningInArray, workers)
 		quota := quotaVerdict{reason: reason}
 		if reason == "" {
@@ -243,7 +253,7 @@ func (c *Core) Schedule() {
 				reason = c.quotaReason(j, now)
 			}
 		}
-		if reason == "" && res != nil && remembers(j) && noRoom[c.query(j)] {
+		if reason == "" && res != nil && remembers(j) && noRoom[c.interns(j)] {
 			reason = ReasonResources
 		}
 		if reason == "" && res != nil {
@@ -294,7 +304,7 @@ func (c *Core) Schedule() {
 				reason = ReasonResources
 			}
 			if reason == ReasonResources && remembers(j) {
-				noRoom[c.query(j)] = true
+				noRoom[c.interns(j)] = true
 			}
 		}
 		// A pending reason is worked out again every round, so a change of
@@ -386,10 +396,10 @@ type ranked struct {
 	submit int64
 }
 
-// rank is j, pending, as a round orders it at now: priority's sum, from
+// rank is j, pending, as a round orders it at nowMs: priority's sum, from
 // the job alone, not its record.
-func (c *Core) rank(j *job, now time.Time) ranked {
-	return ranked{j, j.base + c.age(j.submit, now) + c.jobFairShare(j), j.submit}
+func (c *Core) rank(j *job, nowMs int64) ranked {
+	return ranked{j, j.base + c.age(j.submit, nowMs) + c.jobFairShare(j), j.submit}
 }
 
 // ahead reports whether a round considers a before b: higher priority
@@ -487,20 +497,33 @@ func (c *Core) keepFits(workers []*worker) *openSet {
 
 // query is the fitQuery of j, kept for its spec from round to round.
 func (c *Core) query(j *job) fitQuery {
-	q, ok := c.queries[j.spec]
-	if !ok {
-		s := j.spec
-		q = fitQuery{need: need(s), platform: s.Platform + "\x00" + s.Container + "\x00" + strings.Join(s.Constraints, "\x00"), minNodes: minNodesOf(s), nodes: nodesOf(s)}
-		if packs(s) {
-			q.pack = fmt.Sprint(s.Pack, s.PackRequired)
-		}
-		c.queries[j.spec] = q
-	}
+	q := *c.interns(j)
 	if len(c.windows) > 0 {
 		// Maintenance windows look at the time limit.
 		q.limitMs = j.rec.TimeLimitMs
 	}
 	return q
+}
+
+// interns returns the copy of the fitQuery of j's spec that the Core
+// keeps, leaving out the time limit: jobs that ask alike (without
+// maintenance windows) have the same.
+func (c *Core) interns(j *job) *fitQuery {
+	if q := c.queries[j.spec]; q != nil {
+		return q
+	}
+	s := j.spec
+	q := fitQuery{need: need(s), platform: s.Platform + "\x00" + s.Container + "\x00" + strings.Join(s.Constraints, "\x00"), minNodes: minNodesOf(s), nodes: nodesOf(s)}
+	if packs(s) {
+		q.pack = fmt.Sprint(s.Pack, s.PackRequired)
+	}
+	p := c.interned[q]
+	if p == nil {
+		p = &q
+		c.interned[q] = p
+	}
+	c.queries[s] = p
+	return p
 }
 
 // fitQuery is what a fit depends on besides the workers' room.
