@@ -128,8 +128,11 @@ type job struct {
 	// copy is the job's copy in the View's replica, once published.
 	copy *job
 	// class is the waitClass it is kept in, while pending and until a
-	// round after it left pending.
+	// round after it left pending or was parked.
 	class *waitClass
+	// parked says it waits, out of its class, on its dependencies or its
+	// array's cap (see park).
+	parked bool
 }
 
 // node returns the node of j's running attempt with the task id, or nil.
@@ -319,6 +322,11 @@ type Core struct {
 	classes  map[classKey]*waitClass
 	entering []*job
 	inRound  bool
+	// waitsOn holds the parked jobs by the ids of the jobs they depend on;
+	// capped the parked tasks of each array, in the order rounds consider
+	// them.
+	waitsOn map[int64][]*job
+	capped  map[int64][]*job
 	// queries holds the fitQuery of each pending spec met (see query),
 	// one copy of each in interned, so that a round can tell them apart by
 	// address.
@@ -532,6 +540,8 @@ func emptyCore(cfg Config) *Core {
 		jobs:       map[Key]*job{},
 		pending:    map[Key]*job{},
 		classes:    map[classKey]*waitClass{},
+		waitsOn:    map[int64][]*job{},
+		capped:     map[int64][]*job{},
 		counts:     map[State]int64{},
 		open:       map[int64]int{},
 		arrays:     map[int64][]*job{},
@@ -586,6 +596,7 @@ func (c *Core) dropTask(task string) {
 		if c.arrayNodes[j.key.ID]--; c.arrayNodes[j.key.ID] == 0 {
 			delete(c.arrayNodes, j.key.ID)
 		}
+		c.unparkCapped(j.key.ID)
 	}
 	c.charge(j, -1)
 	c.quotaUse(j, -1)
@@ -884,6 +895,7 @@ func (c *Core) move(j *job, to State) {
 	}
 	if to.Terminal() {
 		c.finished(j.key.ID)
+		c.unparkDependents(j.key.ID)
 		delete(c.stdins, j.key)
 	}
 	j.rec.State = string(to)

@@ -80,18 +80,19 @@ func (c *Core) enterClass(j *job) {
 
 // leaveClass records that j is no longer pending.
 func (c *Core) leaveClass(j *job) {
-	if j.class != nil {
-		j.class.gone++
+	if j.class != nil && !j.parked {
+		j.class.gone++ // a parked job was counted gone when parked
 	}
 }
 
 // readyClasses brings the classes up to date for a round: the jobs that
-// became pending during the last go in, and those that left go.
+// became pending (or were unparked) during the last go in, and those that
+// left pending or were parked go.
 func (c *Core) readyClasses() {
 	entering := c.entering
 	c.entering = nil
 	for _, j := range entering {
-		if j.state() == Pending && j.class == nil {
+		if j.state() == Pending && !j.parked && j.class == nil {
 			c.enterClass(j)
 		}
 	}
@@ -100,7 +101,7 @@ func (c *Core) readyClasses() {
 			continue
 		}
 		cl.jobs = slices.DeleteFunc(cl.jobs, func(j *job) bool {
-			if j.state() == Pending {
+			if j.state() == Pending && !j.parked {
 				return false
 			}
 			j.class = nil
@@ -159,4 +160,73 @@ func (q *queue) Pop() any {
 	x := old[len(old)-1]
 	*q = old[:len(old)-1]
 	return x
+}
+
+// A job that waits on its dependencies or on its array's cap is parked:
+// taken out of its class until something happens that may let it start (a
+// job it depends on ends, or a task of its array stops running), so that
+// rounds do not weigh it again and again meanwhile. Parking changes no
+// decision: every round in between would have found the same reason.
+
+// park sets pending j's reason and parks j when the reason is one that
+// only those events can lift.
+func (c *Core) park(j *job, reason string) {
+	never := reason == ReasonDependencyNeverSatisfied && j.rec.PendingReason != reason
+	c.setReason(j, reason)
+	if c.replica || j.parked || j.class == nil {
+		return
+	}
+	switch reason {
+	case ReasonDependency, ReasonDependencyNeverSatisfied:
+		for _, d := range j.spec.Deps {
+			c.waitsOn[d.JobId] = append(c.waitsOn[d.JobId], j)
+		}
+	case ReasonArrayTaskLimit:
+		i, _ := slices.BinarySearchFunc(c.capped[j.key.ID], j, submitted)
+		c.capped[j.key.ID] = slices.Insert(c.capped[j.key.ID], i, j)
+	default:
+		return
+	}
+	j.parked = true
+	j.class.gone++
+	if never {
+		// Those that wait on j can never start either: they look again.
+		c.unparkDependents(j.key.ID)
+	}
+}
+
+// unpark brings parked j back to its class, if it still waits.
+func (c *Core) unpark(j *job) {
+	if !j.parked {
+		return
+	}
+	j.parked = false
+	if j.state() == Pending {
+		c.enterClass(j)
+	}
+}
+
+// unparkDependents unparks the jobs that wait on job id's dependencies.
+func (c *Core) unparkDependents(id int64) {
+	js := c.waitsOn[id]
+	delete(c.waitsOn, id)
+	for _, j := range js {
+		c.unpark(j)
+	}
+}
+
+// unparkCapped unparks the first task of array id parked at its cap.
+func (c *Core) unparkCapped(id int64) {
+	for js := c.capped[id]; len(js) > 0; js = c.capped[id] {
+		j := js[0]
+		if len(js) == 1 {
+			delete(c.capped, id)
+		} else {
+			c.capped[id] = js[1:]
+		}
+		if j.parked && j.state() == Pending {
+			c.unpark(j)
+			return
+		}
+	}
 }

@@ -232,7 +232,7 @@ func (c *Core) Schedule() {
 					reason = ReasonResources
 					looked++
 				}
-				c.setReason(j, reason)
+				c.park(j, reason)
 			}
 			break
 		}
@@ -312,7 +312,7 @@ func (c *Core) Schedule() {
 		// next change of state, and a restarted server recomputes it. (With
 		// a large array waiting, reasons flip as slots free and fill; writing
 		// each flip would rewrite every waiting task round after round.)
-		c.setReason(j, reason)
+		c.park(j, reason)
 	}
 }
 
@@ -331,7 +331,7 @@ func (c *Core) reasonFresh(runningInArray map[int64]int, workers []*worker, now 
 		if reason == "" {
 			reason = ReasonPriority
 		}
-		c.setReason(j, reason)
+		c.park(j, reason)
 	}
 	c.fresh = c.fresh[:0]
 }
