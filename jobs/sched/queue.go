@@ -195,7 +195,8 @@ func (c *Core) park(j *job, reason string) {
 	}
 }
 
-// unpark brings parked j back to its class, if it still waits.
+// unpark brings parked j back to its class, if it still waits, and marks
+// a round to weigh it.
 func (c *Core) unpark(j *job) {
 	if !j.parked {
 		return
@@ -203,6 +204,7 @@ func (c *Core) unpark(j *job) {
 	j.parked = false
 	if j.state() == Pending {
 		c.enterClass(j)
+		c.reschedule = true
 	}
 }
 

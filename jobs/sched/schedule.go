@@ -135,7 +135,8 @@ func (c *Core) Schedule() {
 	if !c.reschedule {
 		return
 	}
-	defer func() { c.reschedule = false }()
+	// Jobs unparked during the round are weighed in the next.
+	defer func() { c.reschedule = len(c.entering) > 0 }()
 	if c.replan.j != nil && c.replan.j.state() != Pending {
 		c.replan = replan{}
 	}
