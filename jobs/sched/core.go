@@ -292,8 +292,11 @@ type Core struct {
 	byTask  map[string]*job  // running attempts by task id; see setTask
 	// arrayNodes counts the running nodes (byTask) of each array's tasks.
 	arrayNodes map[int64]int
-	workers    map[string]*worker
-	stdins     map[Key]*stdin // of interactive jobs that have not ended
+	// unregistered counts the workers known only from the store that have
+	// not registered since.
+	unregistered int
+	workers      map[string]*worker
+	stdins       map[Key]*stdin // of interactive jobs that have not ended
 	// windows are the maintenance windows by name; windowsDirty the ones
 	// changed since the last Flush (nil: removed).
 	// specCache holds, in a round, the specReasons of each spec;
@@ -501,6 +504,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 					w = &worker{name: n.Worker, downSince: now, running: map[Key]*job{}, dev: devices{held: map[string]Key{}}}
 					c.workers[n.Worker] = w
 					c.sorted = nil
+					c.unregistered++
 				}
 				w.add(j, c.slotOf(j))
 			}
@@ -1075,6 +1079,9 @@ func (c *Core) WorkerUp(info WorkerInfo, holds Report) {
 	gpus := append([]*workerpb.Gpu(nil), info.GPUs...)
 	sort.Slice(gpus, func(a, b int) bool { return gpus[a].Index < gpus[b].Index })
 	w.dev = devices{gpus: gpus, held: map[string]Key{}}
+	if !w.registered && w.downSince != (time.Time{}) {
+		c.unregistered--
+	}
 	w.connected, w.registered, w.downSince = true, true, time.Time{}
 	c.workersSeen[w.name] = true
 	c.changes = append(c.changes, w)
@@ -1389,6 +1396,9 @@ func (c *Core) Tick() {
 		c.reschedule = true
 	}
 	for _, w := range c.workers {
+		if c.unregistered == 0 {
+			break // every worker known from the store has come back
+		}
 		if !w.registered && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
 			for _, j := range w.running {
 				c.requeue(j, fmt.Sprintf("worker %s did not come back after the server restarted", w.name))
