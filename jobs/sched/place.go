@@ -148,6 +148,16 @@ func checkProperties(_ *Core, j *job, w *worker, _ when, say bool) string {
 	return ""
 }
 
+// hasAll reports whether every one of want is among have.
+func hasAll(have map[string]bool, want []string) bool {
+	for _, p := range want {
+		if !have[p] {
+			return false
+		}
+	}
+	return true
+}
+
 func checkContainer(_ *Core, j *job, w *worker, _ when, say bool) string {
 	if j.spec.Container != "" && w.containerRuntime == "" {
 		if !say {
@@ -214,6 +224,15 @@ func (c *Core) reject(j *job, w *worker, at when) string {
 
 // fits reports whether w passes the whole chain for one node of j.
 func (c *Core) fits(j *job, w *worker, at when) bool {
+	if at == current && len(c.windows) == 0 {
+		// What the chain asks of a worker now, cheapest first, without
+		// calling each check (TestFitsAsTheChain).
+		s := j.spec
+		return w.connected && len(w.running) < w.jobSlots &&
+			w.cpus-w.usedCPUs >= cpusOf(s) && w.memory-w.usedMem >= s.MemoryBytes && w.dev.free() >= int(s.Gpus) &&
+			(s.Platform == "" || s.Platform == w.platform) && (s.Container == "" || w.containerRuntime != "") &&
+			hasAll(w.properties, s.Constraints)
+	}
 	for _, ch := range checks {
 		if ch(c, j, w, at, false) != "" {
 			return false

@@ -377,3 +377,49 @@ func TestGangPortAfterRestart(t *testing.T) {
 		t.Fatalf("after the port: sent %v", sent)
 	}
 }
+
+// TestFitsAsTheChain checks that fits, which asks a worker now without
+// running the chain, answers as the chain does, over workers and jobs that
+// each check turns down and that none does.
+func TestFitsAsTheChain(t *testing.T) {
+	c, err := New(Config{Now: time.Now}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := []*workerpb.Gpu{{Index: 0, Uuid: "g0"}, {Index: 1, Uuid: "g1"}}
+	var workers []*worker
+	for _, slots := range []int{0, 1, 2} {
+		for _, connected := range []bool{false, true} {
+			for _, running := range []int{0, 1} {
+				for _, held := range []int{0, 1, 2} {
+					w := &worker{name: "w", cpus: 4, memory: 8 << 30, jobSlots: slots, connected: connected, platform: "linux-x86_64",
+						properties: map[string]bool{"rack=r1": true}, running: map[Key]*job{}, usedCPUs: 2, usedMem: 4 << 30,
+						dev: devices{gpus: gpus, held: map[string]Key{}}}
+					for i := range running {
+						w.running[Key{int64(i), -1}] = nil
+					}
+					for i := range held {
+						w.dev.held[gpus[i].Uuid] = Key{}
+					}
+					workers = append(workers, w, &worker{name: "bare", cpus: 4, memory: 8 << 30, jobSlots: slots, connected: connected,
+						containerRuntime: "podman", running: w.running, dev: devices{held: map[string]Key{}}})
+				}
+			}
+		}
+	}
+	specs := []*jobspb.JobSpec{
+		{}, {Cpus: 2}, {Cpus: 3}, {MemoryBytes: 4 << 30}, {MemoryBytes: 5 << 30}, {Gpus: 1}, {Gpus: 2},
+		{Platform: "linux-x86_64"}, {Platform: "linux-arm64"}, {Container: "img"},
+		{Constraints: []string{"rack=r1"}}, {Constraints: []string{"rack=r1", "ssd"}},
+	}
+	for _, w := range workers {
+		for _, s := range specs {
+			j := &job{spec: s, rec: &jobspb.JobRecord{}}
+			want := c.reject(j, w, current) == ""
+			if got := c.fits(j, w, current); got != want {
+				t.Errorf("worker %s (slots %d, connected %v, running %d, free GPUs %d), job %v: fits %v, the chain %v",
+					w.name, w.jobSlots, w.connected, len(w.running), w.dev.free(), s, got, want)
+			}
+		}
+	}
+}
