@@ -133,6 +133,13 @@ type job struct {
 	// parked says it waits, out of its class, on its dependencies or its
 	// array's cap (see park).
 	parked bool
+	// forRoom says it is pending for lack of room (rec's PendingReason is
+	// Resources), which a round reads without the record.
+	forRoom bool
+	// query is its spec's interned fitQuery, while queryEpoch is the
+	// Core's (see interns).
+	query      *fitQuery
+	queryEpoch uint32
 }
 
 // node returns the node of j's running attempt with the task id, or nil.
@@ -333,8 +340,9 @@ type Core struct {
 	// queries holds the fitQuery of each pending spec met (see query),
 	// one copy of each in interned, so that a round can tell them apart by
 	// address.
-	queries  map[*jobspb.JobSpec]*fitQuery
-	interned map[fitQuery]*fitQuery
+	queries    map[*jobspb.JobSpec]*fitQuery
+	interned   map[fitQuery]*fitQuery
+	queryEpoch uint32 // counts the times queries was made anew
 	// quotas says some queue has a quota.
 	quotas bool
 	// replan is what rounds worked out for the job heading those waiting
@@ -560,6 +568,7 @@ func emptyCore(cfg Config) *Core {
 func (c *Core) add(j *job) {
 	j.base = int64(j.spec.Priority) + int64(c.queues[j.spec.Queue].Priority)
 	j.submit = j.rec.SubmitUnixMs
+	j.forRoom = j.state() == Pending && j.rec.PendingReason == ReasonResources
 	c.jobs[j.key] = j
 	c.counts[j.state()]++
 	if j.state() == Pending {
@@ -621,6 +630,7 @@ func (c *Core) setReason(j *job, reason string) {
 		j.rec.PendingReason = reason
 		c.seen[j.key] = true
 	}
+	j.forRoom = reason == ReasonResources
 }
 
 func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
@@ -896,6 +906,7 @@ func (c *Core) move(j *job, to State) {
 			c.leaveClass(j)
 		}
 		delete(c.pending, j.key)
+		j.forRoom = false
 	}
 	if to.Terminal() {
 		c.finished(j.key.ID)

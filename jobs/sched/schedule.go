@@ -147,6 +147,7 @@ func (c *Core) Schedule() {
 	}
 	if c.queries == nil || len(c.queries) > 2*len(c.pending)+1024 {
 		c.queries, c.interned = map[*jobspb.JobSpec]*fitQuery{}, map[fitQuery]*fitQuery{}
+		c.queryEpoch++
 	}
 	// noRoom holds the queries a job found no room for in this round, with
 	// no reservation keeping it off any worker: as jobs only start in a
@@ -225,6 +226,10 @@ func (c *Core) Schedule() {
 			}
 			for queue.Len() > 0 && looked < c.cfg.Lookback {
 				j := queue.pop(c, nowMs)
+				if j.forRoom && !c.quotas {
+					looked++ // it waits for room still (see below)
+					continue
+				}
 				reason := c.blocked(j, runningInArray, workers)
 				if reason == "" {
 					reason = c.quotaReason(j, now)
@@ -238,7 +243,7 @@ func (c *Core) Schedule() {
 			break
 		}
 		j := queue.pop(c, nowMs)
-		if res != nil && !c.quotas && remembers(j) && j.rec.PendingReason == ReasonResources && noRoom[c.interns(j)] {
+		if res != nil && j.forRoom && !c.quotas && len(c.windows) == 0 && noRoom[c.interns(j)] {
 			// It waited for room, and asks what found none in this
 			// round: its reason stands, unworked. A hold or a dependency
 			// cannot newly hold back a job that waited for room; an
@@ -508,8 +513,17 @@ func (c *Core) query(j *job) fitQuery {
 
 // interns returns the copy of the fitQuery of j's spec that the Core
 // keeps, leaving out the time limit: jobs that ask alike (without
-// maintenance windows) have the same.
+// maintenance windows) have the same. j keeps it while the Core does.
 func (c *Core) interns(j *job) *fitQuery {
+	if j.queryEpoch == c.queryEpoch && j.query != nil {
+		return j.query
+	}
+	j.query, j.queryEpoch = c.internSpec(j), c.queryEpoch
+	return j.query
+}
+
+// internSpec is interns for j's spec.
+func (c *Core) internSpec(j *job) *fitQuery {
 	if q := c.queries[j.spec]; q != nil {
 		return q
 	}
