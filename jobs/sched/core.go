@@ -84,12 +84,19 @@ type Config struct {
 	// Lookback is how many waiting jobs a round considers for backfill
 	// once one that could start cannot (by default 10,000), as Slurm's
 	// bf_max_job_test: the rest keep the reason they had, and one not yet
-	// considered gets its own reason if it has one, else Priority.
+	// considered gets its own reason if it has one, else Priority. A round
+	// also passes over at most sweepPerLookback times as many in all, and
+	// the next goes on from there.
 	Lookback int
 	// Waited, when set, is told how long each job waited from its
 	// submission until an attempt started, as it starts.
 	Waited func(queue string, waited time.Duration)
 }
+
+// sweepPerLookback bounds, in Lookbacks, how many jobs a round takes off
+// its queue past the first that did not start for room, trying them or
+// passing over them.
+const sweepPerLookback = 10
 
 // Key names a job or an array task.
 type Key struct {
@@ -299,6 +306,9 @@ type Core struct {
 	byTask  map[string]*job  // running attempts by task id; see setTask
 	// arrayNodes counts the running nodes (byTask) of each array's tasks.
 	arrayNodes map[int64]int
+	// resume, when a round stopped passing over waiting jobs (see
+	// sweepPerLookback), is the rank it stopped at.
+	resume *ranked
 	// unregistered counts the workers known only from the store that have
 	// not registered since.
 	unregistered int

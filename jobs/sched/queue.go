@@ -3,6 +3,7 @@ package sched
 import (
 	"container/heap"
 	"slices"
+	"sort"
 )
 
 // The order a round considers waiting jobs in is by priority, then
@@ -134,8 +135,26 @@ func (c *Core) queueAt(nowMs int64) queue {
 	return q
 }
 
+// queueFrom returns the merge of the classes as of nowMs, from the job
+// that from ranks (or the first after it) on: each class's jobs ahead of
+// it are left out.
+func (c *Core) queueFrom(nowMs int64, from ranked) queue {
+	q := make(queue, 0, len(c.classes))
+	for _, cl := range c.classes {
+		i := sort.Search(len(cl.jobs), func(i int) bool { return !ahead(c.rank(cl.jobs[i], nowMs), from) })
+		if i < len(cl.jobs) {
+			q = append(q, classHead{c.rank(cl.jobs[i], nowMs), cl, i})
+		}
+	}
+	heap.Init(&q)
+	return q
+}
+
 // peek returns the job to consider next; the queue must not be empty.
 func (q queue) peek() *job { return q[0].r.job }
+
+// peekRank is the rank of the job to consider next.
+func (q queue) peekRank() ranked { return q[0].r }
 
 // pop takes the job to consider next off the queue, bringing its class's
 // next job up.

@@ -61,6 +61,38 @@ func TestLookback(t *testing.T) {
 	}
 }
 
+// A round passes over at most sweepPerLookback times the Lookback jobs
+// past the first that cannot start for room, even those that ask what found
+// none; the next goes on from where it stopped, so a job that can backfill
+// deep in the queue starts a round later, not never.
+func TestSweepGoesOn(t *testing.T) {
+	h := newHarness(t)
+	h.c.cfg.Lookback = 2 // a wide job's fit and the small one's
+	h.worker("w", 4, 4)
+	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
+	h.step()
+	big := h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+	var wide []int64
+	for range sweepPerLookback*h.c.cfg.Lookback + 2 {
+		wide = append(wide, h.submit(&jobspb.JobSpec{Cpus: 3, Priority: 5, TimeLimitMs: minutes(5)}))
+	}
+	small := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 1, TimeLimitMs: minutes(5)})
+	if got := h.step(); len(got) != 0 {
+		t.Fatalf("started %v, want none: the small job is past the sweep", got)
+	}
+	if r := h.rec(small, -1).PendingReason; r != ReasonPriority {
+		t.Fatalf("the small job waits for %q, want %s", r, ReasonPriority)
+	}
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(small, "@w") {
+		t.Fatalf("the next round started %v, want the small job %d", got, small)
+	}
+	for _, id := range append(wide, big) {
+		if r := h.rec(id, -1).PendingReason; r != ReasonResources {
+			t.Fatalf("job %d waits for %q, want %s", id, r, ReasonResources)
+		}
+	}
+}
+
 // A kept plan for the head of the queue is worked out again once it is
 // replanEvery old: the tick marks a round, with nothing else changed.
 func TestReplanAfterItsTime(t *testing.T) {

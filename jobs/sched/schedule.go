@@ -216,7 +216,32 @@ func (c *Core) Schedule() {
 	// Lookback the round stops, and Tick marks the next.
 	looked := 0
 	c.lookedPast = false
-	for queue.Len() > 0 {
+	// passed counts every job taken off the queue past the first that did
+	// not start for room; at sweepPerLookback times the Lookback the round
+	// stops there, and the next round, once past its own first such job,
+	// goes on from that place (resumed) rather than over the same jobs
+	// again, as Slurm's backfill does with bf_continue. A queue run to its
+	// end starts the next round's sweep from the top.
+	passed, resumed := 0, false
+	for {
+		if queue.Len() == 0 {
+			if open.room > 0 {
+				c.resume = nil
+			}
+			break
+		}
+		if res != nil && !resumed && c.resume != nil {
+			queue, resumed, c.resume = c.queueFrom(nowMs, *c.resume), true, nil
+			continue
+		}
+		if res != nil && open.room > 0 {
+			if passed == sweepPerLookback*c.cfg.Lookback {
+				r := queue.peekRank()
+				c.resume, c.lookedPast = &r, true
+				break
+			}
+			passed++
+		}
 		if open.room == 0 {
 			// Nothing more can start: the rest wait for resources, or
 			// for their own reasons; the first of them, when it heads
@@ -243,6 +268,9 @@ func (c *Core) Schedule() {
 			break
 		}
 		j := queue.pop(c, nowMs)
+		if resumed && (j.state() != Pending || j.parked) {
+			continue // it started, or was parked, before the round resumed
+		}
 		if res != nil && j.forRoom && !c.quotas && len(c.windows) == 0 && noRoom[c.interns(j)] {
 			// It waited for room, and asks what found none in this
 			// round: its reason stands, unworked. A hold or a dependency
