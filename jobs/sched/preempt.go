@@ -36,12 +36,13 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 		started int64 // the victims' latest start: the younger, the better
 	}
 	var plans []plan
+	var cands []placed // the worker's, made over for each
 	for _, w := range workers {
 		if len(w.preemptible) == 0 && !w.free().fits(n) || !w.connected || !c.fits(j, w, ever) || checkWindow(c, j, w, current, false) != "" {
 			continue
 		}
 		// A running job's priority has no age bonus.
-		var cands []placed
+		cands = cands[:0]
 		for _, r := range w.preemptible {
 			if !r.stopping && r.base+c.slotFairShare(r.user) < prio {
 				cands = append(cands, r)
@@ -55,9 +56,10 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 		})
 		free := w.free()
 		p := plan{w: w}
-		for !free.fits(n) && len(cands) > 0 {
-			v := cands[0]
-			cands = cands[1:]
+		for _, v := range cands {
+			if free.fits(n) {
+				break
+			}
 			p.victims = append(p.victims, v.j)
 			p.started = max(p.started, v.startMs)
 			free = free.plus(v.need)

@@ -159,15 +159,27 @@ func (q queue) peekRank() ranked { return q[0].r }
 // pop takes the job to consider next off the queue, bringing its class's
 // next job up.
 func (q *queue) pop(c *Core, nowMs int64) *job {
+	j, _ := q.popSkipping(c, nowMs, nil)
+	return j
+}
+
+// popSkipping is pop, but the jobs of the class that skip (when set)
+// reports are passed over before the class's next is brought up; it
+// returns how many.
+func (q *queue) popSkipping(c *Core, nowMs int64, skip func(*job) bool) (*job, int) {
 	h := &(*q)[0]
 	j := h.r.job
-	if h.at++; h.at < len(h.cl.jobs) {
+	skipped := 0
+	for h.at++; skip != nil && h.at < len(h.cl.jobs) && skip(h.cl.jobs[h.at]); h.at++ {
+		skipped++
+	}
+	if h.at < len(h.cl.jobs) {
 		h.r = c.rank(h.cl.jobs[h.at], nowMs)
 		heap.Fix(q, 0)
 	} else {
 		heap.Pop(q)
 	}
-	return j
+	return j, skipped
 }
 
 func (q queue) Len() int           { return len(q) }

@@ -267,7 +267,16 @@ func (c *Core) Schedule() {
 			}
 			break
 		}
-		j := queue.pop(c, nowMs)
+		// Past the first job that found no room, the jobs it would pass
+		// over unworked (below) are passed over as their classes come up,
+		// unranked: nothing else is done with them, and what lets a job be
+		// passed over holds for the rest of the round once it holds.
+		var skip func(*job) bool
+		if res != nil && !c.quotas && len(c.windows) == 0 {
+			skip = func(j *job) bool { return j.forRoom && noRoom[c.interns(j)] }
+		}
+		j, skipped := queue.popSkipping(c, nowMs, skip)
+		passed += skipped
 		if resumed && (j.state() != Pending || j.parked) {
 			continue // it started, or was parked, before the round resumed
 		}
