@@ -159,18 +159,18 @@ func (q queue) peekRank() ranked { return q[0].r }
 // pop takes the job to consider next off the queue, bringing its class's
 // next job up.
 func (q *queue) pop(c *Core, nowMs int64) *job {
-	j, _ := q.popSkipping(c, nowMs, nil)
+	j, _ := q.popSkipping(c, nowMs, nil, 0)
 	return j
 }
 
-// popSkipping is pop, but the jobs of the class that skip (when set)
-// reports are passed over before the class's next is brought up; it
-// returns how many.
-func (q *queue) popSkipping(c *Core, nowMs int64, skip func(*job) bool) (*job, int) {
+// popSkipping is pop, but up to most of the jobs of the class that skip
+// (when set) reports are passed over before the class's next is brought
+// up; it returns how many.
+func (q *queue) popSkipping(c *Core, nowMs int64, skip func(*job) bool, most int) (*job, int) {
 	h := &(*q)[0]
 	j := h.r.job
 	skipped := 0
-	for h.at++; skip != nil && h.at < len(h.cl.jobs) && skip(h.cl.jobs[h.at]); h.at++ {
+	for h.at++; skip != nil && skipped < most && h.at < len(h.cl.jobs) && skip(h.cl.jobs[h.at]); h.at++ {
 		skipped++
 	}
 	if h.at < len(h.cl.jobs) {

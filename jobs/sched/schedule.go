@@ -275,7 +275,7 @@ func (c *Core) Schedule() {
 		if res != nil && !c.quotas && len(c.windows) == 0 {
 			skip = func(j *job) bool { return j.forRoom && noRoom[c.interns(j)] }
 		}
-		j, skipped := queue.popSkipping(c, nowMs, skip)
+		j, skipped := queue.popSkipping(c, nowMs, skip, sweepPerLookback*c.cfg.Lookback-passed)
 		passed += skipped
 		if resumed && (j.state() != Pending || j.parked) {
 			continue // it started, or was parked, before the round resumed
