@@ -267,25 +267,24 @@ func (c *Core) Schedule() {
 			}
 			break
 		}
-		// Past the first job that found no room, the jobs it would pass
-		// over unworked (below) are passed over as their classes come up,
-		// unranked: nothing else is done with them, and what lets a job be
-		// passed over holds for the rest of the round once it holds.
-		var skip func(*job) bool
+		// Past the first job that found no room, a job that waited for
+		// room and asks what found none in this round keeps its reason,
+		// unworked (it passes): a hold or a dependency cannot newly hold
+		// back a job that waited for room, and an array's cap reached since
+		// would change only which reason it shows. (Quotas are left out:
+		// asking one may reclaim.) What lets a job pass holds for the rest
+		// of the round once it holds, so those after j in its class that
+		// pass are passed over now, unranked and off the heap.
+		var passes func(*job) bool
 		if res != nil && !c.quotas && len(c.windows) == 0 {
-			skip = func(j *job) bool { return j.forRoom && noRoom[c.interns(j)] }
+			passes = func(j *job) bool { return j.forRoom && noRoom[c.interns(j)] }
 		}
-		j, skipped := queue.popSkipping(c, nowMs, skip, sweepPerLookback*c.cfg.Lookback-passed)
+		j, skipped := queue.popSkipping(c, nowMs, passes, sweepPerLookback*c.cfg.Lookback-passed)
 		passed += skipped
 		if resumed && (j.state() != Pending || j.parked) {
 			continue // it started, or was parked, before the round resumed
 		}
-		if res != nil && j.forRoom && !c.quotas && len(c.windows) == 0 && noRoom[c.interns(j)] {
-			// It waited for room, and asks what found none in this
-			// round: its reason stands, unworked. A hold or a dependency
-			// cannot newly hold back a job that waited for room; an
-			// array's cap reached since would change only which reason
-			// it shows. (Quotas are left out: asking one may reclaim.)
+		if passes != nil && passes(j) {
 			continue
 		}
 		reason := c.blocked(j, runningInArray, workers)
