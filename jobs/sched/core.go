@@ -1416,13 +1416,12 @@ func (c *Core) Tick() {
 	if c.replanDue(now) || c.lookedPast {
 		c.reschedule = true
 	}
-	for _, w := range c.workers {
-		if c.unregistered == 0 {
-			break // every worker known from the store has come back
-		}
-		if !w.registered && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
-			for _, j := range w.running {
-				c.requeue(j, fmt.Sprintf("worker %s did not come back after the server restarted", w.name))
+	if c.unregistered > 0 { // not every worker known from the store has come back
+		for _, w := range c.workers {
+			if !w.registered && !w.downSince.IsZero() && now.Sub(w.downSince) >= c.cfg.LostAfter {
+				for _, j := range w.running {
+					c.requeue(j, fmt.Sprintf("worker %s did not come back after the server restarted", w.name))
+				}
 			}
 		}
 	}

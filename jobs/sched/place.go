@@ -133,19 +133,19 @@ func checkPlatform(_ *Core, j *job, w *worker, _ when, say bool) string {
 }
 
 func checkProperties(_ *Core, j *job, w *worker, _ when, say bool) string {
+	switch {
+	case hasAll(w.properties, j.spec.Constraints):
+		return ""
+	case !say:
+		return rejected
+	}
 	var lacks []string
 	for _, p := range j.spec.Constraints {
 		if !w.properties[p] {
-			if !say {
-				return rejected
-			}
 			lacks = append(lacks, p)
 		}
 	}
-	if len(lacks) > 0 {
-		return "lacks the property " + strings.Join(lacks, ", ")
-	}
-	return ""
+	return "lacks the property " + strings.Join(lacks, ", ")
 }
 
 // hasAll reports whether every one of want is among have.
