@@ -65,9 +65,13 @@ type Result struct {
 	LongestGangWaitS   float64 `json:"longest_gang_wait_s"`
 	LongestSingleWaitS float64 `json:"longest_single_wait_s"`
 	// Starved counts the jobs placed later than 3x their ideal wait (see
-	// fairness), WorstWaitRatio the worst such ratio.
+	// fairness), WorstWaitRatio the worst such ratio. StarvedAnySize and
+	// WorstAnySize are the same with the ideal wait taken over jobs of
+	// every size.
 	Starved        int     `json:"starved"`
 	WorstWaitRatio float64 `json:"worst_wait_ratio"`
+	StarvedAnySize int     `json:"starved_any_size"`
+	WorstAnySize   float64 `json:"worst_wait_ratio_any_size"`
 	// FairShareError is the mean, over the minutes sampled while every
 	// account has work waiting, of the largest gap between an account's
 	// share of the decayed usage and its normalised share (0 is exact).
@@ -101,6 +105,7 @@ func (memory) Commit(*store.Batch) error { return nil }
 
 // node is a rank of a job attempt running on a simulated worker.
 type node struct {
+	id     int64 // the job's
 	worker string
 	task   string
 	cpus   int32
@@ -203,7 +208,12 @@ type wait struct {
 	group string // queue and priority
 	d     time.Duration
 	at    time.Duration // since the start, when it started
+	size  size
 }
+
+// size is what a job asks of the fleet that decides how soon room frees
+// for it: its CPUs, GPUs and nodes.
+type size struct{ cpus, gpus, nodes int32 }
 
 // Run runs a simulation.
 func Run(cfg Config) (*Result, error) {
@@ -402,6 +412,9 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 				continue
 			}
 			s.free(e.n)
+			if e.state == "CANCELLED" {
+				s.requeued(e.n)
+			}
 			core.Ended(e.n.worker, &workerpb.JobEnded{TaskId: e.n.task, State: e.state})
 		}
 		if s.now.Sub(lastTick) >= 10*time.Second {
@@ -530,7 +543,7 @@ func (s *sim) assign(worker string, a *workerpb.AssignJob) error {
 		return fmt.Errorf("assignment of job %q: %v", a.JobId, err)
 	}
 	m := s.meta[id]
-	n := &node{worker: worker, task: a.TaskId, cpus: a.Cpus, mem: a.MemoryBytes, gpus: a.GpuIndices}
+	n := &node{id: id, worker: worker, task: a.TaskId, cpus: a.Cpus, mem: a.MemoryBytes, gpus: a.GpuIndices}
 	s.running[key] = n
 	heap.Push(&s.ends, end{at: s.now.Add(m.duration), n: n, state: "COMPLETED"})
 	// A gang's other ranks are the attempt's task id and ".RANK".
@@ -549,7 +562,8 @@ func (s *sim) assign(worker string, a *workerpb.AssignJob) error {
 	}
 	s.res.Placements++
 	s.pendingIn[m.account]--
-	s.waits = append(s.waits, wait{kind: m.kind, group: fmt.Sprintf("%s/%d/a%d", m.queue, m.priority, m.account), d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start)})
+	s.waits = append(s.waits, wait{kind: m.kind, group: fmt.Sprintf("%s/%d/a%d", m.queue, m.priority, m.account), d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start),
+		size: size{a.Cpus, int32(len(a.GpuIndices)), int32(m.nodes)}})
 	return nil
 }
 
@@ -566,6 +580,17 @@ func (s *sim) free(n *node) {
 	s.usedCPU -= float64(n.cpus)
 	s.usedGPU -= float64(len(n.gpus))
 	delete(s.running, n.worker+"/"+n.task)
+}
+
+// requeued counts a preempted job, whose node n ended, as waiting again
+// from now: the wait of its next start is the time since, not the time
+// it ran. (Only preemption cancels a node in the simulation.)
+func (s *sim) requeued(n *node) {
+	if strings.Contains(n.task, ".") {
+		return // a gang's other ranks: rank 0 counts the job
+	}
+	s.submitted[n.id] = s.now
+	s.pendingIn[s.meta[n.id].account]++
 }
 
 // finish works out the figures of the run.
@@ -595,7 +620,8 @@ func (s *sim) finish() {
 			r.LongestSingleWaitS = max(r.LongestSingleWaitS, w.d.Seconds())
 		}
 	}
-	r.Starved, r.WorstWaitRatio = fairness(s.waits)
+	r.Starved, r.WorstWaitRatio = fairness(s.waits, true)
+	r.StarvedAnySize, r.WorstAnySize = fairness(s.waits, false)
 	for _, e := range s.fairErrors {
 		r.FairShareError += e / float64(len(s.fairErrors))
 	}
@@ -604,18 +630,30 @@ func (s *sim) finish() {
 
 // fairness counts the starts that waited more than 3x their ideal wait: the
 // median wait of the starts of the same kind, queue, priority and account
-// (whose fair share orders it) that
+// (whose fair share orders it), and of the same size if bySize, that
 // started in the same ten minutes, plus a minute; and returns the worst
-// ratio of a wait to its ideal.
-func fairness(waits []wait) (starved int, worst float64) {
+// ratio of a wait to its ideal. A job's wait is from its submission, or
+// from when it was requeued after preemption. Jobs of one group but of
+// different sizes wait differently by nature when the fleet is full: a
+// hole that frees fits a small job sooner than a large one, and backfill
+// starts the small job there.
+func fairness(waits []wait, bySize bool) (starved int, worst float64) {
 	type bucket struct {
 		kind  kind
 		group string
+		size  size
 		at    int64
+	}
+	bucketOf := func(w wait) bucket {
+		b := bucket{kind: w.kind, group: w.group, at: int64(w.at / (10 * time.Minute))}
+		if bySize {
+			b.size = w.size
+		}
+		return b
 	}
 	by := map[bucket][]time.Duration{}
 	for _, w := range waits {
-		b := bucket{w.kind, w.group, int64(w.at / (10 * time.Minute))}
+		b := bucketOf(w)
 		by[b] = append(by[b], w.d)
 	}
 	ideal := map[bucket]time.Duration{}
@@ -624,7 +662,7 @@ func fairness(waits []wait) (starved int, worst float64) {
 		ideal[b] = ds[len(ds)/2] + time.Minute
 	}
 	for _, w := range waits {
-		i := ideal[bucket{w.kind, w.group, int64(w.at / (10 * time.Minute))}]
+		i := ideal[bucketOf(w)]
 		ratio := float64(w.d) / float64(i)
 		worst = max(worst, ratio)
 		if ratio > 3 {
@@ -654,7 +692,8 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "  core heap             %.0f bytes per pending job; peak heap %d MiB\n", r.HeapBytesPerJob, r.PeakHeapBytes>>20)
 	fmt.Fprintf(w, "  completed             %d jobs in %.0f simulated s\n", r.JobsCompleted, r.SimulatedS)
 	fmt.Fprintf(w, "  longest wait          gangs %.0f s, singles of the same queues and priorities %.0f s\n", r.LongestGangWaitS, r.LongestSingleWaitS)
-	fmt.Fprintf(w, "  fairness              %d starts waited over 3x their ideal wait (worst %.1fx)\n", r.Starved, r.WorstWaitRatio)
+	fmt.Fprintf(w, "  fairness              %d starts waited over 3x their ideal wait (worst %.1fx); %d against jobs of every size (worst %.1fx)\n",
+		r.Starved, r.WorstWaitRatio, r.StarvedAnySize, r.WorstAnySize)
 	fmt.Fprintf(w, "  fair share            mean error %.3f (an account's share of the usage against its share)\n", r.FairShareError)
 	if r.Gangs8 > 0 {
 		fmt.Fprintf(w, "  topology              %d of %d 8-node gangs (packed by rack) in one rack (%.1f%%)\n", r.Gangs8OneRack, r.Gangs8, 100*float64(r.Gangs8OneRack)/float64(r.Gangs8))
