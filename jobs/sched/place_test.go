@@ -423,3 +423,32 @@ func TestFitsAsTheChain(t *testing.T) {
 		}
 	}
 }
+
+// Jobs that use up the candidates kept for what they ask have more kept
+// for them the next time, and still each start on the tightest worker.
+func TestKeptCandidatesGrow(t *testing.T) {
+	h := newHarness(t)
+	const workers, jobs = 100, 80
+	for i := range workers {
+		h.c.WorkerUp(WorkerInfo{Name: fmt.Sprintf("w%03d", i), CPUs: 1, Memory: 8 << 30, JobSlots: 1}, holding())
+	}
+	for range jobs {
+		h.submit(&jobspb.JobSpec{Name: "one"})
+	}
+	sent := h.assigns()
+	for i := range workers {
+		name := fmt.Sprintf("w%03d", i)
+		if _, got := sent[name]; got != (i < jobs) {
+			t.Errorf("%s was sent a job: %v; want the %d first by name, as all are alike", name, got, jobs)
+		}
+	}
+	if len(h.c.keptFits) != 1 {
+		t.Fatalf("kept candidates for %d queries, want 1", len(h.c.keptFits))
+	}
+	const first = 4*1 + 32
+	for _, e := range h.c.keptFits {
+		if e.keep != 2*first {
+			t.Errorf("after the first %d candidates were used up, %d are kept; want %d", first, e.keep, 2*first)
+		}
+	}
+}

@@ -189,8 +189,12 @@ func (c *Core) Schedule() {
 			e.catchUp(c, c.changes)
 		}
 		if e == nil || e.short(nodes) {
+			if e != nil {
+				// Its jobs used up what was kept: keep more for them.
+				keep = max(keep, min(2*e.keep, maxKeep))
+			}
 			ok, boundary := c.topCandidates(j, open.ws, nil, now, current, keep)
-			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(c.changes)}
+			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(c.changes), keep: keep}
 			fits[q] = e
 		}
 		ok := e.ok
@@ -469,7 +473,11 @@ type kept struct {
 	// to it are sure to be the tightest.
 	boundary *scored
 	seen     int // how much of the round's changed workers ok takes in
+	keep     int // how many were asked for
 }
+
+// maxKeep bounds how many candidates a query keeps as its jobs use them up.
+const maxKeep = 1024
 
 // catchUp takes in the workers of changed past e.seen, which jobs started
 // on: each leaves ok and comes back at its new place if it still passes.
