@@ -50,10 +50,16 @@ type Result struct {
 	PlacementsPerS float64 `json:"placements_per_s"`
 	SchedulerS     float64 `json:"scheduler_s"`
 	CommitS        float64 `json:"commit_s"`
-	Rounds         int     `json:"rounds"`
-	P50RoundMs     float64 `json:"p50_round_ms"`
-	P99RoundMs     float64 `json:"p99_round_ms"`
-	MaxRoundMs     float64 `json:"max_round_ms"`
+	// ScheduleS is the part of the scheduler time spent deciding
+	// (Core.Schedule): without taking submissions, starts and ends in,
+	// or publishing the result for readers. DecidedPerS is placements per
+	// second of it, as in-process benchmarks of schedulers count.
+	ScheduleS   float64 `json:"schedule_s"`
+	DecidedPerS float64 `json:"decided_per_s"`
+	Rounds      int     `json:"rounds"`
+	P50RoundMs  float64 `json:"p50_round_ms"`
+	P99RoundMs  float64 `json:"p99_round_ms"`
+	MaxRoundMs  float64 `json:"max_round_ms"`
 	// HeapBytesPerJob is the core's heap per pending job, measured apart:
 	// a core with no worker given the workload's first jobs.
 	HeapBytesPerJob float64 `json:"heap_bytes_per_job"`
@@ -421,7 +427,9 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 			core.Tick()
 			lastTick = s.now
 		}
+		t2 := time.Now()
 		core.Schedule()
+		s.res.ScheduleS += time.Since(t2).Seconds()
 		batch, out := core.Flush()
 		core.Publish(false)
 		coreTime := time.Since(t0)
@@ -601,6 +609,9 @@ func (s *sim) finish() {
 	if r.SchedulerS > 0 {
 		r.PlacementsPerS = float64(r.Placements) / r.SchedulerS
 	}
+	if r.ScheduleS > 0 {
+		r.DecidedPerS = float64(r.Placements) / r.ScheduleS
+	}
 	slices.Sort(s.rounds)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	if len(s.rounds) > 0 {
@@ -687,7 +698,8 @@ func thin(samples []Sample, n int) []Sample {
 // print writes the figures for people.
 func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "rbs scheduler simulation: %d workers, %d jobs (%s mix), store %s\n", r.Workers, r.Jobs, r.Mix, r.Store)
-	fmt.Fprintf(w, "  placements            %d in %.2f s of scheduler time (commits %.2f s): %.0f/s\n", r.Placements, r.SchedulerS, r.CommitS, r.PlacementsPerS)
+	fmt.Fprintf(w, "  placements            %d in %.2f s of scheduler time (commits %.2f s): %.0f/s; deciding alone %.2f s: %.0f/s\n",
+		r.Placements, r.SchedulerS, r.CommitS, r.PlacementsPerS, r.ScheduleS, r.DecidedPerS)
 	fmt.Fprintf(w, "  rounds                %d: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.Rounds, r.P50RoundMs, r.P99RoundMs, r.MaxRoundMs)
 	fmt.Fprintf(w, "  core heap             %.0f bytes per pending job; peak heap %d MiB\n", r.HeapBytesPerJob, r.PeakHeapBytes>>20)
 	fmt.Fprintf(w, "  completed             %d jobs in %.0f simulated s\n", r.JobsCompleted, r.SimulatedS)
