@@ -382,10 +382,11 @@ type Core struct {
 
 	// usage is each user's fair-share usage, usageDirty the users whose
 	// usage changed since the last Flush; fair is the share table of the
-	// last round.
-	usage      map[string]*usage
-	usageDirty map[string]bool
-	fair       *shareTable
+	// last round, one of shareTables (see refreshShares).
+	usage       map[string]*usage
+	usageDirty  map[string]bool
+	fair        *shareTable
+	shareTables [3]*shareTable
 	// fairSlots hold the live Core's fair-share priority of each user
 	// (userSlot names their places) as of the round they were worked out
 	// in; fairRound counts rounds.

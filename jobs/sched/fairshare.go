@@ -150,6 +150,7 @@ func (c *Core) usageRecords() []store.Usage {
 // normalised share and usage, and each user's, from which a factor
 // follows for any user, known or not.
 type shareTable struct {
+	config   *FairShare // what it was worked out under
 	weight   int64
 	accounts map[string]*accountShare
 	// members are the users accounts name, with their account and shares.
@@ -161,9 +162,10 @@ type shareTable struct {
 type accountShare struct {
 	shares int64
 	share  float64 // of the cluster
-	// userShares is the sum of its users' shares: the declared ones, and
-	// in the default account one for each user with usage.
+	// userShares is the sum of its users' shares: the declared ones
+	// (declared), and in the default account one for each user with usage.
 	userShares int64
+	declared   int64
 	usage      [3]float64
 	billed     float64
 }
@@ -180,25 +182,47 @@ type userShare struct {
 
 // shares works out the share table at now from the usage of each user.
 func (c *Core) shares(now time.Time) *shareTable {
+	t := &shareTable{}
+	c.sharesInto(t, now)
+	return t
+}
+
+// sharesInto works the share table out into t, over what t held: the
+// accounts and members declared, kept while the cluster's fair-share
+// config is the same, and each user's and account's figures, set again.
+func (c *Core) sharesInto(t *shareTable, now time.Time) {
 	fs := c.cfg.FairShare
-	t := &shareTable{accounts: map[string]*accountShare{}, members: map[string]member{}, users: map[string]*userShare{}}
-	if fs != nil {
-		t.weight = fs.Weight
-		for _, a := range fs.Accounts {
-			as := &accountShare{shares: a.Shares}
-			for user, n := range a.Users {
-				t.members[user] = member{a.Name, n}
-				as.userShares += n
+	if t.accounts == nil || t.config != fs {
+		*t = shareTable{config: fs, accounts: map[string]*accountShare{}, members: map[string]member{}, users: map[string]*userShare{}}
+		if fs != nil {
+			for _, a := range fs.Accounts {
+				as := &accountShare{shares: a.Shares}
+				for user, n := range a.Users {
+					t.members[user] = member{a.Name, n}
+					as.declared += n
+				}
+				t.accounts[a.Name] = as
 			}
-			t.accounts[a.Name] = as
 		}
 	}
+	t.weight, t.total = 0, 0
+	if fs != nil {
+		t.weight = fs.Weight
+	}
+	for _, a := range t.accounts {
+		a.userShares, a.usage, a.billed = a.declared, [3]float64{}, 0
+	}
 	bill := c.billing()
+	halfLife := c.halfLife()
 	for user, u := range c.usage {
 		v := *u
-		v.advance(now, c.halfLife())
-		us := &userShare{usage: v.v, billed: v.v[0]*bill[0] + v.v[1]*bill[1] + v.v[2]*bill[2]}
-		t.users[user] = us
+		v.advance(now, halfLife)
+		us := t.users[user]
+		if us == nil {
+			us = &userShare{}
+			t.users[user] = us
+		}
+		*us = userShare{usage: v.v, billed: v.v[0]*bill[0] + v.v[1]*bill[1] + v.v[2]*bill[2]}
 		t.total += us.billed
 		a := t.account(user)
 		if _, declared := t.members[user]; !declared {
@@ -218,7 +242,6 @@ func (c *Core) shares(now time.Time) *shareTable {
 			a.share = float64(a.shares) / float64(shares)
 		}
 	}
-	return t
 }
 
 // account returns user's account, making the default one when it is
@@ -353,12 +376,28 @@ func (c *Core) slotFairShare(slot int32) int64 {
 	return p.prio
 }
 
-// refreshShares works the share table out again, as each round does.
+// refreshShares works the share table out again, as each round does,
+// into a table neither the Core's last nor the View's replica holds (the
+// replica is read concurrently): the Core keeps three and goes round them.
 func (c *Core) refreshShares(now time.Time) {
 	if c.cfg.FairShare == nil || c.cfg.FairShare.Weight == 0 {
 		return
 	}
-	c.fair = c.shares(now)
+	var published *shareTable
+	if c.view != nil {
+		published = c.view.r.fair
+	}
+	for i, t := range c.shareTables {
+		if t == nil {
+			t = &shareTable{}
+			c.shareTables[i] = t
+		}
+		if t != c.fair && t != published {
+			c.sharesInto(t, now)
+			c.fair = t
+			break
+		}
+	}
 	c.fairRound++
 }
 

@@ -133,7 +133,7 @@ func (c *Core) Publish(wait bool) bool {
 		cu := *u
 		r.usage[user] = &cu
 	}
-	r.fair = c.fair // made anew each round, never changed
+	r.fair = c.fair // never changed while the replica holds it (refreshShares)
 	v.published = c.cfg.Now()
 	return true
 }
