@@ -98,7 +98,9 @@ func (c *Core) Publish(wait bool) bool {
 			}
 		}
 	}
-	clear(c.seen)
+	// Made anew, not cleared: a cleared map keeps the room it grew to, and
+	// ranging over it costs that room however few it holds.
+	c.seen = map[Key]bool{}
 	for id := range arrays {
 		if tasks := r.arrays[id]; tasks != nil {
 			slices.SortFunc(tasks, func(a, b *job) int { return int(a.key.Index - b.key.Index) })
@@ -126,7 +128,7 @@ func (c *Core) Publish(wait bool) bool {
 		cw.running, cw.dev.held = running, held
 		cw.byEnd, cw.preemptible = nil, nil // the round's alone: readers go by running
 	}
-	clear(c.workersSeen)
+	c.workersSeen = map[string]bool{} // made anew, as c.seen
 	r.windows = maps.Clone(c.windows) // windows are replaced, never changed
 	r.usage = make(map[string]*usage, len(c.usage))
 	for user, u := range c.usage {
