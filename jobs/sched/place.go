@@ -407,12 +407,13 @@ func (c *Core) topCandidates(j *job, workers []*worker, res *reservation, t time
 	return ok, &boundary
 }
 
-// byTightness is tighter as a comparison for sorting and searching.
+// byTightness is tighter as a comparison for sorting and searching: 0 for
+// the same worker at the same score.
 func byTightness(a, b scored) int {
-	if tighter(a, b) {
-		return -1
+	if c := cmp.Compare(a.s, b.s); c != 0 {
+		return c
 	}
-	return 1
+	return strings.Compare(a.w.name, b.w.name)
 }
 
 // loosest is a heap of candidates with the loosest on top.

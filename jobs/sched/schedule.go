@@ -194,7 +194,10 @@ func (c *Core) Schedule() {
 				keep = max(keep, min(2*e.keep, maxKeep))
 			}
 			ok, boundary := c.topCandidates(j, open.ws, nil, now, current, keep)
-			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(c.changes), keep: keep}
+			e = &kept{j: j, ok: ok, boundary: boundary, seen: len(c.changes), keep: keep, scores: make(map[*worker]float64, len(ok))}
+			for _, s := range ok {
+				e.scores[s.w] = s.s
+			}
 			fits[q] = e
 		}
 		ok := e.ok
@@ -474,6 +477,9 @@ type kept struct {
 	boundary *scored
 	seen     int // how much of the round's changed workers ok takes in
 	keep     int // how many were asked for
+	// scores holds the score each worker in ok has there, by which it is
+	// found.
+	scores map[*worker]float64
 }
 
 // maxKeep bounds how many candidates a query keeps as its jobs use them up.
@@ -496,11 +502,13 @@ func (e *kept) catchUp(c *Core, changed []*worker) {
 	c.since = since
 	e.seen = len(changed)
 	for _, w := range since {
-		// The workers just started on are most often the tightest, at
-		// the front.
-		switch i := slices.IndexFunc(e.ok, func(s scored) bool { return s.w == w }); i {
-		case -1:
-		case 0:
+		old, in := e.scores[w]
+		if !in {
+			continue
+		}
+		delete(e.scores, w)
+		switch i, _ := slices.BinarySearchFunc(e.ok, scored{w, old}, byTightness); i {
+		case 0: // the workers just started on are most often the tightest
 			e.ok = e.ok[1:]
 		default:
 			e.ok = slices.Delete(e.ok, i, i+1)
@@ -511,6 +519,7 @@ func (e *kept) catchUp(c *Core, changed []*worker) {
 			s := scored{w, score(e.j, w)}
 			i, _ := slices.BinarySearchFunc(e.ok, s, byTightness)
 			e.ok = slices.Insert(e.ok, i, s)
+			e.scores[w] = s.s
 		}
 	}
 }
