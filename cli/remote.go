@@ -56,6 +56,7 @@ type RemoteServeCmd struct {
 	WorkerTimeout   spec.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere: 15s, 2m, or Slurm's MM:SS, a bare number being minutes." default:"15s" placeholder:"DURATION"`
 	JobRetention    spec.Duration `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS, a bare number being minutes (default: for ever)." placeholder:"DURATION"`
 	PreemptGrace    spec.Duration `name:"preempt-grace" help:"How long a preempted job has between SIGTERM and SIGKILL to write its checkpoint: 30s, 2m, 1d, a bare number being minutes." default:"30s" placeholder:"DURATION"`
+	PreemptExempt   spec.Duration `name:"preempt-exempt" help:"How long a job runs, from each start, before it may be preempted (Slurm's PreemptExemptTime), so that a requeued job is not stopped over and over while room comes and goes: 5m, 1h, a bare number being minutes (default: from its start)." placeholder:"DURATION"`
 	MaxJobOutput    units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
 	Workers         int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs." placeholder:"N"`
 	MetricsPublic   bool          `name:"metrics-public" help:"Serve /metrics without the token, for a Prometheus that holds none; the rest of the web endpoint still asks for it."`
@@ -155,6 +156,7 @@ func (c *RemoteServeCmd) Run() error {
 		JobRetention:   time.Duration(c.JobRetention),
 		MaxJobOutput:   int64(c.MaxJobOutput),
 		PreemptGrace:   time.Duration(c.PreemptGrace),
+		PreemptExempt:  time.Duration(c.PreemptExempt),
 		Workers:        workers,
 		MetricsPublic:  c.MetricsPublic,
 		Log:            log,

@@ -10,7 +10,7 @@ import (
 // bare number being minutes.
 func TestUnitsAndDurations(t *testing.T) {
 	// These durations were refused by serve before.
-	srv := startServer(t, "--worker-timeout", "5", "--preempt-grace", "1d", "--job-retention", "1d2h", "--cas-max-size", "4G")
+	srv := startServer(t, "--worker-timeout", "5", "--preempt-grace", "1d", "--preempt-exempt", "10", "--job-retention", "1d2h", "--cas-max-size", "4G")
 	for _, tc := range []struct {
 		flags []string
 		want  int64

@@ -267,10 +267,12 @@ func Run(cfg Config) (*Result, error) {
 }
 
 // schedConfig is the cluster's configuration: 8 queues of rising
-// priority, and fair share over 5 accounts with shares 1 to 5, the users
-// dealt among them in turn.
+// priority, fair share over 5 accounts with shares 1 to 5, the users
+// dealt among them in turn, and a job spared preemption for its first 5
+// minutes after each start (serve's --preempt-exempt), as a site whose
+// lowest queue is preemptible sets it.
 func schedConfig(now func() time.Time) sched.Config {
-	cfg := sched.Config{Now: now, FairShare: sched.DefaultFairShare()}
+	cfg := sched.Config{Now: now, FairShare: sched.DefaultFairShare(), PreemptExempt: 5 * time.Minute}
 	cfg.FairShare.HalfLife = time.Hour
 	for q := range queues {
 		cfg.Queues = append(cfg.Queues, sched.Queue{Name: fmt.Sprintf("q%d", q), Priority: int32(10 * q), Default: q == 1})

@@ -98,6 +98,9 @@ type Config struct {
 	// PreemptGrace is how long a preempted job has between SIGTERM and
 	// SIGKILL; 0 for the default.
 	PreemptGrace time.Duration
+	// PreemptExempt is how long a job runs, from each start, before it may
+	// be preempted; 0 from its start.
+	PreemptExempt time.Duration
 	// Workers run in this process beside the server once it listens, each
 	// dialing it with the worker token; their Server is filled in. With
 	// workers and no Listen, only loopback is served, token or not.
@@ -226,7 +229,8 @@ func Open(cfg Config) (_ *Cluster, err error) {
 func (c *Cluster) compose() error {
 	cfg := c.cfg
 	var err error
-	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention, MaxJobOutput: cfg.MaxJobOutput, PreemptGrace: cfg.PreemptGrace}
+	schedCfg := sched.Config{Queues: sched.DefaultQueues, LostAfter: cfg.WorkerTimeout, Retention: cfg.JobRetention, MaxJobOutput: cfg.MaxJobOutput, PreemptGrace: cfg.PreemptGrace,
+		PreemptExempt: cfg.PreemptExempt}
 	if cfg.Config != "" {
 		qc, err := config.Load(cfg.Config)
 		if err != nil {

@@ -77,6 +77,11 @@ type Config struct {
 	// PreemptGrace is how long a preempted job has between SIGTERM and
 	// SIGKILL (by default 30 s).
 	PreemptGrace time.Duration
+	// PreemptExempt is how long a job runs before it may be preempted
+	// (Slurm's PreemptExemptTime); 0: from its start. A requeued job is
+	// exempt again for as long from its next start, so that it is not
+	// stopped over and over while room comes and goes.
+	PreemptExempt time.Duration
 	// MaxJobOutput caps the output stored of each attempt of a job, in
 	// bytes; 0 for no cap. Workers are told it with each assignment and
 	// send the first half as it is written and the last half at the end.

@@ -37,14 +37,19 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 	}
 	var plans []plan
 	var cands []placed // the worker's, made over for each
+	nowMs := now.UnixMilli()
 	for _, w := range workers {
 		if len(w.preemptible) == 0 && !w.free().fits(n) || !w.connected || !c.fits(j, w, ever) || checkWindow(c, j, w, current, false) != "" {
 			continue
 		}
-		// A running job's priority has no age bonus.
+		// A victim is a job that would wait behind j were it waiting
+		// again: its priority counts the age bonus it would have then.
+		// (Were it weighed without, a victim of long standing would be
+		// back ahead of j once requeued, take the room it freed, and be
+		// preempted again, round after round.)
 		cands = cands[:0]
 		for _, r := range w.preemptible {
-			if !r.stopping && r.base+c.slotFairShare(r.user) < prio {
+			if !r.stopping && nowMs-r.startMs >= c.cfg.PreemptExempt.Milliseconds() && r.base+c.slotFairShare(r.user)+c.age(r.j.submit, nowMs) < prio {
 				cands = append(cands, r)
 			}
 		}

@@ -115,3 +115,66 @@ func TestPreemptionFewestVictims(t *testing.T) {
 		t.Fatalf("stopped %v for jobs of no higher priority", stops)
 	}
 }
+
+// A running job is weighed as a victim by the priority it would wait with
+// again, its age bonus included: a job that waited long before it started
+// is not preempted for one it would come back ahead of, which would find
+// the room taken by it again, round after round.
+func TestPreemptionCountsTheVictimsAge(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 1, 1)
+	first := h.submit(&jobspb.JobSpec{})
+	h.step()
+	victim := h.submit(&jobspb.JobSpec{Preemptible: true})
+	h.advance(time.Hour) // its age bonus: 60
+	h.finish(first, -1, Completed)
+	if started := h.step(); len(started) != 1 || started[0] != fmt.Sprint(victim, "@w") {
+		t.Fatalf("started %v, want the preemptible job", started)
+	}
+	mid := h.submit(&jobspb.JobSpec{Priority: 30})
+	if stops := h.cancels(); len(stops) != 0 {
+		t.Fatalf("a job of priority 30 stopped %v, which would wait ahead of it with 60", stops)
+	}
+	if r := h.rec(mid, -1); r.PendingReason != ReasonResources {
+		t.Fatalf("the job of priority 30 waits for %q", r.PendingReason)
+	}
+	top := h.submit(&jobspb.JobSpec{Priority: 100})
+	want := taskID(h.c.jobs[Key{victim, -1}])
+	if stops := h.cancels(); fmt.Sprint(stops) != fmt.Sprint([]string{want}) {
+		t.Fatalf("a job of priority 100 stopped %v, want %s", stops, want)
+	}
+	h.stopped(victim)
+	if started := h.step(); len(started) != 1 || started[0] != fmt.Sprint(top, "@w") {
+		t.Fatalf("after the victim stopped, started %v; want the job it made room for", started)
+	}
+}
+
+// With PreemptExempt, a job is not preempted until it has run that long
+// since its start, its first or one after a requeue.
+func TestPreemptionExempt(t *testing.T) {
+	h := newHarness(t)
+	h.c.cfg.PreemptExempt = 5 * time.Minute
+	h.worker("w", 1, 1)
+	victim := h.submit(&jobspb.JobSpec{Preemptible: true})
+	h.step()
+	for attempt, urgent := range []*jobspb.JobSpec{{Priority: 100, Name: "first"}, {Priority: 100, Name: "second"}} {
+		id := h.submit(urgent)
+		h.advance(4 * time.Minute)
+		if stops := h.cancels(); len(stops) != 0 {
+			t.Fatalf("attempt %d: stopped %v after 4 minutes of a 5-minute exemption", attempt+1, stops)
+		}
+		h.advance(time.Minute)
+		want := taskID(h.c.jobs[Key{victim, -1}])
+		if stops := h.cancels(); fmt.Sprint(stops) != fmt.Sprint([]string{want}) {
+			t.Fatalf("attempt %d: after 5 minutes stopped %v, want %s", attempt+1, stops, want)
+		}
+		h.stopped(victim)
+		if started := h.step(); len(started) != 1 || started[0] != fmt.Sprint(id, "@w") {
+			t.Fatalf("started %v, want %s", started, urgent.Name)
+		}
+		h.finish(id, -1, Completed)
+		if started := h.step(); len(started) != 1 || started[0] != fmt.Sprint(victim, "@w") {
+			t.Fatalf("started %v, want the requeued job again", started)
+		}
+	}
+}
