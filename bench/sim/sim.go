@@ -187,13 +187,16 @@ type sim struct {
 	// submitted is when each job id was submitted; waits collects the
 	// wait of each job attempt at its start.
 	submitted map[int64]time.Time
-	waits     []wait
-	res       Result
-	rounds    []time.Duration
-	totalCPU  float64
-	totalGPU  float64
-	usedCPU   float64
-	usedGPU   float64
+	// after holds, for each job of a chain but the last, the job that
+	// waits on it.
+	after    map[int64]int64
+	waits    []wait
+	res      Result
+	rounds   []time.Duration
+	totalCPU float64
+	totalGPU float64
+	usedCPU  float64
+	usedGPU  float64
 	// fairErrors are the fair-share errors sampled (see fairShareError);
 	// pendingIn counts each account's jobs not yet started.
 	fairErrors []float64
@@ -233,7 +236,7 @@ func Run(cfg Config) (*Result, error) {
 		cfg.Round = defaults().Round
 	}
 	s := &sim{cfg: cfg, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), workers: map[string]*simWorker{},
-		running: map[string]*node{}, meta: map[int64]jobMeta{}, gangs: map[string]*gangState{}, submitted: map[int64]time.Time{}}
+		running: map[string]*node{}, meta: map[int64]jobMeta{}, gangs: map[string]*gangState{}, submitted: map[int64]time.Time{}, after: map[int64]int64{}}
 	s.start = s.now
 	s.res = Result{Workers: cfg.Workers, Jobs: cfg.Jobs, Mix: cfg.Mix, Store: cfg.Store}
 	switch cfg.Store {
@@ -409,6 +412,9 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 				s.meta[id] = jobMeta{kind: next.kind, duration: next.runs[i], nodes: max(int(next.jobs[0].Spec.Nodes), 1), account: acct,
 					priority: next.jobs[0].Spec.Priority, queue: next.jobs[0].Spec.Queue}
 				s.submitted[id] = s.now
+				if i > 0 {
+					s.after[ids[i-1]] = id
+				}
 			}
 			next, more = s.work.Next()
 		}
@@ -426,8 +432,16 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 				continue
 			}
 			s.free(e.n)
-			if e.state == "CANCELLED" {
+			switch e.state {
+			case "CANCELLED":
 				s.requeued(e.n)
+			case "COMPLETED":
+				// The job that waits on it may start from now on: its
+				// wait is counted from here.
+				if next, ok := s.after[e.n.id]; ok {
+					s.submitted[next] = s.now
+					delete(s.after, e.n.id)
+				}
 			}
 			t0 := time.Now()
 			core.Ended(e.n.worker, &workerpb.JobEnded{TaskId: e.n.task, State: e.state})
@@ -654,8 +668,9 @@ func (s *sim) finish() {
 // median wait of the starts of the same kind, queue, priority and account
 // (whose fair share orders it), and of the same size if bySize, that
 // started in the same ten minutes, plus a minute; and returns the worst
-// ratio of a wait to its ideal. A job's wait is from its submission, or
-// from when it was requeued after preemption. Jobs of one group but of
+// ratio of a wait to its ideal. A job's wait is from its submission, from
+// when the job it depends on completed, or from when it was requeued after
+// preemption: from when it could start. Jobs of one group but of
 // different sizes wait differently by nature when the fleet is full: a
 // hole that frees fits a small job sooner than a large one, and backfill
 // starts the small job there.
