@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"container/heap"
 	"slices"
 	"sort"
 )
@@ -131,7 +130,7 @@ func (c *Core) queueAt(nowMs int64) queue {
 	for _, cl := range c.classes {
 		q = append(q, classHead{c.rank(cl.jobs[0], nowMs), cl, 0})
 	}
-	heap.Init(&q)
+	q.init()
 	return q
 }
 
@@ -146,7 +145,7 @@ func (c *Core) queueFrom(nowMs int64, from ranked) queue {
 			q = append(q, classHead{c.rank(cl.jobs[i], nowMs), cl, i})
 		}
 	}
-	heap.Init(&q)
+	q.init()
 	return q
 }
 
@@ -175,22 +174,50 @@ func (q *queue) popSkipping(c *Core, nowMs int64, skip func(*job) bool, most int
 	}
 	if h.at < len(h.cl.jobs) {
 		h.r = c.rank(h.cl.jobs[h.at], nowMs)
-		heap.Fix(q, 0)
 	} else {
-		heap.Pop(q)
+		last := len(*q) - 1
+		(*q)[0] = (*q)[last]
+		*q = (*q)[:last]
 	}
+	q.down(0)
 	return j, skipped
 }
 
-func (q queue) Len() int           { return len(q) }
-func (q queue) Less(a, b int) bool { return ahead(q[a].r, q[b].r) }
-func (q queue) Swap(a, b int)      { q[a], q[b] = q[b], q[a] }
-func (q *queue) Push(x any)        { *q = append(*q, x.(classHead)) }
-func (q *queue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+// Len is how many classes have jobs left to consider.
+func (q queue) Len() int { return len(q) }
+
+// The queue is a binary heap written for its one element type: through
+// container/heap, each comparison and swap was a call through an
+// interface, and each pop boxed the head it returned.
+
+// init orders the heap.
+func (q queue) init() {
+	for i := len(q)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+}
+
+// down moves the head at i down to its place, the heads ahead of it up.
+func (q queue) down(i int) {
+	if i >= len(q) {
+		return
+	}
+	h := q[i]
+	for {
+		m := 2*i + 1
+		if m >= len(q) {
+			break
+		}
+		if r := m + 1; r < len(q) && ahead(q[r].r, q[m].r) {
+			m = r
+		}
+		if !ahead(q[m].r, h.r) {
+			break
+		}
+		q[i] = q[m]
+		i = m
+	}
+	q[i] = h
 }
 
 // A job that waits on its dependencies or on its array's cap is parked:
