@@ -369,12 +369,7 @@ type scored struct {
 }
 
 // tighter orders candidates: the tightest first, then by name.
-func tighter(a, b scored) bool {
-	if a.s != b.s {
-		return a.s < b.s
-	}
-	return a.w.name < b.w.name
-}
+func tighter(a, b scored) bool { return byTightness(a, b) < 0 }
 
 // topCandidates returns the k tightest of the workers, given in name
 // order, that pass the chain for a node of j and keep res's promise,
@@ -407,8 +402,8 @@ func (c *Core) topCandidates(j *job, workers []*worker, res *reservation, t time
 	return ok, &boundary
 }
 
-// byTightness is tighter as a comparison for sorting and searching: 0 for
-// the same worker at the same score.
+// byTightness compares candidates for sorting and searching: by score,
+// then by name; 0 for the same worker at the same score.
 func byTightness(a, b scored) int {
 	if c := cmp.Compare(a.s, b.s); c != 0 {
 		return c
