@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"runtime/debug"
+	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/rbs-build/rbs/jobs/units"
@@ -20,7 +22,7 @@ var version = ""
 
 // CLI is the root of the command tree.
 type CLI struct {
-	Version kong.VersionFlag `help:"Print the version and exit."`
+	Globals `embed:""`
 
 	Build BuildCmd `cmd:"" help:"Build targets."`
 	Test  TestCmd  `cmd:"" help:"Build and run test targets."`
@@ -32,6 +34,83 @@ type CLI struct {
 	Job    JobCmd    `cmd:"" help:"Submit and manage batch jobs."`
 
 	VersionCmd VersionCmd `cmd:"" name:"version" help:"Print the version, as --version does."`
+}
+
+// Globals are the flags of the root, which every command takes.
+type Globals struct {
+	Version kong.VersionFlag `help:"Print the version and exit."`
+}
+
+// New returns the parser of the command line args into c, and what to call
+// once it has parsed them. When args begin with the name of a command
+// group (rbs job ...), the grammar holds that group alone, and when they go
+// on with the name of one of its commands (rbs job submit ...), that command
+// alone, whose values done copies into c: a command does not pay to build
+// every other command's grammar, most of what starting the command line
+// costs. Otherwise (rbs --help, a misspelt command) the grammar holds every
+// group, and for rbs --version none.
+func New(c *CLI, args []string, opts ...kong.Option) (k *kong.Kong, done func(), err error) {
+	opts = append(Options(), opts...)
+	done = func() {}
+	if len(args) == 1 && args[0] == "--version" {
+		k, err = kong.New(&c.Globals, opts...)
+		return k, done, err
+	}
+	root := reflect.ValueOf(c).Elem()
+	f, ok := command(root.Type(), args)
+	if !ok {
+		k, err = kong.New(c, opts...)
+		return k, done, err
+	}
+	group := root.FieldByIndex(f.Index)
+	target := group.Addr().Interface()
+	if cmd, ok := command(group.Type(), args[1:]); ok && onlyCommands(group.Type()) {
+		one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: cmd.Name, Type: cmd.Type, Tag: cmd.Tag}})).Elem()
+		target = one.Addr().Interface()
+		done = func() { group.FieldByIndex(cmd.Index).Set(one.Field(0)) }
+	}
+	k, err = kong.New(&c.Globals, append(opts, kong.DynamicCommand(args[0], f.Tag.Get("help"), "", target))...)
+	return k, done, err
+}
+
+// command finds the field of struct type t that is the command args begin
+// with.
+func command(t reflect.Type, args []string) (reflect.StructField, bool) {
+	if len(args) == 0 || t.Kind() != reflect.Struct {
+		return reflect.StructField{}, false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if _, cmd := f.Tag.Lookup("cmd"); cmd && commandName(f) == args[0] {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// onlyCommands reports whether struct type t is a group of commands and
+// nothing else (no flags, no hooks), which one of its commands can stand
+// for when the command line names it.
+func onlyCommands(t reflect.Type) bool {
+	if t.NumMethod() > 0 || reflect.PointerTo(t).NumMethod() > 0 {
+		return false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		if _, cmd := t.Field(i).Tag.Lookup("cmd"); !cmd {
+			return false
+		}
+	}
+	return true
+}
+
+// commandName is the name kong gives the command of field f: its name
+// tag, else the field's name in lower case (every command's name that
+// has no name tag is one word).
+func commandName(f reflect.StructField) string {
+	if name := f.Tag.Get("name"); name != "" {
+		return name
+	}
+	return strings.ToLower(f.Name)
 }
 
 // VersionCmd is `rbs version`.
@@ -52,16 +131,21 @@ func Options() []kong.Option {
 	}
 }
 
-// Parse reads rbs's command line: Args rewrites it, then k parses it. A
-// command line used wrongly (an unknown flag, a bad value, a missing
-// argument, a bad #RBS line) is an error of one line, kong's suggestion
-// included, that names the command whose --help shows its usage, with exit
-// status 2, as most commands use; the usage itself is never printed
-// unasked.
-func Parse(k *kong.Kong, args []string) (*kong.Context, error) {
-	args, err := Args(args)
+// Parse reads rbs's command line args into c: Args rewrites it, then New's
+// parser parses it, which it returns. A grammar that cannot be built is a
+// mistake in rbs, and panics, as kong.Must does. A command line used
+// wrongly (an unknown flag, a bad value, a missing argument, a bad #RBS
+// line) is an error of one line, kong's suggestion included, that names the
+// command whose --help shows its usage, with exit status 2, as most
+// commands use; the usage itself is never printed unasked.
+func Parse(c *CLI, args []string, opts ...kong.Option) (*kong.Kong, *kong.Context, error) {
+	k, done, err := New(c, args, opts...)
 	if err != nil {
-		return nil, exitError{err, usageStatus}
+		panic(err)
+	}
+	args, err = Args(args)
+	if err != nil {
+		return k, nil, exitError{err, usageStatus}
 	}
 	ctx, err := k.Parse(args)
 	if err != nil {
@@ -70,9 +154,10 @@ func Parse(k *kong.Kong, args []string) (*kong.Context, error) {
 		if errors.As(err, &pe) && pe.Context.Selected() != nil {
 			cmd = pe.Context.Selected().FullPath()
 		}
-		return nil, exitError{fmt.Errorf("%w (see %s --help)", err, cmd), usageStatus}
+		return k, nil, exitError{fmt.Errorf("%w (see %s --help)", err, cmd), usageStatus}
 	}
-	return ctx, nil
+	done()
+	return k, ctx, nil
 }
 
 // usageStatus is the exit status of a command line used wrongly.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -49,6 +50,9 @@ func ExpandDirectives(args []string, warn io.Writer) ([]string, error) {
 // args as --script FILE -- ARGS. It finds none when args do not parse: the
 // command line's own parse then says why.
 func scriptOf(args []string) (_ []string, path string) {
+	if !slices.ContainsFunc(args, mayBeScript) {
+		return args, "" // most submissions: no need to parse them twice
+	}
 	d, err := parseSubmit(args)
 	if err != nil {
 		return args, ""
@@ -66,6 +70,12 @@ func scriptOf(args []string) (_ []string, path string) {
 	}
 	flags := args[:len(args)-len(cmd)]
 	return append(append(append([]string{}, flags...), "--script", cmd[0], "--"), extra...), cmd[0]
+}
+
+// mayBeScript reports whether arg may be how submit's arguments name a
+// script: --script, or a script file itself.
+func mayBeScript(arg string) bool {
+	return arg == "--script" || strings.HasPrefix(arg, "--script=") || isScript(arg)
 }
 
 // isScript reports whether path names a local script file: a regular file

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
@@ -23,7 +24,10 @@ import (
 // last.
 const MaxWindow = 366 * 24 * time.Hour
 
-var windowName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// windowName is what a maintenance window may be called. Like the other
+// patterns with a bounded repetition, it is compiled at its first use, not
+// when every rbs command starts: compiling one allocates some 60 KB.
+var windowName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 // covers reports whether window r holds worker w.
 func covers(r *jobspb.Reservation, w string) bool {
@@ -36,7 +40,7 @@ func (c *Core) Reserve(r *jobspb.Reservation) error {
 	now := c.cfg.Now()
 	start, end := time.UnixMilli(r.StartUnixMs), time.UnixMilli(r.EndUnixMs)
 	switch {
-	case !windowName.MatchString(r.Name):
+	case !windowName().MatchString(r.Name):
 		return status.Errorf(codes.InvalidArgument, "reservation name %q: want letters, digits, '.', '_' or '-', at most 64", r.Name)
 	case c.windows[r.Name] != nil:
 		return status.Errorf(codes.AlreadyExists, "reservation %s exists: cancel it first (rbs job reserve --cancel %s)", r.Name, r.Name)

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -216,7 +217,7 @@ func ReadTokenFile(path string) (string, error) {
 }
 
 // userName is what a named token's name may be.
-var userName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+var userName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`) })
 
 // ReadUsersFile returns the named user tokens held in the file at path,
 // by name: one "NAME TOKEN" a line; blank lines and lines starting with #
@@ -239,7 +240,7 @@ func ReadUsersFile(path string) (map[string]string, error) {
 		switch {
 		case len(fields) != 2:
 			return nil, fmt.Errorf("%s: want NAME TOKEN", where)
-		case !userName.MatchString(fields[0]):
+		case !userName().MatchString(fields[0]):
 			return nil, fmt.Errorf("%s: user name %q: want letters, digits, '.', '_', '@' or '-', at most 64", where, fields[0])
 		case users[fields[0]] != "":
 			return nil, fmt.Errorf("%s: user %s is named twice", where, fields[0])

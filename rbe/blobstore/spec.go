@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/rbs-build/rbs/jobs/units"
 )
@@ -441,12 +442,12 @@ func (p *parser) grpc(text string, tls bool, rest string, pos int) (Spec, error)
 }
 
 // bucketName is what S3 allows a bucket to be called.
-var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+var bucketName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`) })
 
 func (p *parser) s3(text, rest string, pos int) (Spec, error) {
 	loc, q, _ := strings.Cut(rest, "?")
 	bucket, prefix, _ := strings.Cut(loc, "/")
-	if !bucketName.MatchString(bucket) || strings.Contains(bucket, "..") {
+	if !bucketName().MatchString(bucket) || strings.Contains(bucket, "..") {
 		return nil, p.errorf(pos, "%s: bucket %q: want 3 to 63 lower-case letters, digits, '.' and '-'", text, bucket)
 	}
 	params, err := p.query(text, q, pos, "endpoint", "region")
