@@ -200,29 +200,50 @@ func (d *Disk) Get(_ context.Context, key digest.Digest, offset int64) (io.ReadC
 
 // use marks key as just used and reports whether it is stored.
 func (d *Disk) use(key digest.Digest) bool {
+	now := d.now()
 	d.mu.Lock()
-	el, ok := d.index[key]
-	var touch bool
-	var was, now time.Time
-	if ok {
-		d.lru.MoveToFront(el)
-		e := el.Value.(*diskEntry)
-		now = d.now()
-		if now.Sub(e.touched) >= touchInterval {
-			was, e.touched, touch = e.touched, now, true
-		}
-	}
+	ok, t := d.useLocked(key, now)
 	d.mu.Unlock()
-	// In a store for hard links, a file whose time is not the recorded one
-	// may have been written through a link: it keeps its time so that
-	// Unchanged sees it. Best effort: a failed time update only makes the
-	// LRU order after a restart less precise.
-	if touch {
-		if p := d.path(key); d.mode == 0 || modifiedAt(p, was) {
-			_ = os.Chtimes(p, now, now)
-		}
-	}
+	t.apply(d)
 	return ok
+}
+
+// touch is a blob's modification time to move from was to now, so that the
+// LRU order survives a restart.
+type touch struct {
+	key      digest.Digest
+	was, now time.Time
+}
+
+// useLocked marks key as used at now and reports whether it is stored, and
+// the time update it is due, if any, which the caller applies once it has
+// let go of d.mu.
+func (d *Disk) useLocked(key digest.Digest, now time.Time) (bool, touch) {
+	el, ok := d.index[key]
+	if !ok {
+		return false, touch{}
+	}
+	d.lru.MoveToFront(el)
+	e := el.Value.(*diskEntry)
+	if now.Sub(e.touched) < touchInterval {
+		return true, touch{}
+	}
+	t := touch{key: key, was: e.touched, now: now}
+	e.touched = now
+	return true, t
+}
+
+// apply updates the file's time, if t is due. In a store for hard links,
+// a file whose time is not the recorded one may have been written through a
+// link: it keeps its time so that Unchanged sees it. Best effort: a failed
+// time update only makes the LRU order after a restart less precise.
+func (t touch) apply(d *Disk) {
+	if t.now.IsZero() {
+		return
+	}
+	if p := d.path(t.key); d.mode == 0 || modifiedAt(p, t.was) {
+		_ = os.Chtimes(p, t.now, t.now)
+	}
 }
 
 // modifiedAt reports whether the file at p was last modified at t.
@@ -510,13 +531,24 @@ func hasDigest(p string, key digest.Digest) (bool, error) {
 	return got == key, err
 }
 
-// FindMissing implements Store.
+// FindMissing implements Store. It takes the lock once for the whole
+// batch, not once per digest: a build asks about thousands at a time.
 func (d *Disk) FindMissing(_ context.Context, ds []digest.Digest) ([]digest.Digest, error) {
 	var missing []digest.Digest
+	var touches []touch
+	now := d.now()
+	d.mu.Lock()
 	for _, key := range ds {
-		if !d.use(key) {
+		ok, t := d.useLocked(key, now)
+		if !ok {
 			missing = append(missing, key)
+		} else if !t.now.IsZero() {
+			touches = append(touches, t)
 		}
+	}
+	d.mu.Unlock()
+	for _, t := range touches {
+		t.apply(d)
 	}
 	return missing, nil
 }
