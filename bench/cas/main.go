@@ -4,11 +4,17 @@
 // loopback TCP copy of the same bytes measured in the same run (the physical
 // ceiling), and as a ratio to it.
 //
+// The server is a real `rbs remote serve` (built from ./cmd/rbs) with its
+// default disk CAS, in a process of its own, as a cluster runs it; the
+// client uploads blobs from files and reads them into io.Discard, as a
+// build's client does, so that neither side holds the benchmark's bytes in
+// its heap.
+//
 //	go run ./bench/cas [-big 256MiB] [-small-count 64]
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/rand"
 	"flag"
@@ -17,15 +23,16 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime/pprof"
 	"sort"
 	"time"
 
 	"github.com/rbs-build/rbs/jobs/units"
-	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
-	"github.com/rbs-build/rbs/rbe/server"
 	"google.golang.org/grpc"
 )
 
@@ -35,6 +42,7 @@ func main() {
 	smallCount := flag.Int("small-count", 64, "number of 1 MiB blobs per measurement")
 	findCount := flag.Int("find-count", 10000, "digests per FindMissingBlobs call")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	rbsBin := flag.String("rbs", "", "the rbs binary to serve with (default: built from ./cmd/rbs)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -50,18 +58,9 @@ func main() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	disk, err := blobstore.NewDisk(dir, 0)
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := server.New(server.Config{CAS: blobstore.ContentAddressed(disk), AC: blobstore.NewMemory()})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := client.Dial(client.Options{Target: lis.Addr().String()})
+	addr, stop := startServer(dir, *rbsBin)
+	defer stop()
+	conn, err := client.Dial(client.Options{Target: addr})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,40 +75,37 @@ func main() {
 		if size > 1<<20 {
 			count = 1
 		}
-		blobs := make([][]byte, count)
-		ds := make([]digest.Digest, count)
+		blobs := make([]client.Blob, count)
 		for i := range blobs {
-			blobs[i] = make([]byte, size)
-			rand.Read(blobs[i])
-			ds[i] = digest.FromBytes(blobs[i])
+			blobs[i] = blobFile(dir, size)
 		}
 		total := size * int64(count)
 		label := units.Size(size).String()
 
 		up := timeIt(func() {
-			for i, b := range blobs {
-				if err := cas.Write(context.Background(), client.Blob{Digest: ds[i], Data: b}); err != nil {
+			for _, b := range blobs {
+				if err := cas.Write(context.Background(), b); err != nil {
 					log.Fatal(err)
 				}
 			}
 		})
 		upPeer := timeIt(func() {
-			for _, b := range blobs {
-				peer.send(b)
+			for range blobs {
+				peer.send(size)
 			}
 		})
 		report(fmt.Sprintf("ByteStream upload %s x%d", label, count), throughput(total, up), throughput(total, upPeer), upPeer, up)
 
 		down := timeIt(func() {
-			for _, d := range ds {
-				if err := cas.Read(context.Background(), d, io.Discard); err != nil {
+			for _, b := range blobs {
+				if err := cas.Read(context.Background(), b.Digest, io.Discard); err != nil {
 					log.Fatal(err)
 				}
 			}
 		})
 		downPeer := timeIt(func() {
-			for _, b := range blobs {
-				peer.receive(int64(len(b)))
+			for range blobs {
+				peer.receive(size)
 			}
 		})
 		report(fmt.Sprintf("ByteStream download %s x%d", label, count), throughput(total, down), throughput(total, downPeer), downPeer, down)
@@ -147,6 +143,63 @@ func findMissing(cas *client.CAS, conn *grpc.ClientConn, peer *loopback, n int) 
 	}
 	r, c := median(rbs), median(copies)
 	report(fmt.Sprintf("FindMissingBlobs %d digests (p50)", n), r.String(), c.String(), c, r)
+}
+
+// startServer starts `rbs remote serve` of the binary bin (when "", one
+// built from ./cmd/rbs) on loopback with its data in dir, and returns its
+// address and how to stop it.
+func startServer(dir, bin string) (addr string, stop func()) {
+	if bin == "" {
+		bin = filepath.Join(dir, "rbs")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/rbs").CombinedOutput(); err != nil {
+			log.Fatalf("building rbs (run from the repository's root): %v\n%s", err, out)
+		}
+	}
+	cmd := exec.Command(bin, "remote", "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	listening := regexp.MustCompile(`listening on (\S+)`)
+	for addr == "" && lines.Scan() {
+		if m := listening.FindStringSubmatch(lines.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		log.Fatalf("rbs remote serve ended without listening: %v", cmd.Wait())
+	}
+	go io.Copy(io.Discard, stderr)
+	return addr, func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}
+}
+
+// blobFile writes size random bytes to a file in dir and returns them as a
+// blob to upload from the file.
+func blobFile(dir string, size int64) client.Blob {
+	f, err := os.CreateTemp(dir, "blob-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.CopyN(f, rand.Reader, size); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		log.Fatal(err)
+	}
+	d, err := digest.FromReader(f)
+	if err != nil {
+		log.Fatal(err)
+	}
+	name := f.Name()
+	return client.Blob{Digest: d, Open: func() (io.ReadCloser, error) { return os.Open(name) }}
 }
 
 func timeIt(f func()) time.Duration {
@@ -197,15 +250,19 @@ func newLoopback() *loopback {
 	return &loopback{client: c, server: <-accepted, buf: make([]byte, 1<<20)}
 }
 
-// send copies b from client to server.
-func (l *loopback) send(b []byte) {
+// send copies n bytes from client to server.
+func (l *loopback) send(n int64) {
 	done := make(chan struct{})
 	go func() {
-		io.CopyN(io.Discard, l.server, int64(len(b)))
+		io.CopyN(io.Discard, l.server, n)
 		close(done)
 	}()
-	if _, err := io.Copy(l.client, bytes.NewReader(b)); err != nil {
-		log.Fatal(err)
+	for left := n; left > 0; {
+		k := min(left, int64(len(l.buf)))
+		if _, err := l.client.Write(l.buf[:k]); err != nil {
+			log.Fatal(err)
+		}
+		left -= k
 	}
 	<-done
 }
