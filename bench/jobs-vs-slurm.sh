@@ -6,6 +6,9 @@
 #   (c) submit->start latency of one job on an idle cluster (median of L samples;
 #       the job writes its own start time)
 #   (d) a chain of C jobs, each afterok on the previous, total and per link
+# and, for (c) and (d), rbs's own figure of the time its server takes from
+# a submission's (or a job end's) arrival until the start it decided is sent
+# to the worker (the mean of rbs_job_event_seconds over the part),
 # and prints Slurm/rbs ratios (above 1: rbs is faster). For (a) it also times
 # the same loop with only `rbs --version` (the cost of starting the CLI), with
 # an empty Go program (the least any Go client costs) and with /bin/true
@@ -92,7 +95,21 @@ sbatch --parsable -o /dev/null -e /dev/null --array="0-$((N - 1))" --wrap true >
 slurm_idle
 R[b_slurm]=$(sub "$(now)" "$t0")
 
+# events EVENT: the sum and count of rbs's rbs_job_event_seconds{event=EVENT},
+# the server's own time from the event's arrival to the starts it decided
+# sent to workers.
+events() {
+  curl -sf "http://$addr/metrics" | awk -v e="event=\"$1\"" '
+    index($0, "rbs_job_event_seconds_sum{" e "}") == 1 {s=$2}
+    index($0, "rbs_job_event_seconds_count{" e "}") == 1 {c=$2}
+    END {print s+0, c+0}'
+}
+# mean_ms BEFORE AFTER: the mean in milliseconds of the events between two
+# readings of events.
+mean_ms() { awk -v b="$1" -v a="$2" 'BEGIN{split(b, x, " "); split(a, y, " "); printf "%.2f", (y[1]-x[1])/(y[2]-x[2])*1000}'; }
+
 # (c) submit->start latency on an idle cluster.
+submits_before=$(events submit)
 for sys in rbs slurm; do
   for k in $(seq "$L"); do
     f=$work/out/lat-$sys-$k
@@ -109,7 +126,10 @@ for sys in rbs slurm; do
   R[c_$sys]=$(cat "$work/out/lat-$sys")
 done
 
+R[c_server]=$(mean_ms "$submits_before" "$(events submit)")
+
 # (d) a chain of C afterok jobs.
+ends_before=$(events end)
 t0=$(now); prev=""
 for j in $(seq "$C"); do
   dep=(); [ -n "$prev" ] && dep=(--deps "afterok:$prev")
@@ -117,6 +137,7 @@ for j in $(seq "$C"); do
 done
 "$rbs" job wait "$prev" >/dev/null
 R[d_rbs]=$(sub "$(now)" "$t0")
+R[d_server]=$(mean_ms "$ends_before" "$(events end)")
 t0=$(now); prev=""
 for j in $(seq "$C"); do
   dep=(); [ -n "$prev" ] && dep=(--dependency="afterok:$prev")
@@ -137,5 +158,7 @@ printf '%-42s %10s %10s %8s\n' "    the same loop, /bin/true only" "${R[a_true]}
 printf '%-42s %10s %10s %8s\n' "(a') $N single jobs from one process" "${R[a_api]}" "" ""
 printf '%-42s %10s %10s %8s\n' "(b) one $N-task array, all complete" "${R[b_rbs]}" "${R[b_slurm]}" "$(ratio "${R[b_slurm]}" "${R[b_rbs]}")"
 printf '%-42s %10s %10s %8s\n' "(c) submit->start, idle (median of $L)" "${R[c_rbs]}" "${R[c_slurm]}" "$(ratio "${R[c_slurm]}" "${R[c_rbs]}")"
+printf '%-42s %10s %10s %8s\n' "    rbs server: submission in -> start out" "${R[c_server]} ms" "" ""
 printf '%-42s %10s %10s %8s\n' "(d) chain of $C afterok jobs, total" "${R[d_rbs]}" "${R[d_slurm]}" "$(ratio "${R[d_slurm]}" "${R[d_rbs]}")"
 printf '%-42s %10s %10s %8s\n' "    per link (start to start)" "${R[link_rbs]}" "${R[link_slurm]}" "$(ratio "${R[link_slurm]}" "${R[link_rbs]}")"
+printf '%-42s %10s %10s %8s\n' "    rbs server: end in -> next start out" "${R[d_server]} ms" "" ""

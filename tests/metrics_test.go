@@ -110,7 +110,8 @@ func TestMetricsScrape(t *testing.T) {
 	const execute = `rbs_grpc_requests_total{code="OK",method="/build.bazel.remote.execution.v2.Execution/Execute"}`
 	const completed = `rbs_jobs{queue="batch",state="COMPLETED"}`
 	moved := []string{execute, `rbs_blobstore_written_bytes_total{store="cas"}`, `rbs_execute_phase_seconds_count{phase="execution"}`,
-		completed, `rbs_job_pending_seconds_count{queue="batch"}`, `rbs_grpc_requests_total{code="OK",method="/rbs.jobs.v1.Jobs/Submit"}`}
+		completed, `rbs_job_pending_seconds_count{queue="batch"}`, `rbs_job_event_seconds_count{event="submit"}`,
+		`rbs_job_event_seconds_count{event="end"}`, `rbs_grpc_requests_total{code="OK",method="/rbs.jobs.v1.Jobs/Submit"}`}
 	var after map[string]float64
 	// The Execute call is counted once its handler returns, which may be
 	// just after the client has its answer.

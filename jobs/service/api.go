@@ -46,11 +46,11 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 		jobs[i].Spec.User = user
 	}
 	var ids []int64
-	err := s.doWrite(ctx, func(c *sched.Core) error {
+	err := s.run(ctx, &request{write: true, done: make(chan struct{}), event: "submit", fn: func(c *sched.Core) error {
 		var err error
 		ids, err = c.SubmitOnce(req.IdempotencyKey, jobs)
 		return err
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}

@@ -89,6 +89,10 @@ type request struct {
 	// next, set when done is closed, is closed after the round that
 	// follows the request's.
 	next <-chan struct{}
+	// event, when set, names the request in rbs_job_event_seconds, which
+	// counts from arrived.
+	event   string
+	arrived time.Time
 }
 
 // minSpace is the room the store's file system must have again before
@@ -249,6 +253,12 @@ func (s *Service) apply(round []*request) error {
 			sess.Send(o.Msg)
 		}
 	}
+	sent := time.Now()
+	for _, r := range round {
+		if r.event != "" {
+			s.metrics.acted(r.event, sent.Sub(r.arrived))
+		}
+	}
 	// A client waiting on the round reads next what it changed; other
 	// rounds leave the View to a later one while readers hold it.
 	waited := false
@@ -326,6 +336,7 @@ func (s *Service) doWrite(ctx context.Context, fn func(c *sched.Core) error) err
 }
 
 func (s *Service) run(ctx context.Context, r *request) error {
+	r.arrived = time.Now()
 	select {
 	case s.reqs <- r:
 	case <-s.done:
@@ -349,9 +360,13 @@ func (s *Service) run(ctx context.Context, r *request) error {
 }
 
 // post applies fn in a coming round without waiting.
-func (s *Service) post(fn func(c *sched.Core) error) {
+func (s *Service) post(fn func(c *sched.Core) error) { s.enqueue(&request{fn: fn}) }
+
+// enqueue hands r to a coming round without waiting.
+func (s *Service) enqueue(r *request) {
+	r.arrived = time.Now()
 	select {
-	case s.reqs <- &request{fn: fn}:
+	case s.reqs <- r:
 	case <-s.done:
 	}
 }
@@ -448,10 +463,10 @@ func (s *Service) FromWorker(sess *session.Session, m *workerpb.WorkerMessage) {
 			return nil
 		})
 	case *workerpb.WorkerMessage_JobEnded:
-		s.post(func(c *sched.Core) error {
+		s.enqueue(&request{event: "end", fn: func(c *sched.Core) error {
 			c.Ended(name, k.JobEnded)
 			return nil
-		})
+		}})
 	case *workerpb.WorkerMessage_JobStdinAck:
 		s.post(func(c *sched.Core) error {
 			c.StdinAck(name, k.JobStdinAck.TaskId, k.JobStdinAck.Offset)
