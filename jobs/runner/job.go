@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -214,7 +215,9 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 			return fail("setting up the memory limit: " + err.Error())
 		}
 		defer group.Close()
-		onStart = group.Add
+		if !group.PlacesAtStart() {
+			onStart = group.Add
+		}
 	} else if rn.containers == nil {
 		return fail("the job runs in the image " + a.ContainerImage + ", and this worker has no container runtime")
 	}
@@ -282,7 +285,12 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 	} else {
 		spec.Args, spec.Env, spec.Dir = args, jobEnv(dir, rn.cfg.RunAs, env, pinnedGPUs(a.GpuIndices, rn.cfg.GPUs)), dir
 		spec.Credential = rn.cfg.RunAs.Credential()
-		res, runErr = process.Run(ctx, rn.cfg.Reaper.Wrap(spec))
+		spec = rn.cfg.Reaper.Wrap(spec)
+		if group.PlacesAtStart() {
+			start := spec.Start
+			spec.Start = func(cmd *exec.Cmd) error { return group.Start(cmd, start) }
+		}
+		res, runErr = process.Run(ctx, spec)
 	}
 	pw.Close()
 	select {

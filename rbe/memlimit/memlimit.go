@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,6 +155,57 @@ func (g *Group) Mode() Mode { return g.mode }
 
 // Path returns the cgroup directory, or "" in rlimit mode.
 func (g *Group) Path() string { return g.dir }
+
+// PlacesAtStart reports whether Start puts a process in the group as it
+// starts. In rlimit mode with a limit it does not: a limit is set on a
+// process that exists, so the process is held until Add has set it.
+func (g *Group) PlacesAtStart() bool { return g.mode != ModeRlimit || g.limit == 0 }
+
+// Start starts cmd with start so that its process is in the group before
+// it runs anything, with no need to hold it until Add has moved it: under
+// cgroup v2 it is cloned into the group (CLONE_INTO_CGROUP, which needs
+// Linux 5.7, as cgroup v2's memory.peak needs 5.19); under cgroup v1 it is
+// forked from an OS thread the group takes in for the moment, whose groups
+// a child inherits. In rlimit mode start alone starts it (see
+// PlacesAtStart).
+func (g *Group) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
+	switch g.mode {
+	case ModeCgroup2:
+		dir, err := os.Open(g.dir)
+		if err != nil {
+			return fmt.Errorf("memlimit: %w", err)
+		}
+		defer dir.Close()
+		attr := syscall.SysProcAttr{}
+		if cmd.SysProcAttr != nil {
+			attr = *cmd.SysProcAttr
+		}
+		attr.UseCgroupFD, attr.CgroupFD = true, int(dir.Fd())
+		cmd.SysProcAttr = &attr
+		return start(cmd)
+	case ModeCgroup1:
+		leave := filepath.Join(filepath.Dir(g.dir), "tasks")
+		started := make(chan error, 1)
+		go func() {
+			// A thread that could not leave the group is not unlocked:
+			// the runtime ends it with this goroutine.
+			runtime.LockOSThread()
+			tid := strconv.Itoa(unix.Gettid())
+			if err := writeFile(g.file("tasks"), tid); err != nil {
+				runtime.UnlockOSThread()
+				started <- err
+				return
+			}
+			err := start(cmd)
+			if writeFile(leave, tid) == nil {
+				runtime.UnlockOSThread()
+			}
+			started <- err
+		}()
+		return <-started
+	}
+	return start(cmd)
+}
 
 // Add moves a started process into the group. In rlimit mode it sets
 // RLIMIT_AS on that process when the limit is non-zero; the limit applies

@@ -353,3 +353,42 @@ func TestAddExitedProcess(t *testing.T) {
 		t.Fatalf("adding a process that already exited: %v", err)
 	}
 }
+
+// TestStartInGroup: a process Start starts is in the group from its first
+// instruction, not moved there later: it finds itself there at once, and
+// its memory counts in the group's peak without waiting to be moved.
+func TestStartInGroup(t *testing.T) {
+	g := newKernelGroup(t, 512*mib)
+	var out strings.Builder
+	cmd := exec.Command("/usr/bin/python3", "-c", "import sys; print(open('/proc/self/cgroup').read()); b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096])")
+	cmd.Stdout = &out
+	if !g.PlacesAtStart() {
+		t.Fatalf("a %s group does not place processes as they start", g.Mode())
+	}
+	if err := g.Start(cmd, (*exec.Cmd).Start); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	rel := "/" + filepath.Base(g.Path())
+	if !strings.Contains(out.String(), rel+"\n") {
+		t.Errorf("the process found itself in\n%s\nwant a group ending %s", out.String(), rel)
+	}
+	peak, _, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak < 64*mib {
+		t.Errorf("peak %d MiB, want at least the 64 MiB the process wrote", peak/mib)
+	}
+	threads, err := filepath.Glob("/proc/self/task/*/cgroup")
+	if err != nil || len(threads) == 0 {
+		t.Fatalf("this process's threads: %v %v", threads, err)
+	}
+	for _, f := range threads {
+		if own, err := os.ReadFile(f); err == nil && strings.Contains(string(own), rel+"\n") {
+			t.Errorf("a thread of this process stayed in the group (%s):\n%s", f, own)
+		}
+	}
+}

@@ -43,7 +43,9 @@ type Spec struct {
 	Finish func(*exec.Cmd)
 	// OnStart is called with the pid right after the start (to put the
 	// process in a memory cgroup), before the command runs; an error stops
-	// it.
+	// it. The process is held until then, as a shell that then execs the
+	// command, which costs a process start of its own: a Start that puts
+	// the process in place as it starts needs none.
 	OnStart func(pid int) error
 	// Credential is the user and groups the process runs as (nil: this
 	// process's own); setting another needs root.
