@@ -35,6 +35,10 @@ type BuildFlags struct {
 	Define      []string     `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
 	Mode        string       `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
 	Set         []string     `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
+
+	// stamp keeps the state of what each build read and wrote, so that
+	// the same build asked again can be found up to date: rbs build's.
+	stamp bool
 }
 
 // configuration reads the flags that configure a build: --define,
@@ -67,7 +71,7 @@ func (f BuildFlags) configuration(opts *session.Options) error {
 // closing it afterwards; the context ends on SIGINT or SIGTERM. A session
 // that executes actions first says where, on stderr.
 func (f BuildFlags) session(executes bool, fn func(ctx context.Context, s *session.Session) error) error {
-	opts := session.Options{Jobs: f.Jobs, KeepGoing: f.KeepGoing, Out: os.Stdout}
+	opts := session.Options{Jobs: f.Jobs, KeepGoing: f.KeepGoing, Out: os.Stdout, Stamp: f.stamp}
 	if err := f.configuration(&opts); err != nil {
 		return err
 	}
@@ -144,9 +148,21 @@ type BuildCmd struct {
 }
 
 // Run implements the command.
-func (c *BuildCmd) Run() error { return c.session(!c.NoBuild, c.run) }
+func (c *BuildCmd) Run() error {
+	c.stamp = true
+	return c.session(!c.NoBuild, c.run)
+}
 
 func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
+	if !c.NoBuild {
+		// Not a file the last build of these targets read or wrote has
+		// changed: nothing is loaded, analysed or looked up.
+		if last, ok := s.UpToDate(c.Patterns); ok {
+			fmt.Println(c.built(last.Targets, last.Actions, 0, last.Actions-last.Internal) + " (up to date: no file it read or wrote has changed since).")
+			fmt.Print(last.Outputs)
+			return nil
+		}
+	}
 	sum, err := s.Build(ctx, c.Patterns, c.NoBuild)
 	if err != nil {
 		return err
@@ -156,13 +172,21 @@ func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
 		return nil
 	}
 	st := sum.Stats
-	line := fmt.Sprintf("Built %s: %s, %d executed %s, %d cached", units.Plural(len(sum.Targets), "target", "targets"), units.Plural(st.Total, "action", "actions"), st.Executed, c.where(), st.Cached)
-	if internal := st.Total - st.Executed - st.Cached; internal > 0 {
+	fmt.Println(c.built(len(sum.Targets), st.Total, st.Executed, st.Cached) + ".")
+	var outputs strings.Builder
+	printOutputs(&outputs, sum.Targets)
+	fmt.Print(outputs.String())
+	return s.Remember(sum, outputs.String())
+}
+
+// built is the line that sums a build up: its targets, its actions, those
+// executed and those cached, the rest being internal.
+func (c *BuildCmd) built(targets, actions, executed, cached int) string {
+	line := fmt.Sprintf("Built %s: %s, %d executed %s, %d cached", units.Plural(targets, "target", "targets"), units.Plural(actions, "action", "actions"), executed, c.where(), cached)
+	if internal := actions - executed - cached; internal > 0 {
 		line += fmt.Sprintf(", %d internal (files rbs wrote or copied itself)", internal)
 	}
-	fmt.Println(line + ".")
-	printOutputs(os.Stdout, sum.Targets)
-	return nil
+	return line
 }
 
 // maxOutputTargets is how many targets' outputs a build lists.

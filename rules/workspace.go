@@ -303,6 +303,30 @@ func (w *Workspace) Package(pkg string) (*Package, error) {
 	return e.pkg, e.err
 }
 
+// Read returns the workspace's files that loading has read so far, as
+// absolute paths: the directories of its packages and their BUILD files,
+// and the modules they loaded (the embedded repositories' are rbs's own).
+func (w *Workspace) Read() []string {
+	var files []string
+	w.mu.Lock()
+	for name := range w.pkgs {
+		if _, _, external := externalPackage(name); !external {
+			dir := filepath.Join(w.Root, filepath.FromSlash(name))
+			files = append(files, dir)
+			if file := label.BuildFile(dir); file != "" {
+				files = append(files, file)
+			}
+		}
+	}
+	w.mu.Unlock()
+	for _, m := range w.loader.Modules() {
+		if m.Repo == "" {
+			files = append(files, filepath.Join(w.Root, filepath.FromSlash(m.Path)))
+		}
+	}
+	return files
+}
+
 func (w *Workspace) evalPackage(name string) (*Package, error) {
 	if fsys, dir, ok := externalPackage(name); ok {
 		return w.evalExternal(name, fsys, dir)

@@ -23,6 +23,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/rules"
 	"github.com/rbs-build/rbs/rules/engine"
+	"github.com/rbs-build/rbs/rules/stamp"
 	"github.com/rbs-build/rbs/starlark/label"
 )
 
@@ -50,6 +51,9 @@ type Options struct {
 	// Platform is the target platform; the zero value stands for this
 	// machine's.
 	Platform platform.Platform
+	// Stamp keeps, for each build that succeeds, the state of the files
+	// it read and wrote (see UpToDate and Remember): rbs build's.
+	Stamp bool
 	// Defines, Settings and CompilationMode are the rest of the
 	// configuration (rules.Config).
 	Defines         map[string]string
@@ -122,13 +126,9 @@ func (s *Session) executor() (executor.Executor, error) {
 			return s.exec, nil
 		}
 	}
-	dir := s.opts.CacheDir
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return nil, err
-		}
-		dir = filepath.Join(base, "rbs", "build")
+	dir, err := s.cacheDir()
+	if err != nil {
+		return nil, err
 	}
 	local, err := executor.NewLocal(dir, 10<<30)
 	if err != nil {
@@ -147,6 +147,19 @@ func (s *Session) executor() (executor.Executor, error) {
 		s.exec = executor.NewRemoteCache(remote, local)
 	}
 	return s.exec, nil
+}
+
+// cacheDir is where builds keep what outlives them: the local CAS and
+// action cache, file digests and stamps.
+func (s *Session) cacheDir() (string, error) {
+	if s.opts.CacheDir != "" {
+		return s.opts.CacheDir, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(base, "rbs", "build"), nil
 }
 
 func (s *Session) engine() (*engine.Engine, error) {
@@ -183,6 +196,11 @@ type Summary struct {
 	Stats   engine.Stats
 	// Runfiles maps an executable's exec path to its runfiles.
 	Runfiles map[string][]*rules.File
+
+	// stamp, when set, is the state of the files the build read and
+	// wrote, which Remember keeps in stampFile.
+	stamp     *stamp.Stamp
+	stampFile string
 }
 
 // Build loads, analyses and (unless noBuild) builds the targets the
@@ -190,6 +208,16 @@ type Summary struct {
 func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*Summary, error) {
 	if len(patterns) == 0 {
 		return nil, fmt.Errorf("no targets given: name some, such as //... or //pkg:target")
+	}
+	// The workspace as loading finds it, before it is loaded: a file that
+	// changes while the build runs leaves it without a stamp.
+	var before *stamp.Stamp
+	var stampFile string
+	if s.opts.Stamp && !noBuild {
+		var err error
+		if before, stampFile, err = s.beginStamp(patterns); err != nil {
+			return nil, err
+		}
 	}
 	labels, err := s.ws.Expand(patterns, s.cwd)
 	if err != nil {
@@ -217,6 +245,10 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if noBuild {
 		return sum, nil
 	}
+	sources, outputs := closure(an, files)
+	if before != nil {
+		before.Add(append(sources, s.ws.Read()...)...)
+	}
 	e, err := s.engine()
 	if err != nil {
 		return nil, err
@@ -233,11 +265,55 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if err != nil {
 		return sum, err
 	}
-	if err := s.writeManifests(sum.Targets); err != nil {
+	manifests, err := s.writeManifests(sum.Targets)
+	if err != nil {
 		return sum, err
 	}
 	s.linkBin()
+	if before != nil && !before.Changed() {
+		after := before
+		if err := after.Add(append(manifests, filepath.Join(s.ws.Root, BinLink))...); err != nil {
+			return sum, err
+		}
+		for _, o := range outputs {
+			if err := after.Walk(filepath.Join(s.ws.Root, o), stamp.None); err != nil {
+				return sum, err
+			}
+		}
+		sum.stamp, sum.stampFile = after, stampFile
+	}
 	return sum, nil
+}
+
+// closure returns the paths, from the workspace root, of the source files
+// the actions that make files read, and of the files they write.
+func closure(an *rules.Analysis, files []*rules.File) (sources, outputs []string) {
+	seen := map[*rules.Action]bool{}
+	var visit func(f *rules.File)
+	visit = func(f *rules.File) {
+		if !f.Generated {
+			sources = append(sources, f.Path())
+			return
+		}
+		a := an.Producer[f.Path()]
+		if a == nil || seen[a] {
+			return
+		}
+		seen[a] = true
+		for _, o := range a.Outputs {
+			outputs = append(outputs, o.Path())
+		}
+		if a.Copy != nil {
+			visit(a.Copy)
+		}
+		for _, in := range a.Inputs {
+			visit(in)
+		}
+	}
+	for _, f := range files {
+		visit(f)
+	}
+	return sources, outputs
 }
 
 // linkBin points the rbs-bin convenience link at the bin directory of the
@@ -466,34 +542,35 @@ func (s *Session) jobTree(c *rules.Configured) (*merkle.Tree, error) {
 
 // writeManifests writes the manifest of every job target among the built
 // ones, with the digest of its input root.
-func (s *Session) writeManifests(targets []*rules.Configured) error {
+func (s *Session) writeManifests(targets []*rules.Configured) (paths []string, err error) {
 	for _, c := range targets {
 		m, err := c.Job()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if m == nil {
 			continue
 		}
 		tree, err := s.jobTree(c)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		m.InputRoot = tree.Root.String()
 		m.Platform = s.ws.Platform.String()
 		b, err := m.Encode()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		path := filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
+			return nil, err
 		}
 		if err := os.WriteFile(path, b, 0o644); err != nil {
-			return err
+			return nil, err
 		}
+		paths = append(paths, path)
 	}
-	return nil
+	return paths, nil
 }
 
 // jobOf returns the manifest of a built job target, as its build wrote it

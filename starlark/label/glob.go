@@ -65,7 +65,7 @@ func Glob(pkgDir string, include, exclude []string) ([]string, error) {
 			}
 			switch {
 			case typ.IsDir():
-				if skipDir(name) || !anyPrefix(inc, segs) || BuildFile(p) != "" {
+				if SkipDir(name) || !anyPrefix(inc, segs) || BuildFile(p) != "" {
 					continue
 				}
 				if err := walk(p, segs); err != nil {

@@ -57,9 +57,9 @@ func isFile(p string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-// skipDir reports whether walks (Packages, Glob) ignore a directory named
+// SkipDir reports whether walks (Packages, Glob) ignore a directory named
 // name: output trees, VCS metadata, node_modules and hidden directories.
-func skipDir(name string) bool {
+func SkipDir(name string) bool {
 	return name == "rbs-out" || name == "node_modules" || strings.HasPrefix(name, "bazel-") || strings.HasPrefix(name, ".")
 }
 
@@ -95,7 +95,7 @@ func Packages(root, prefix string) ([]string, error) {
 		for _, e := range entries {
 			// ReadDir reports symlinks as such, so symlinked directories
 			// are not dirs here and are skipped.
-			if !e.IsDir() || skipDir(e.Name()) || checkPkg(e.Name()) != "" {
+			if !e.IsDir() || SkipDir(e.Name()) || checkPkg(e.Name()) != "" {
 				continue
 			}
 			if err := walk(filepath.Join(dir, e.Name()), joinPkg(rel, e.Name())); err != nil {

@@ -118,6 +118,17 @@ func (l *Loader) ReadFile(repo, p string) ([]byte, error) {
 	return fs.ReadFile(fsys, p)
 }
 
+// Modules returns the modules loaded or being loaded.
+func (l *Loader) Modules() []Module {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ms := make([]Module, 0, len(l.cache))
+	for m := range l.cache {
+		ms = append(ms, m)
+	}
+	return ms
+}
+
 // Load returns the frozen globals of a module, loading it if needed.
 func (l *Loader) Load(m Module) (starlark.StringDict, error) {
 	return l.load(&loadChain{}, m)

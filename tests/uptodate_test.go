@@ -1,0 +1,75 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBuildUpToDate: a build asked again when not a file it read or wrote
+// has changed says it is up to date without loading anything; any change
+// to what it depends on (a source, a BUILD or .bzl file, a new package, an
+// output, the flags, the environment) makes it build again, and right.
+func TestBuildUpToDate(t *testing.T) {
+	w := newWorkspace(t)
+	w.write("fresh/defs.bzl", "def twice(name, src):\n    native.genrule(name = name, srcs = [src], outs = [name + \".txt\"], cmd = \"cat $< $< > $@\")\n")
+	w.write("fresh/in.txt", "one\n")
+	w.write("fresh/BUILD.rbs", `load(":defs.bzl", "twice")
+twice(name = "a", src = "in.txt")
+genrule(name = "b", srcs = [":a"] + glob(["*.extra"]), outs = ["b.txt"], cmd = "cat $(SRCS) > $@")
+`)
+	const upToDate = "(up to date: no file it read or wrote has changed since)"
+	build := func(args ...string) string {
+		t.Helper()
+		return w.mustRbs(append([]string{"build"}, args...)...)
+	}
+	if out := build("//fresh/..."); strings.Contains(out, upToDate) {
+		t.Fatalf("the first build was up to date:\n%s", out)
+	}
+	out := build("//fresh/...")
+	if !strings.Contains(out, upToDate) || !strings.Contains(out, "Target //fresh:b up-to-date:\n  rbs-out/bin/fresh/b.txt\n") {
+		t.Fatalf("the same build again was not up to date, or did not list the outputs:\n%s", out)
+	}
+	if ran, cached := executed(t, out); ran != 0 || cached != 2 {
+		t.Errorf("up to date: %d executed, %d cached; want 0 and 2", ran, cached)
+	}
+
+	for _, step := range []struct {
+		name   string
+		change func()
+		args   []string
+		want   string // fresh/b.txt after the build
+	}{
+		{"a source edited", func() { w.write("fresh/in.txt", "two\n") }, nil, "two\ntwo\n"},
+		{"a .bzl file edited", func() {
+			w.write("fresh/defs.bzl", "def twice(name, src):\n    native.genrule(name = name, srcs = [src], outs = [name + \".txt\"], cmd = \"cat $< $< $< > $@\")\n")
+		}, nil, "two\ntwo\ntwo\n"},
+		{"a file a glob matches added", func() { w.write("fresh/z.extra", "extra\n") }, nil, "two\ntwo\ntwo\nextra\n"},
+		{"an output edited", func() { w.write("rbs-out/bin/fresh/b.txt", "tampered\n") }, nil, "two\ntwo\ntwo\nextra\n"},
+		{"an output removed", func() { os.Remove(filepath.Join(w.dir, "rbs-out/bin/fresh/b.txt")) }, nil, "two\ntwo\ntwo\nextra\n"},
+		{"other flags", func() {}, []string{"--define", "x=1"}, "two\ntwo\ntwo\nextra\n"},
+	} {
+		step.change()
+		out := build(append(step.args, "//fresh/...")...)
+		if strings.Contains(out, upToDate) {
+			t.Errorf("%s: the build said it was up to date:\n%s", step.name, out)
+		}
+		if got := w.read("rbs-out/bin/fresh/b.txt"); got != step.want {
+			t.Errorf("%s: b.txt is %q, want %q", step.name, got, step.want)
+		}
+		if out := build(append(step.args, "//fresh/...")...); !strings.Contains(out, upToDate) {
+			t.Errorf("%s: the build after it was not up to date:\n%s", step.name, out)
+		}
+	}
+
+	// A package added under the pattern is built.
+	w.write("fresh/sub/BUILD", `genrule(name = "c", outs = ["c.txt"], cmd = "echo c > $@")`+"\n")
+	if out := build("//fresh/..."); strings.Contains(out, upToDate) || w.read("rbs-out/bin/fresh/sub/c.txt") != "c\n" {
+		t.Errorf("a new package: the build did not build it:\n%s", out)
+	}
+	// And the environment is part of what was asked.
+	if out, err := w.rbsEnv([]string{"RBS_UPTODATE_TEST=1"}, "build", "//fresh/..."); err != nil || strings.Contains(out, upToDate) {
+		t.Errorf("another environment: %v, the build said it was up to date:\n%s", err, out)
+	}
+}
