@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Benchmarks the build tool against Debian's Bazel 4.2.3 in the same run, on
-# a generated workspace of P packages x 5 genrules (default P=1000):
-#   load + analysis: rbs build --nobuild //...   vs  bazel query //...
-#   no-op rebuild:   rbs build //... (built)     vs  bazel build //... (built),
-#                    alternating, median of three
-# Prints both times and Bazel/rbs ratios (above 1: rbs is faster).
+# a generated workspace of P packages x 5 genrules (default P=1000), the
+# first of each package reading a source file:
+#   load + analysis: rbs build --nobuild //...  vs  bazel build --nobuild //...
+#   query:           rbs query //...            vs  bazel query //...
+#   no-op rebuild:   rbs build //... (built)    vs  bazel build //... (built)
+#   one source edited, rebuilt: a package's source file changed, then
+#                    rbs build //...            vs  bazel build //...
+# each alternating, median of three, Bazel's server warm (its start is not
+# measured). Prints both times and Bazel/rbs ratios (above 1: rbs is
+# faster); the goals are 15x, 20x, 5x and 3x.
 #
 #   bench/build-vs-bazel.sh [P]
 set -euo pipefail
@@ -16,8 +21,9 @@ gen() {
   mkdir -p "$ws"
   for p in $(seq "$P"); do
     mkdir -p "$ws/p$p"
+    echo "$p" > "$ws/p$p/src.txt"
     {
-      echo "genrule(name = \"a\", outs = [\"a.txt\"], cmd = \"echo $p > \$@\")"
+      echo "genrule(name = \"a\", srcs = [\"src.txt\"], outs = [\"a.txt\"], cmd = \"cat \$< > \$@\")"
       for t in b c d e; do
         echo "genrule(name = \"$t\", srcs = [\":a\"], outs = [\"$t.txt\"], cmd = \"cat \$< > \$@; echo $t >> \$@\")"
       done
@@ -28,27 +34,51 @@ gen "$work/rbs-ws"; echo 'module(name = "bench")' > "$work/rbs-ws/MODULE.bazel"
 gen "$work/bazel"; echo 'workspace(name = "bench")' > "$work/bazel/WORKSPACE"
 echo 'build --nosandbox_debug' > "$work/bazel/.bazelrc"
 
-
 # Bazel's server start is not part of what is measured.
 bz version >/dev/null 2>&1 || true
 
-t0=$(now); rbs build --nobuild //... >/dev/null; t1=$(now); rbs_load=$(sub "$t1" "$t0")
-t0=$(now); bz query //... >/dev/null 2>&1; t1=$(now); bazel_load=$(sub "$t1" "$t0")
+# time NAME CMD...: appends the seconds CMD takes to $work/NAME.
+time_it() {
+  local name=$1 t0
+  shift
+  t0=$(now); "$@" > "$work/$name.out" 2>&1; sub "$(now)" "$t0" >> "$work/$name"
+}
+for _ in 1 2 3; do
+  time_it rbs-load rbs build --nobuild //...
+  time_it bazel-load bz build --nobuild //...
+done
+for _ in 1 2 3; do
+  time_it rbs-query rbs query //...
+  time_it bazel-query bz query //...
+done
 
 echo "building $((P * 5)) genrules with each tool (not timed)..." >&2
 rbs build //... >/dev/null
 bz build //... >/dev/null 2>&1
 
-# No-op rebuilds, alternating, median of three each.
 for _ in 1 2 3; do
-  t0=$(now); rbs build //... > "$work/rbs-noop.txt"; sub "$(now)" "$t0" >> "$work/rbs-noop-times"
-  t0=$(now); bz build //... > "$work/bazel-noop.txt" 2>&1; sub "$(now)" "$t0" >> "$work/bazel-noop-times"
+  time_it rbs-noop rbs build //...
+  time_it bazel-noop bz build //...
 done
-rbs_noop=$(median < "$work/rbs-noop-times")
-bazel_noop=$(median < "$work/bazel-noop-times")
-grep -h "Built\|processes" "$work/rbs-noop.txt" "$work/bazel-noop.txt" | sed 's/^/  /' >&2
+grep -h "Built\|processes" "$work/rbs-noop.out" "$work/bazel-noop.out" | sed 's/^/  /' >&2
+
+for r in 1 2 3; do
+  echo "edit $r" > "$work/rbs-ws/p1/src.txt"
+  time_it rbs-edit rbs build //...
+  echo "edit $r" > "$work/bazel/p1/src.txt"
+  time_it bazel-edit bz build //...
+done
+grep -h "Built\|processes" "$work/rbs-edit.out" "$work/bazel-edit.out" | sed 's/^/  /' >&2
+[ "$(cat "$work/rbs-ws/rbs-out/bin/p1/e.txt")" = "$(printf 'edit 3\ne')" ] || { echo "rbs built p1/e.txt wrong" >&2; exit 1; }
 
 ratio() { awk -v b="$1" -v r="$2" 'BEGIN{printf "%.1fx", b/r}'; }
-printf '%-40s %8s %8s %10s\n' "$P packages x 5 genrules (seconds)" "rbs" "Bazel" "Bazel/rbs"
-printf '%-40s %8s %8s %10s\n' "load + analysis (build --nobuild / query)" "$rbs_load" "$bazel_load" "$(ratio "$bazel_load" "$rbs_load")"
-printf '%-40s %8s %8s %10s\n' "no-op rebuild (median of 3)" "$rbs_noop" "$bazel_noop" "$(ratio "$bazel_noop" "$rbs_noop")"
+row() {
+  local r b
+  r=$(median < "$work/rbs-$2"); b=$(median < "$work/bazel-$2")
+  printf '%-44s %8s %8s %10s\n' "$1" "$r" "$b" "$(ratio "$b" "$r")"
+}
+printf '%-44s %8s %8s %10s\n' "$P packages x 5 genrules (seconds, median of 3)" "rbs" "Bazel" "Bazel/rbs"
+row "load + analysis (build --nobuild)" load
+row "query //..." query
+row "no-op rebuild" noop
+row "one source edited, rebuilt" edit

@@ -157,10 +157,22 @@ func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
 	if !c.NoBuild {
 		// Not a file the last build of these targets read or wrote has
 		// changed: nothing is loaded, analysed or looked up.
-		if last, ok := s.UpToDate(c.Patterns); ok {
+		last, upToDate := s.UpToDate(c.Patterns)
+		if upToDate {
 			fmt.Println(c.built(last.Targets, last.Actions, 0, last.Actions-last.Internal) + " (up to date: no file it read or wrote has changed since).")
 			fmt.Print(last.Outputs)
 			return nil
+		}
+		// Only sources its actions read have changed: run what they
+		// feed, nothing loaded or analysed.
+		if sum, ok, err := s.Rebuild(ctx, c.Patterns); ok {
+			if err != nil {
+				return err
+			}
+			st := sum.Stats
+			fmt.Println(c.built(last.Targets, st.Total, st.Executed, st.Cached) + " (only sources changed: nothing loaded or analysed).")
+			fmt.Print(last.Outputs)
+			return s.Remember(sum, last.Outputs)
 		}
 	}
 	sum, err := s.Build(ctx, c.Patterns, c.NoBuild)

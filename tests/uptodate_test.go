@@ -8,9 +8,11 @@ import (
 )
 
 // TestBuildUpToDate: a build asked again when not a file it read or wrote
-// has changed says it is up to date without loading anything; any change
-// to what it depends on (a source, a BUILD or .bzl file, a new package, an
-// output, the flags, the environment) makes it build again, and right.
+// has changed says it is up to date without loading anything; when only
+// sources its actions read have changed, it runs what they feed without
+// loading anything; any other change to what it depends on (a BUILD or .bzl
+// file, a new package, an output, the flags, the environment) makes it load
+// and build again. Each builds right.
 func TestBuildUpToDate(t *testing.T) {
 	w := newWorkspace(t)
 	w.write("fresh/defs.bzl", "def twice(name, src):\n    native.genrule(name = name, srcs = [src], outs = [name + \".txt\"], cmd = \"cat $< $< > $@\")\n")
@@ -20,6 +22,7 @@ twice(name = "a", src = "in.txt")
 genrule(name = "b", srcs = [":a"] + glob(["*.extra"]), outs = ["b.txt"], cmd = "cat $(SRCS) > $@")
 `)
 	const upToDate = "(up to date: no file it read or wrote has changed since)"
+	const onlySources = "(only sources changed: nothing loaded or analysed)"
 	build := func(args ...string) string {
 		t.Helper()
 		return w.mustRbs(append([]string{"build"}, args...)...)
@@ -40,20 +43,27 @@ genrule(name = "b", srcs = [":a"] + glob(["*.extra"]), outs = ["b.txt"], cmd = "
 		change func()
 		args   []string
 		want   string // fresh/b.txt after the build
+		// onlySources: the build runs what the changed sources feed,
+		// loading nothing.
+		onlySources bool
 	}{
-		{"a source edited", func() { w.write("fresh/in.txt", "two\n") }, nil, "two\ntwo\n"},
+		{"a source edited", func() { w.write("fresh/in.txt", "two\n") }, nil, "two\ntwo\n", true},
 		{"a .bzl file edited", func() {
 			w.write("fresh/defs.bzl", "def twice(name, src):\n    native.genrule(name = name, srcs = [src], outs = [name + \".txt\"], cmd = \"cat $< $< $< > $@\")\n")
-		}, nil, "two\ntwo\ntwo\n"},
-		{"a file a glob matches added", func() { w.write("fresh/z.extra", "extra\n") }, nil, "two\ntwo\ntwo\nextra\n"},
-		{"an output edited", func() { w.write("rbs-out/bin/fresh/b.txt", "tampered\n") }, nil, "two\ntwo\ntwo\nextra\n"},
-		{"an output removed", func() { os.Remove(filepath.Join(w.dir, "rbs-out/bin/fresh/b.txt")) }, nil, "two\ntwo\ntwo\nextra\n"},
-		{"other flags", func() {}, []string{"--define", "x=1"}, "two\ntwo\ntwo\nextra\n"},
+		}, nil, "two\ntwo\ntwo\n", false},
+		{"a file a glob matches added", func() { w.write("fresh/z.extra", "extra\n") }, nil, "two\ntwo\ntwo\nextra\n", false},
+		{"a source edited again", func() { w.write("fresh/z.extra", "more\n") }, nil, "two\ntwo\ntwo\nmore\n", true},
+		{"an output edited", func() { w.write("rbs-out/bin/fresh/b.txt", "tampered\n") }, nil, "two\ntwo\ntwo\nmore\n", false},
+		{"an output removed", func() { os.Remove(filepath.Join(w.dir, "rbs-out/bin/fresh/b.txt")) }, nil, "two\ntwo\ntwo\nmore\n", false},
+		{"other flags", func() {}, []string{"--define", "x=1"}, "two\ntwo\ntwo\nmore\n", false},
 	} {
 		step.change()
 		out := build(append(step.args, "//fresh/...")...)
 		if strings.Contains(out, upToDate) {
 			t.Errorf("%s: the build said it was up to date:\n%s", step.name, out)
+		}
+		if got := strings.Contains(out, onlySources); got != step.onlySources {
+			t.Errorf("%s: the build ran only what changed sources feed: %v, want %v:\n%s", step.name, got, step.onlySources, out)
 		}
 		if got := w.read("rbs-out/bin/fresh/b.txt"); got != step.want {
 			t.Errorf("%s: b.txt is %q, want %q", step.name, got, step.want)

@@ -23,7 +23,6 @@ import (
 	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/rules"
 	"github.com/rbs-build/rbs/rules/engine"
-	"github.com/rbs-build/rbs/rules/stamp"
 	"github.com/rbs-build/rbs/starlark/label"
 )
 
@@ -68,6 +67,8 @@ type Session struct {
 	cwd  string // package of Dir
 	exec executor.Executor
 	done func()
+	// last is what UpToDate found of the last build, for Rebuild.
+	last *last
 }
 
 // Open finds the workspace around opts.Dir.
@@ -197,10 +198,8 @@ type Summary struct {
 	// Runfiles maps an executable's exec path to its runfiles.
 	Runfiles map[string][]*rules.File
 
-	// stamp, when set, is the state of the files the build read and
-	// wrote, which Remember keeps in stampFile.
-	stamp     *stamp.Stamp
-	stampFile string
+	// record, when set, is what Remember keeps of the build.
+	record *record
 }
 
 // Build loads, analyses and (unless noBuild) builds the targets the
@@ -209,13 +208,11 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if len(patterns) == 0 {
 		return nil, fmt.Errorf("no targets given: name some, such as //... or //pkg:target")
 	}
-	// The workspace as loading finds it, before it is loaded: a file that
-	// changes while the build runs leaves it without a stamp.
-	var before *stamp.Stamp
-	var stampFile string
+	// The workspace as loading finds it, before it is loaded.
+	var rec *record
 	if s.opts.Stamp && !noBuild {
 		var err error
-		if before, stampFile, err = s.beginStamp(patterns); err != nil {
+		if rec, err = s.beginRecord(patterns); err != nil {
 			return nil, err
 		}
 	}
@@ -245,9 +242,10 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if noBuild {
 		return sum, nil
 	}
-	sources, outputs := closure(an, files)
-	if before != nil {
-		before.Add(append(sources, s.ws.Read()...)...)
+	if rec != nil {
+		if err := rec.analysed(newPlan(an, files), s.ws.Read()); err != nil {
+			return nil, err
+		}
 	}
 	e, err := s.engine()
 	if err != nil {
@@ -270,50 +268,13 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 		return sum, err
 	}
 	s.linkBin()
-	if before != nil && !before.Changed() {
-		after := before
-		if err := after.Add(append(manifests, filepath.Join(s.ws.Root, BinLink))...); err != nil {
+	if rec != nil {
+		rec.plan.Manifests = manifests
+		if sum.record, err = rec.built(); err != nil {
 			return sum, err
 		}
-		for _, o := range outputs {
-			if err := after.Walk(filepath.Join(s.ws.Root, o), stamp.None); err != nil {
-				return sum, err
-			}
-		}
-		sum.stamp, sum.stampFile = after, stampFile
 	}
 	return sum, nil
-}
-
-// closure returns the paths, from the workspace root, of the source files
-// the actions that make files read, and of the files they write.
-func closure(an *rules.Analysis, files []*rules.File) (sources, outputs []string) {
-	seen := map[*rules.Action]bool{}
-	var visit func(f *rules.File)
-	visit = func(f *rules.File) {
-		if !f.Generated {
-			sources = append(sources, f.Path())
-			return
-		}
-		a := an.Producer[f.Path()]
-		if a == nil || seen[a] {
-			return
-		}
-		seen[a] = true
-		for _, o := range a.Outputs {
-			outputs = append(outputs, o.Path())
-		}
-		if a.Copy != nil {
-			visit(a.Copy)
-		}
-		for _, in := range a.Inputs {
-			visit(in)
-		}
-	}
-	for _, f := range files {
-		visit(f)
-	}
-	return sources, outputs
 }
 
 // linkBin points the rbs-bin convenience link at the bin directory of the

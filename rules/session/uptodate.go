@@ -1,7 +1,10 @@
 package session
 
 import (
+	"bufio"
+	"context"
 	"crypto/sha256"
+	"encoding/gob"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -9,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rbs-build/rbs/rules"
 	"github.com/rbs-build/rbs/rules/stamp"
 	"github.com/rbs-build/rbs/starlark/label"
 )
@@ -36,7 +40,8 @@ type stampKey struct {
 var shellNoise = []string{"_", "OLDPWD", "SHLVL"}
 
 // stampFile is where the stamp of a build of patterns, as s is configured,
-// is kept: in the cache directory, named by a digest of its key.
+// is kept: in the cache directory, named by a digest of its key. Its plan
+// is kept beside it, in the same name with ".plan" added.
 func (s *Session) stampFile(patterns []string) (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -69,54 +74,292 @@ func (s *Session) stampFile(patterns []string) (string, error) {
 	return filepath.Join(dir, "stamps", hex.EncodeToString(sum[:16])), nil
 }
 
-// UpToDate reports whether a build of patterns would change nothing: the
-// last build of them, as s is configured, succeeded, and not one file it
-// read or wrote has changed since. It returns that build's summary.
-func (s *Session) UpToDate(patterns []string) (stamp.Summary, bool) {
-	file, err := s.stampFile(patterns)
-	if err != nil {
-		return stamp.Summary{}, false
-	}
-	st, err := stamp.Load(file)
-	if err != nil || st.Changed() {
-		return stamp.Summary{}, false
-	}
-	return st.Summary, true
+// plan is what a build ran, kept beside its stamp so that a build after
+// only sources changed can run what they feed without loading or
+// analysing anything.
+type plan struct {
+	// Actions are the actions the build's files need.
+	Actions []*rules.Action
+	// Sources are the source files they read, Outputs the files they
+	// write, relative to the workspace root.
+	Sources, Outputs []string
+	// Read are the files loading and analysis read (absolute paths);
+	// Manifests the job manifests the build wrote.
+	Read, Manifests []string
 }
 
-// beginStamp starts the stamp of a build of patterns: it forgets the last
-// one, so that only a build that succeeds leaves one, and records the
+// newPlan is the plan of the actions that make files, each after those
+// that make its inputs.
+func newPlan(an *rules.Analysis, files []*rules.File) *plan {
+	p := &plan{}
+	seen := map[*rules.Action]bool{}
+	var visit func(f *rules.File)
+	visit = func(f *rules.File) {
+		if !f.Generated {
+			p.Sources = append(p.Sources, f.Path())
+			return
+		}
+		a := an.Producer[f.Path()]
+		if a == nil || seen[a] {
+			return
+		}
+		seen[a] = true
+		for _, in := range reads(a) {
+			visit(in)
+		}
+		p.Actions = append(p.Actions, a)
+		for _, o := range a.Outputs {
+			p.Outputs = append(p.Outputs, o.Path())
+		}
+	}
+	for _, f := range files {
+		visit(f)
+	}
+	return p
+}
+
+// reads returns the files action a reads.
+func reads(a *rules.Action) []*rules.File {
+	if a.Copy == nil {
+		return a.Inputs
+	}
+	return append(slices.Clip(a.Inputs), a.Copy)
+}
+
+// record is a build's stamp and plan in the making.
+type record struct {
+	s     *Session
+	file  string
+	stamp *stamp.Stamp
+	plan  *plan
+	// summary, when set, is the summary to keep: that of the build whose
+	// outputs a Rebuild brought up to date, whose plan is kept already.
+	summary *stamp.Summary
+}
+
+// beginRecord starts the record of a build of patterns: it forgets the
+// last one, so that only a build that succeeds leaves one, and records the
 // workspace as loading walks it.
-func (s *Session) beginStamp(patterns []string) (*stamp.Stamp, string, error) {
+func (s *Session) beginRecord(patterns []string) (*record, error) {
 	file, err := s.stampFile(patterns)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := stamp.Remove(file); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	// What the build makes in the workspace's own directory is made
-	// first, so that the first build leaves a stamp too.
+	// first, so that the first build leaves a record too.
 	if err := os.MkdirAll(filepath.Join(s.ws.Root, OutDir), 0o755); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	s.linkBin()
 	st := stamp.New()
 	skip := func(name string, dir bool) bool { return dir && label.SkipDir(name) || name == BinLink }
 	if err := st.Walk(s.ws.Root, skip); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return st, file, nil
+	return &record{s: s, file: file, stamp: st}, nil
 }
 
-// Remember keeps the stamp of the build sum reports, with what it printed
+// analysed records the sources the plan's actions read and the files
+// loading and analysis read, before the actions run.
+func (r *record) analysed(p *plan, read []string) error {
+	r.plan = p
+	p.Read = read
+	return r.stamp.Add(append(r.s.abs(p.Sources), read...)...)
+}
+
+// abs returns the paths ps, relative to the workspace root, made absolute.
+func (s *Session) abs(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = filepath.Join(s.ws.Root, filepath.FromSlash(p))
+	}
+	return out
+}
+
+// built completes the record once the build has succeeded, with its
+// outputs: nil when a file it recorded before changed while it ran, as
+// the build may have read either version.
+func (r *record) built() (*record, error) {
+	if r.stamp.Changed() {
+		return nil, nil
+	}
+	if err := r.stamp.Add(append(r.plan.Manifests, filepath.Join(r.s.ws.Root, BinLink))...); err != nil {
+		return nil, err
+	}
+	for _, o := range r.s.abs(r.plan.Outputs) {
+		if err := r.stamp.Walk(o, stamp.None); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Remember keeps the record of the build sum reports, with what it printed
 // of its outputs, so that the same build asked again finds it up to date
-// (UpToDate). A build that saw a file change while it ran has none.
+// (UpToDate) or builds again only what changed sources feed (Rebuild).
 func (s *Session) Remember(sum *Summary, outputs string) error {
-	if sum.stamp == nil {
+	r := sum.record
+	if r == nil {
 		return nil
 	}
-	st := sum.Stats
-	sum.stamp.Summary = stamp.Summary{Targets: len(sum.Targets), Actions: st.Total, Internal: st.Total - st.Executed - st.Cached, Outputs: outputs}
-	return sum.stamp.Save(sum.stampFile)
+	if r.summary != nil {
+		r.stamp.Summary = *r.summary
+	} else {
+		st := sum.Stats
+		r.stamp.Summary = stamp.Summary{Targets: len(sum.Targets), Actions: st.Total, Internal: st.Total - st.Executed - st.Cached, Outputs: outputs}
+	}
+	return r.save()
+}
+
+func (r *record) save() error {
+	if r.summary != nil {
+		return r.stamp.Save(r.file) // a Rebuild's plan is the last build's
+	}
+	if err := os.MkdirAll(filepath.Dir(r.file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(r.file + ".plan")
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	err = gob.NewEncoder(w).Encode(r.plan)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// The stamp last: without it the plan is never read.
+	return r.stamp.Save(r.file)
+}
+
+// last is what the last successful build of some patterns left: its stamp
+// and the files that have changed since.
+type last struct {
+	file    string
+	stamp   *stamp.Stamp
+	changes []string
+}
+
+// UpToDate reports whether a build of patterns would change nothing: the
+// last build of them, as s is configured, succeeded, and not one file it
+// read or wrote has changed since. It returns that build's summary.
+func (s *Session) UpToDate(patterns []string) (stamp.Summary, bool) {
+	s.last = nil
+	file, err := s.stampFile(patterns)
+	if err != nil {
+		return stamp.Summary{}, false
+	}
+	st, err := stamp.Load(file)
+	if err != nil {
+		return stamp.Summary{}, false
+	}
+	s.last = &last{file: file, stamp: st, changes: st.Changes()}
+	return st.Summary, len(s.last.changes) == 0
+}
+
+// Rebuild builds again what the last build of patterns built, after
+// UpToDate found it not up to date, without loading or analysing anything
+// when all that changed since are sources its actions read, and no more:
+// not a BUILD or .bzl file, not a directory, not an output, not a file
+// analysis read. It runs the actions those sources feed, and those
+// actions' own inputs as needed. ok is false when it cannot: then Build.
+func (s *Session) Rebuild(ctx context.Context, patterns []string) (sum *Summary, ok bool, err error) {
+	l := s.last
+	if l == nil || len(l.changes) == 0 {
+		return nil, false, nil
+	}
+	p, err := loadPlan(l.file + ".plan")
+	if err != nil || len(p.Manifests) > 0 {
+		return nil, false, nil
+	}
+	sources := map[string]bool{}
+	for _, src := range s.abs(p.Sources) {
+		sources[src] = true
+	}
+	for _, r := range p.Read {
+		delete(sources, r)
+	}
+	changed := map[string]bool{}
+	for _, c := range l.changes {
+		if !sources[c] || !isRegular(c) {
+			return nil, false, nil
+		}
+		changed[c] = true
+	}
+	rec, err := s.beginRecord(patterns)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := rec.analysed(p, p.Read); err != nil {
+		return nil, false, err
+	}
+	// The actions the changed sources feed, and what those feed in turn.
+	an := &rules.Analysis{Producer: map[string]*rules.Action{}}
+	for _, a := range p.Actions {
+		for _, o := range a.Outputs {
+			an.Producer[o.Path()] = a
+		}
+	}
+	// The actions the changed sources feed, and those they feed in turn:
+	// the plan has each after those that make its inputs.
+	var files []*rules.File
+	dirty := map[string]bool{}
+	for _, a := range p.Actions {
+		if !slices.ContainsFunc(reads(a), func(f *rules.File) bool {
+			return dirty[f.Path()] || !f.Generated && changed[filepath.Join(s.ws.Root, filepath.FromSlash(f.Path()))]
+		}) {
+			continue
+		}
+		for _, o := range a.Outputs {
+			dirty[o.Path()] = true
+			files = append(files, o)
+		}
+	}
+	e, err := s.engine()
+	if err != nil {
+		return nil, false, err
+	}
+	st, err := e.Build(ctx, an, files)
+	s.endProgress()
+	if err != nil {
+		return nil, true, err
+	}
+	s.linkBin()
+	last := l.stamp.Summary
+	sum = &Summary{Stats: st}
+	sum.Stats.Total = last.Actions
+	sum.Stats.Cached = last.Actions - last.Internal - st.Executed
+	rec.summary = &last
+	if sum.record, err = rec.built(); err != nil {
+		return nil, true, err
+	}
+	return sum, true, nil
+}
+
+// isRegular reports whether p is a regular file.
+func isRegular(p string) bool {
+	info, err := os.Lstat(p)
+	return err == nil && info.Mode().IsRegular()
+}
+
+// loadPlan reads the plan in file.
+func loadPlan(file string) (*plan, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p := &plan{}
+	if err := gob.NewDecoder(bufio.NewReader(f)).Decode(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

@@ -192,14 +192,32 @@ func content(p string, st State) string {
 // Changed reports whether any recorded file is not as it was recorded.
 func (s *Stamp) Changed() bool {
 	for p, was := range s.Files {
-		target, link := cutLink(p)
-		now := stat(target, !link)
-		now.Content = was.Content
-		if now != was || was.Content != "" && content(target, now) != was.Content {
+		if changed(p, was) {
 			return true
 		}
 	}
 	return false
+}
+
+// Changes returns the paths of the recorded files that are not as they
+// were recorded (a link's path when what it points to has changed).
+func (s *Stamp) Changes() []string {
+	var ps []string
+	for p, was := range s.Files {
+		if changed(p, was) {
+			target, _ := cutLink(p)
+			ps = append(ps, target)
+		}
+	}
+	return ps
+}
+
+// changed reports whether the file recorded under name is not as was says.
+func changed(name string, was State) bool {
+	target, link := cutLink(name)
+	now := stat(target, !link)
+	now.Content = was.Content
+	return now != was || was.Content != "" && content(target, now) != was.Content
 }
 
 // cutLink returns the path of a recorded name and whether it names what a
