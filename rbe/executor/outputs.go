@@ -388,5 +388,10 @@ func (pl *plan) apply(ctx context.Context, outRoot string, src source, desc stri
 			return fmt.Errorf("%s: %w", desc, err)
 		}
 	}
+	// What was written has the digest it was written from: the actions
+	// that read it need not hash it.
+	for _, f := range pl.files {
+		merkle.Remember(f.dst, f.d)
+	}
 	return nil
 }

@@ -338,3 +338,31 @@ func TestBuildAllErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRemember: a file whose digest is told as it is written is not hashed
+// again (HashFile answers what it was told), until it changes; a digest of
+// another size is not taken.
+func TestRemember(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "out.txt")
+	if err := os.WriteFile(file, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	told := digest.FromBytes([]byte("xyz")) // the same size: only the cache can answer it
+	Remember(file, told)
+	if d, err := HashFile(file); err != nil || d != told {
+		t.Errorf("HashFile = %v, %v; want the digest told, %v", d, err, told)
+	}
+	Remember(file, digest.FromBytes([]byte("four")))
+	if d, err := HashFile(file); err != nil || d != told {
+		t.Errorf("after a digest of another size, HashFile = %v, %v; want %v still", d, err, told)
+	}
+	if err := os.WriteFile(file+".new", []byte("def"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".new", file); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := HashFile(file); err != nil || d != digest.FromBytes([]byte("def")) {
+		t.Errorf("after a change HashFile = %v, %v", d, err)
+	}
+}
