@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/rbs-build/rbs/rules"
+	"github.com/rbs-build/rbs/rules/engine"
 	"github.com/rbs-build/rbs/rules/stamp"
 	"github.com/rbs-build/rbs/starlark/label"
 )
@@ -276,6 +277,16 @@ func (s *Session) Rebuild(ctx context.Context, patterns []string) (sum *Summary,
 	if l == nil || len(l.changes) == 0 {
 		return nil, false, nil
 	}
+	// The executor opens its caches while the plan is read: whichever
+	// way the build goes, it needs them.
+	var e *engine.Engine
+	var eerr error
+	opened := make(chan struct{})
+	go func() {
+		e, eerr = s.engine()
+		close(opened)
+	}()
+	defer func() { <-opened }()
 	p, err := loadPlan(l.file + ".plan")
 	if err != nil || len(p.Manifests) > 0 {
 		return nil, false, nil
@@ -294,11 +305,25 @@ func (s *Session) Rebuild(ctx context.Context, patterns []string) (sum *Summary,
 		}
 		changed[c] = true
 	}
-	rec, err := s.beginRecord(patterns)
-	if err != nil {
+	// The record starts as the last build's, its outputs set apart, the
+	// changed sources as they are now: nothing else has changed.
+	if err := stamp.Remove(l.file); err != nil {
 		return nil, false, err
 	}
-	if err := rec.analysed(p, p.Read); err != nil {
+	outputs := map[string]bool{}
+	for _, o := range append(s.abs(append(slices.Clip(p.Outputs), BinLink)), p.Manifests...) {
+		outputs[o] = true
+	}
+	rec := &record{s: s, file: l.file, stamp: stamp.New(), plan: p}
+	lastOutputs := stamp.New()
+	for name, st := range l.stamp.Files {
+		if outputs[name] || outputs[strings.TrimSuffix(name, " ->")] {
+			lastOutputs.Files[name] = st
+		} else {
+			rec.stamp.Files[name] = st
+		}
+	}
+	if err := rec.stamp.Add(l.changes...); err != nil {
 		return nil, false, err
 	}
 	// The actions the changed sources feed, and what those feed in turn.
@@ -323,9 +348,8 @@ func (s *Session) Rebuild(ctx context.Context, patterns []string) (sum *Summary,
 			files = append(files, o)
 		}
 	}
-	e, err := s.engine()
-	if err != nil {
-		return nil, false, err
+	if <-opened; eerr != nil {
+		return nil, false, eerr
 	}
 	st, err := e.Build(ctx, an, files)
 	s.endProgress()
@@ -338,9 +362,21 @@ func (s *Session) Rebuild(ctx context.Context, patterns []string) (sum *Summary,
 	sum.Stats.Total = last.Actions
 	sum.Stats.Cached = last.Actions - last.Internal - st.Executed
 	rec.summary = &last
-	if sum.record, err = rec.built(); err != nil {
-		return nil, true, err
+	// The outputs of the actions that did not run are as UpToDate found
+	// them; those that ran are recorded anew.
+	if rec.stamp.Changed() {
+		return sum, true, nil
 	}
+	for name, st := range lastOutputs.Files {
+		rec.stamp.Files[name] = st
+	}
+	for _, f := range files {
+		delete(rec.stamp.Files, filepath.Join(s.ws.Root, filepath.FromSlash(f.Path())))
+		if err := rec.stamp.Walk(filepath.Join(s.ws.Root, filepath.FromSlash(f.Path())), stamp.None); err != nil {
+			return nil, true, err
+		}
+	}
+	sum.record = rec
 	return sum, true, nil
 }
 
