@@ -131,6 +131,8 @@ type includeScan struct {
 	mu    sync.Mutex
 	found map[string][]string // by exec path: the #include operands; nil: cannot tell
 	read  map[string]bool
+	// sources are the source files read, from the workspace root.
+	sources []string
 }
 
 // includes returns the #include operands of f ("<a.h>", "\"b.h\""), and
@@ -152,6 +154,7 @@ func (s *includeScan) includes(f *File) ([]string, bool) {
 		}
 		src = a.Copy
 	}
+	s.sources = append(s.sources, src.ShortPath)
 	b, err := os.ReadFile(filepath.Join(s.an.ws.Root, filepath.FromSlash(src.ShortPath)))
 	if err != nil {
 		return nil, false

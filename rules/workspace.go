@@ -509,6 +509,10 @@ type Analysis struct {
 	Producer map[string]*Action
 	// Runfiles maps an executable's exec path to its runfiles.
 	Runfiles map[string][]*File
+	// Read are the source files analysis read (to scan C and C++
+	// sources for their #include lines), from the workspace root: a change
+	// to one may change what it makes.
+	Read []string
 }
 
 // Analyze analyses the targets and everything they depend on.
@@ -521,5 +525,5 @@ func (w *Workspace) Analyze(targets []label.Label) (*Analysis, error) {
 			return nil, err
 		}
 	}
-	return &Analysis{Targets: an.done, Producer: an.actions, Runfiles: an.runfile}, nil
+	return &Analysis{Targets: an.done, Producer: an.actions, Runfiles: an.runfile, Read: an.scan.sources}, nil
 }

@@ -83,3 +83,28 @@ genrule(name = "b", srcs = [":a"] + glob(["*.extra"]), outs = ["b.txt"], cmd = "
 		t.Errorf("another environment: %v, the build said it was up to date:\n%s", err, out)
 	}
 }
+
+// TestBuildAfterScannedSourceEdited: a C source whose #include lines
+// analysis read is not a source like the others: editing it makes the
+// build load and analyse again, since what it includes decides what its
+// compile reads.
+func TestBuildAfterScannedSourceEdited(t *testing.T) {
+	requireTool(t, "gcc")
+	w := newWorkspace(t)
+	w.write("scanned/BUILD.rbs", `cc_binary(name = "hello", srcs = ["main.c", "a.h", "b.h"])`+"\n")
+	w.write("scanned/main.c", "#include \"scanned/a.h\"\nint main(void) { return VALUE; }\n")
+	w.write("scanned/a.h", "#define VALUE 0\n")
+	w.write("scanned/b.h", "#define OTHER 0\n")
+	w.mustRbs("build", "//scanned:hello")
+	if out := w.mustRbs("build", "//scanned:hello"); !strings.Contains(out, "(up to date") {
+		t.Fatalf("the same build again was not up to date:\n%s", out)
+	}
+	w.write("scanned/a.h", "#include \"scanned/b.h\"\n#define VALUE OTHER\n")
+	out := w.mustRbs("build", "//scanned:hello")
+	if strings.Contains(out, "(up to date") || strings.Contains(out, "(only sources changed") {
+		t.Errorf("after a scanned header was edited, the build did not analyse again:\n%s", out)
+	}
+	if ran, _ := executed(t, out); ran == 0 {
+		t.Errorf("after a scanned header was edited, nothing ran:\n%s", out)
+	}
+}

@@ -243,7 +243,7 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 		return sum, nil
 	}
 	if rec != nil {
-		if err := rec.analysed(newPlan(an, files), s.ws.Read()); err != nil {
+		if err := rec.analysed(newPlan(an, files), append(s.ws.Read(), s.abs(an.Read)...)); err != nil {
 			return nil, err
 		}
 	}
