@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -50,6 +51,24 @@ func BuildFile(dir string) string {
 	return ""
 }
 
+// hasBuildFile reports whether dir, whose entries are entries, is a
+// package, as BuildFile would say, statting only a symbolic link.
+func hasBuildFile(dir string, entries []os.DirEntry) bool {
+	for _, e := range entries {
+		if !slices.Contains(BuildFileNames, e.Name()) {
+			continue
+		}
+		if e.Type()&os.ModeSymlink != 0 {
+			if isFile(filepath.Join(dir, e.Name())) {
+				return true
+			}
+		} else if !e.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
 // isFile reports whether p exists (following symbolic links) and is not a
 // directory.
 func isFile(p string) bool {
@@ -85,12 +104,12 @@ func Packages(root, prefix string) ([]string, error) {
 	var pkgs []string
 	var walk func(dir, rel string) error
 	walk = func(dir, rel string) error {
-		if BuildFile(dir) != "" {
-			pkgs = append(pkgs, rel)
-		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return fmt.Errorf("listing packages under %q: %w", prefix, err)
+		}
+		if hasBuildFile(dir, entries) {
+			pkgs = append(pkgs, rel)
 		}
 		for _, e := range entries {
 			// ReadDir reports symlinks as such, so symlinked directories

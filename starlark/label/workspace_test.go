@@ -180,3 +180,42 @@ func TestPackages(t *testing.T) {
 		wantQuoted(t, err, prefix)
 	}
 }
+
+// TestHasBuildFile: telling a package from its directory's entries agrees
+// with BuildFile, links and directories named BUILD included.
+func TestHasBuildFile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(dir string) error
+	}{
+		{"a BUILD file", func(d string) error { return os.WriteFile(filepath.Join(d, "BUILD"), nil, 0o644) }},
+		{"a BUILD.rbs file", func(d string) error { return os.WriteFile(filepath.Join(d, "BUILD.rbs"), nil, 0o644) }},
+		{"no BUILD file", func(d string) error { return os.WriteFile(filepath.Join(d, "other"), nil, 0o644) }},
+		{"a directory named BUILD", func(d string) error { return os.Mkdir(filepath.Join(d, "BUILD"), 0o755) }},
+		{"a link to a file", func(d string) error {
+			if err := os.WriteFile(filepath.Join(d, "real"), nil, 0o644); err != nil {
+				return err
+			}
+			return os.Symlink("real", filepath.Join(d, "BUILD.bazel"))
+		}},
+		{"a link to a directory", func(d string) error {
+			if err := os.Mkdir(filepath.Join(d, "sub"), 0o755); err != nil {
+				return err
+			}
+			return os.Symlink("sub", filepath.Join(d, "BUILD"))
+		}},
+		{"a dangling link", func(d string) error { return os.Symlink("nowhere", filepath.Join(d, "BUILD")) }},
+	} {
+		dir := t.TempDir()
+		if err := tc.setup(dir); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := hasBuildFile(dir, entries), BuildFile(dir) != ""; got != want {
+			t.Errorf("%s: hasBuildFile = %v, BuildFile says %v", tc.name, got, want)
+		}
+	}
+}
