@@ -1,14 +1,12 @@
 package merkle
 
 import (
-	"bufio"
-	"encoding/gob"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/gobfile"
 )
 
 // hashes remembers file digests by path and file identity (device, inode,
@@ -34,13 +32,8 @@ type savedDigest struct {
 // LoadDigests remembers the digests saved in file; a missing or unreadable
 // file only means files are hashed again.
 func LoadDigests(file string) {
-	f, err := os.Open(file)
-	if err != nil {
-		return
-	}
-	defer f.Close()
 	var saved []savedDigest
-	if gob.NewDecoder(bufio.NewReader(f)).Decode(&saved) != nil {
+	if gobfile.Load(file, &saved) != nil {
 		return
 	}
 	for _, e := range saved {
@@ -60,25 +53,7 @@ func SaveDigests(file string) error {
 		saved = append(saved, savedDigest{Path: k.(string), Dev: h.dev, Ino: h.ino, Size: h.size, Mtime: h.mtime, Hash: h.d.Hash(), DigestSize: h.d.Size()})
 		return true
 	})
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".digests-")
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(tmp)
-	err = gob.NewEncoder(w).Encode(saved)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return gobfile.Save(file, saved)
 }
 
 // Remember records that the file at abs, as it is now, has digest d: a

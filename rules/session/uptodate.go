@@ -1,10 +1,8 @@
 package session
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
-	"encoding/gob"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rbs-build/rbs/rbe/gobfile"
 	"github.com/rbs-build/rbs/rules"
 	"github.com/rbs-build/rbs/rules/engine"
 	"github.com/rbs-build/rbs/rules/stamp"
@@ -219,22 +218,7 @@ func (r *record) save() error {
 	if r.summary != nil {
 		return r.stamp.Save(r.file) // a Rebuild's plan is the last build's
 	}
-	if err := os.MkdirAll(filepath.Dir(r.file), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(r.file + ".plan")
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	err = gob.NewEncoder(w).Encode(r.plan)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := gobfile.Save(r.file+".plan", r.plan); err != nil {
 		return err
 	}
 	// The stamp last: without it the plan is never read.
@@ -388,13 +372,8 @@ func isRegular(p string) bool {
 
 // loadPlan reads the plan in file.
 func loadPlan(file string) (*plan, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	p := &plan{}
-	if err := gob.NewDecoder(bufio.NewReader(f)).Decode(p); err != nil {
+	if err := gobfile.Load(file, p); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -10,9 +10,7 @@
 package stamp
 
 import (
-	"bufio"
 	"crypto/sha256"
-	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -21,6 +19,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/rbs-build/rbs/rbe/gobfile"
 )
 
 // Stamp is the recorded state of a build's files.
@@ -230,40 +230,12 @@ func cutLink(name string) (string, bool) {
 }
 
 // Save writes the stamp to file, atomically.
-func (s *Stamp) Save(file string) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".stamp-")
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(tmp)
-	err = gob.NewEncoder(w).Encode(s)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
-}
+func (s *Stamp) Save(file string) error { return gobfile.Save(file, s) }
 
 // Load reads the stamp in file; a missing file is fs.ErrNotExist.
 func Load(file string) (*Stamp, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	s := New()
-	if err := gob.NewDecoder(bufio.NewReader(f)).Decode(s); err != nil {
+	if err := gobfile.Load(file, s); err != nil {
 		return nil, err
 	}
 	return s, nil
