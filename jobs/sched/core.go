@@ -196,44 +196,51 @@ type worker struct {
 	// 1 (0: not in it); openRoom the free slots it counts there.
 	openAt, openRoom int
 	// stamp marks the worker as met in one pass over the change log
-	// (kept.catchUp), which numbers its passes.
-	stamp uint64
+	// (kept.catchUp), which numbers its passes; victimPass likewise in a
+	// pass over the victim index (youngestVictim).
+	stamp, victimPass uint64
 }
 
 func (w *worker) used() (cpus int32, mem int64) { return w.usedCPUs, w.usedMem }
 
-// add records that j runs a node on w; user is j's user's fair-share slot.
-func (w *worker) add(j *job, user int32) {
+// addRunning records that j runs a node on w, and keeps a preemptible job in
+// the Core's victim index too.
+func (c *Core) addRunning(w *worker, j *job) {
 	if _, ok := w.running[j.key]; !ok {
 		w.usedCPUs += cpusOf(j.spec)
 		w.usedMem += j.spec.MemoryBytes
-		p := placed{j: j, id: j.key.ID, endMs: endMs(j), startMs: j.rec.StartUnixMs, base: j.base, need: need(j.spec), user: user}
+		p := placed{j: j, id: j.key.ID, endMs: endMs(j), startMs: j.rec.StartUnixMs, submit: j.submit, base: j.base, need: need(j.spec), user: c.slotOf(j)}
 		i, _ := slices.BinarySearchFunc(w.byEnd, p, byEnd)
 		w.byEnd = slices.Insert(w.byEnd, i, p)
 		if j.spec.Preemptible {
 			i, _ := slices.BinarySearchFunc(w.preemptible, p, byEnd)
 			w.preemptible = slices.Insert(w.preemptible, i, p)
+			c.victims.add(w, p)
 		}
 	}
 	w.running[j.key] = j
 }
 
-// remove records that the job of key no longer runs on w.
-func (w *worker) remove(k Key) {
+// removeRunning records that the job of key no longer runs on w.
+func (c *Core) removeRunning(w *worker, k Key) {
 	if j, ok := w.running[k]; ok {
 		w.usedCPUs -= cpusOf(j.spec)
 		w.usedMem -= j.spec.MemoryBytes
 		delete(w.running, k)
 		gone := func(p placed) bool { return p.j == j }
 		w.byEnd = slices.DeleteFunc(w.byEnd, gone)
-		w.preemptible = slices.DeleteFunc(w.preemptible, gone)
+		if i := slices.IndexFunc(w.preemptible, gone); i >= 0 {
+			c.victims.remove(w, w.preemptible[i])
+			w.preemptible = slices.Delete(w.preemptible, i, i+1)
+		}
 	}
 }
 
 // stopping marks j, preempted, as stopping on w: it is no victim again.
-func (w *worker) stopping(j *job) {
+func (c *Core) stopping(w *worker, j *job) {
 	if i := slices.IndexFunc(w.preemptible, func(p placed) bool { return p.j == j }); i >= 0 {
 		w.preemptible[i].stopping = true
+		c.victims.stopping(w, w.preemptible[i])
 	}
 }
 
@@ -245,6 +252,7 @@ type placed struct {
 	id       int64 // j's id, which breaks ties
 	endMs    int64 // endMs(j)
 	startMs  int64
+	submit   int64 // j.submit
 	base     int64 // j.base
 	need     capacity
 	user     int32 // j's fair-share slot
@@ -334,6 +342,8 @@ type Core struct {
 	// fitQuery asked (see kept); changes logs the workers whose room or
 	// connection changed, which each kept takes in past its seen mark.
 	keptFits map[fitQuery]*kept
+	// victims indexes the preemptible jobs running (youngestVictim).
+	victims victimIndex
 	// lookedPast says the last round stopped at the Lookback.
 	lookedPast bool
 	// replica says the Core is a View's replica, which has no rounds.
@@ -530,7 +540,7 @@ func New(cfg Config, st *store.State) (*Core, error) {
 					c.sorted = nil
 					c.unregistered++
 				}
-				w.add(j, c.slotOf(j))
+				c.addRunning(w, j)
 			}
 		}
 		if rec.Id >= c.nextID {
@@ -966,7 +976,7 @@ func (c *Core) endAttempt(j *job, s State, msg string, nowMs int64) {
 	c.stopNodes(j, func(n *jobspb.Node) bool { return n.State == "" && n.Assigned })
 	for _, n := range j.rec.Nodes {
 		if w := c.workers[n.Worker]; w != nil {
-			w.remove(j.key)
+			c.removeRunning(w, j.key)
 			w.dev.release(j.key)
 			c.changes = append(c.changes, w)
 		}

@@ -30,6 +30,47 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 	}
 	prio := c.priority(j, now)
 	n := need(j.spec)
+	nowMs := now.UnixMilli()
+	var victims []*job
+	if minNodesOf(j.spec) == 1 && nodesOf(j.spec) == 1 {
+		// One victim is enough for most: the index finds the youngest
+		// that is, which the scan below would rank first. With no victim
+		// at all, no plan frees room.
+		v, any := c.youngestVictim(j, prio, n, nowMs)
+		if !any {
+			return false
+		}
+		if v != nil {
+			victims = []*job{v}
+		}
+	}
+	if victims == nil {
+		victims = c.scanVictims(j, workers, prio, n, nowMs)
+	}
+	if len(victims) == 0 {
+		return false // no room to be made, or room enough: something else holds it back
+	}
+	for _, v := range victims {
+		v.rec.PreemptedBy = j.key.String()
+		for _, n := range v.rec.Nodes {
+			if w := c.workers[n.Worker]; w != nil {
+				c.stopping(w, v)
+			}
+		}
+		c.touch(v)
+		c.stopNodes(v, func(m *jobspb.Node) bool { return m.State == "" && m.Assigned })
+		c.logs = append(c.logs, logLine(v, fmt.Sprintf("\n[rbs] attempt %d preempted by job %s, of higher priority\n", v.rec.Attempts, j.key)))
+	}
+	c.preempting[j.key] = victims
+	return true
+}
+
+// scanVictims weighs every worker for j, of priority prio and needing n
+// on each node, at nowMs: on each, the youngest victims it takes to make
+// room; then the workers that need the fewest, the youngest first. It
+// returns the victims on as many of those workers as j needs, none when
+// too few workers can make room or when it fits without.
+func (c *Core) scanVictims(j *job, workers []*worker, prio int64, n capacity, nowMs int64) []*job {
 	type plan struct {
 		w       *worker
 		victims []*job
@@ -37,28 +78,17 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 	}
 	var plans []plan
 	var cands []placed // the worker's, made over for each
-	nowMs := now.UnixMilli()
 	for _, w := range workers {
 		if len(w.preemptible) == 0 && !w.free().fits(n) || !w.connected || !c.fits(j, w, ever) || checkWindow(c, j, w, current, false) != "" {
 			continue
 		}
-		// A victim is a job that would wait behind j were it waiting
-		// again: its priority counts the age bonus it would have then.
-		// (Were it weighed without, a victim of long standing would be
-		// back ahead of j once requeued, take the room it freed, and be
-		// preempted again, round after round.)
 		cands = cands[:0]
 		for _, r := range w.preemptible {
-			if !r.stopping && nowMs-r.startMs >= c.cfg.PreemptExempt.Milliseconds() && r.base+c.slotFairShare(r.user)+c.age(r.j.submit, nowMs) < prio {
+			if c.eligible(r, prio, nowMs) {
 				cands = append(cands, r)
 			}
 		}
-		slices.SortFunc(cands, func(a, b placed) int {
-			if a.startMs != b.startMs {
-				return cmp.Compare(b.startMs, a.startMs)
-			}
-			return cmp.Compare(b.id, a.id)
-		})
+		slices.SortFunc(cands, func(a, b placed) int { return started(b, a) })
 		free := w.free()
 		p := plan{w: w}
 		for _, v := range cands {
@@ -75,7 +105,7 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 	}
 	nodes := minNodesOf(j.spec)
 	if len(plans) < nodes {
-		return false
+		return nil
 	}
 	slices.SortStableFunc(plans, func(a, b plan) int {
 		if len(a.victims) != len(b.victims) {
@@ -93,20 +123,5 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 			}
 		}
 	}
-	if len(victims) == 0 {
-		return false // room enough: something else holds it back
-	}
-	for _, v := range victims {
-		v.rec.PreemptedBy = j.key.String()
-		for _, n := range v.rec.Nodes {
-			if w := c.workers[n.Worker]; w != nil {
-				w.stopping(v)
-			}
-		}
-		c.touch(v)
-		c.stopNodes(v, func(m *jobspb.Node) bool { return m.State == "" && m.Assigned })
-		c.logs = append(c.logs, logLine(v, fmt.Sprintf("\n[rbs] attempt %d preempted by job %s, of higher priority\n", v.rec.Attempts, j.key)))
-	}
-	c.preempting[j.key] = victims
-	return true
+	return victims
 }

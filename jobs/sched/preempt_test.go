@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"testing"
 	"time"
@@ -177,4 +178,86 @@ func TestPreemptionExempt(t *testing.T) {
 			t.Fatalf("started %v, want the requeued job again", started)
 		}
 	}
+}
+
+// For a job of one node that fits nowhere, the victim index names the
+// victim that the scan of every worker ranks first whenever one victim is
+// enough, and says so when none is, over clusters filled at random: jobs
+// of several sizes and priorities, some preemptible, started at different
+// times, some ended, some preempted and stopping, some workers gone.
+func TestYoungestVictimAsTheScan(t *testing.T) {
+	one, more := 0, 0
+	for seed := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		h := newHarness(t, Queue{Name: "low", Default: true}, Queue{Name: "high", Priority: 50})
+		h.c.cfg.PreemptExempt = time.Duration(rng.IntN(3)) * time.Minute
+		for w := range 6 + rng.IntN(10) {
+			h.worker(fmt.Sprintf("w%02d", w), int32(2+rng.IntN(7)), 1+rng.IntN(6))
+		}
+		var running []int64
+		for range 10 + rng.IntN(50) {
+			id := h.submit(&jobspb.JobSpec{Cpus: int32(1 + rng.IntN(3)), Priority: int32(rng.IntN(20)), Preemptible: rng.IntN(3) > 0})
+			if rng.IntN(4) == 0 {
+				h.advance(time.Duration(rng.IntN(90)) * time.Second)
+			}
+			running = append(running, id)
+			h.step()
+			if len(running) > 0 && rng.IntN(5) == 0 {
+				i := rng.IntN(len(running))
+				if r := h.rec(running[i], -1); r.State == string(Running) {
+					h.finish(running[i], -1, Completed)
+				}
+			}
+			if rng.IntN(15) == 0 {
+				// An urgent job preempts: its victims are stopping.
+				h.submit(&jobspb.JobSpec{Queue: "high", Cpus: int32(1 + rng.IntN(4))})
+				h.step()
+			}
+		}
+		if rng.IntN(3) == 0 {
+			h.c.WorkerDown("w01")
+		}
+		h.advance(time.Duration(rng.IntN(5)) * time.Minute)
+		for try := range 20 {
+			id := h.submit(&jobspb.JobSpec{Queue: "high", Priority: int32(rng.IntN(60) - 30), Cpus: int32(1 + rng.IntN(5))})
+			j := h.c.jobs[Key{id, -1}]
+			fitsNow := false
+			for _, w := range h.c.sortedWorkers() {
+				fitsNow = fitsNow || h.c.fits(j, w, current)
+			}
+			if fitsNow {
+				continue
+			}
+			now := h.now
+			prio, n := h.c.priority(j, now), need(j.spec)
+			v, any := h.c.youngestVictim(j, prio, n, now.UnixMilli())
+			scan := h.c.scanVictims(j, h.c.sortedWorkers(), prio, n, now.UnixMilli())
+			switch {
+			case v != nil && (len(scan) != 1 || scan[0] != v):
+				t.Fatalf("seed %d try %d: the index names job %s, the scan %v", seed, try, v.key, keysOf(scan))
+			case v == nil && len(scan) == 1:
+				t.Fatalf("seed %d try %d: the index finds no single victim (any %v), the scan %v", seed, try, any, keysOf(scan))
+			case !any && len(scan) > 0:
+				t.Fatalf("seed %d try %d: the index finds no victim at all, the scan %v", seed, try, keysOf(scan))
+			}
+			switch {
+			case v != nil:
+				one++
+			case len(scan) > 1:
+				more++
+			}
+			h.c.Cancel([]Key{{id, -1}})
+		}
+	}
+	if one == 0 || more == 0 {
+		t.Fatalf("%d cases with one victim enough and %d with more: the clusters do not try both", one, more)
+	}
+}
+
+func keysOf(js []*job) []Key {
+	var out []Key
+	for _, j := range js {
+		out = append(out, j.key)
+	}
+	return out
 }

@@ -633,7 +633,7 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 			n.GpuUuids = append(n.GpuUuids, g.Uuid)
 		}
 		j.rec.Nodes = append(j.rec.Nodes, n)
-		w.add(j, c.slotOf(j))
+		c.addRunning(w, j)
 		c.setTask(n.TaskId, j)
 	}
 	j.rec.Worker, j.rec.GpuIndices = ws[0].name, j.rec.Nodes[0].GpuIndices
