@@ -199,6 +199,9 @@ type worker struct {
 	// (kept.catchUp), which numbers its passes; victimPass likewise in a
 	// pass over the victim index (youngestVictim).
 	stamp, victimPass uint64
+	// soonestAt is its place in the Core's soonest heap, counting from 1
+	// (0: not in it).
+	soonestAt int
 }
 
 func (w *worker) used() (cpus int32, mem int64) { return w.usedCPUs, w.usedMem }
@@ -217,6 +220,7 @@ func (c *Core) addRunning(w *worker, j *job) {
 			w.preemptible = slices.Insert(w.preemptible, i, p)
 			c.victims.add(w, p)
 		}
+		c.soonest.fix(w)
 	}
 	w.running[j.key] = j
 }
@@ -233,6 +237,7 @@ func (c *Core) removeRunning(w *worker, k Key) {
 			c.victims.remove(w, w.preemptible[i])
 			w.preemptible = slices.Delete(w.preemptible, i, i+1)
 		}
+		c.soonest.fix(w)
 	}
 }
 
@@ -342,8 +347,10 @@ type Core struct {
 	// fitQuery asked (see kept); changes logs the workers whose room or
 	// connection changed, which each kept takes in past its seen mark.
 	keptFits map[fitQuery]*kept
-	// victims indexes the preemptible jobs running (youngestVictim).
+	// victims indexes the preemptible jobs running (youngestVictim);
+	// soonest the workers that run jobs by their first end (soonestWorker).
 	victims victimIndex
+	soonest soonest
 	// lookedPast says the last round stopped at the Lookback.
 	lookedPast bool
 	// replica says the Core is a View's replica, which has no rounds.

@@ -546,9 +546,21 @@ func byEnd(a, b placed) int {
 // job's start is the latest of its nodes'.
 func (c *Core) reserve(j *job) *reservation {
 	n := need(j.spec)
-	// A slot's atMs is when the worker could take a node: readyNow, a
-	// time limit's end, or never.
-	const readyNow, never = -1, math.MaxInt64
+	nodes := minNodesOf(j.spec)
+	if nodes == 1 && len(c.windows) == 0 {
+		// The soonest worker, found without a walk over all (see
+		// soonestWorker).
+		if w, at, extra, ok := c.soonestWorker(j, n); ok {
+			return c.reserved(at, map[*worker]capacity{w: extra})
+		}
+	}
+	return c.reserveByScan(j, n, nodes)
+}
+
+// reserveByScan is reserve by a walk over every worker: when each could
+// take a node of j, which needs n, and the nodes it needs at once of
+// those the soonest.
+func (c *Core) reserveByScan(j *job, n capacity, nodes int) *reservation {
 	type slot struct {
 		w     *worker
 		atMs  int64
@@ -561,26 +573,9 @@ func (c *Core) reserve(j *job) *reservation {
 		if !w.connected || !c.fits(j, w, ever) {
 			continue
 		}
-		free := w.free()
-		at := int64(readyNow)
-		ok := free.fits(n)
-		for _, r := range w.byEnd {
-			if ok {
-				break
-			}
-			if at = r.endMs; at == never {
-				break // the rest never end, as far as limits tell
-			}
-			free = free.plus(r.need)
-			ok = free.fits(n)
-		}
-		if !ok {
-			at = never
-			free = w.total() // even eventually, only if all end
-		}
-		slots = append(slots, slot{w, at, free.minus(n), i})
+		at, extra := readyAt(w, n)
+		slots = append(slots, slot{w, at, extra, i})
 	}
-	nodes := minNodesOf(j.spec)
 	if len(slots) < nodes {
 		return nil
 	}
@@ -595,16 +590,50 @@ func (c *Core) reserve(j *job) *reservation {
 	} else {
 		slices.SortFunc(slots, earlier)
 	}
-	r := &reservation{extra: map[*worker]capacity{}}
-	switch last := slots[nodes-1].atMs; last {
+	extra := map[*worker]capacity{}
+	for _, s := range slots[:nodes] {
+		extra[s.w] = s.extra
+	}
+	return c.reserved(slots[nodes-1].atMs, extra)
+}
+
+// A worker is ready for a node at readyNow, at the end of a time limit,
+// or never (readyAt).
+const readyNow, never = -1, math.MaxInt64
+
+// readyAt is when w could take a node that needs n, by the time limits of
+// what runs there (readyNow, a limit's end, or never), and what w has
+// left beside the node then (never: once all has ended).
+func readyAt(w *worker, n capacity) (atMs int64, extra capacity) {
+	free := w.free()
+	at := int64(readyNow)
+	ok := free.fits(n)
+	for _, r := range w.byEnd {
+		if ok {
+			break
+		}
+		if at = r.endMs; at == never {
+			break // the rest never end, as far as limits tell
+		}
+		free = free.plus(r.need)
+		ok = free.fits(n)
+	}
+	if !ok {
+		at = never
+		free = w.total() // even eventually, only if all end
+	}
+	return at, free.minus(n)
+}
+
+// reserved is the reservation of extra's workers from atMs (readyAt's).
+func (c *Core) reserved(atMs int64, extra map[*worker]capacity) *reservation {
+	r := &reservation{extra: extra}
+	switch atMs {
 	case readyNow:
 		r.at = c.cfg.Now()
 	case never:
 	default:
-		r.at = time.UnixMilli(last)
-	}
-	for _, s := range slots[:nodes] {
-		r.extra[s.w] = s.extra
+		r.at = time.UnixMilli(atMs)
 	}
 	return r
 }

@@ -261,3 +261,59 @@ func keysOf(js []*job) []Key {
 	}
 	return out
 }
+
+// For a job of one node that fits nowhere, the heap of workers by first
+// end finds the reservation that a walk over every worker does, over
+// clusters filled at random with jobs of several sizes and time limits
+// (some with none), some ended, some workers gone.
+func TestSoonestWorkerAsTheScan(t *testing.T) {
+	found := 0
+	for seed := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 11))
+		h := newHarness(t)
+		for w := range 4 + rng.IntN(12) {
+			h.worker(fmt.Sprintf("w%02d", w), int32(4+rng.IntN(7)), 1+rng.IntN(6))
+		}
+		var ids []int64
+		for range 10 + rng.IntN(60) {
+			limit := int64(rng.IntN(3)) * 10 * time.Minute.Milliseconds() // ties are many
+			ids = append(ids, h.submit(&jobspb.JobSpec{Cpus: int32(1 + rng.IntN(3)), TimeLimitMs: limit}))
+			if rng.IntN(3) == 0 {
+				h.advance(time.Duration(rng.IntN(3)) * 5 * time.Minute)
+			}
+			h.step()
+			if i := rng.IntN(len(ids)); rng.IntN(4) == 0 && h.rec(ids[i], -1).State == string(Running) {
+				h.finish(ids[i], -1, Completed)
+			}
+		}
+		if rng.IntN(3) == 0 {
+			h.c.WorkerDown("w01")
+		}
+		for try := range 10 {
+			id := h.submit(&jobspb.JobSpec{Cpus: int32(1 + rng.IntN(4))})
+			j := h.c.jobs[Key{id, -1}]
+			fitsNow := false
+			for _, w := range h.c.sortedWorkers() {
+				fitsNow = fitsNow || h.c.fits(j, w, current)
+			}
+			if !fitsNow {
+				n := need(j.spec)
+				want := h.c.reserveByScan(j, n, 1)
+				w, at, extra, ok := h.c.soonestWorker(j, n)
+				var got *reservation
+				if ok {
+					got = h.c.reserved(at, map[*worker]capacity{w: extra})
+					found++
+				}
+				if ok && (want == nil || fmt.Sprint(got.at, got.extra) != fmt.Sprint(want.at, want.extra)) ||
+					!ok && want != nil && !want.at.IsZero() {
+					t.Fatalf("seed %d try %d: the heap reserves %v, the walk %v", seed, try, got, want)
+				}
+			}
+			h.c.Cancel([]Key{{id, -1}})
+		}
+	}
+	if found == 0 {
+		t.Fatal("no case had a worker free up by the limits")
+	}
+}
