@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,6 +76,39 @@ func checkIndexes(c *Core) error {
 	if !maps.Equal(running, inTasks) {
 		return fmt.Errorf("running attempts %v, a scan finds %v", inTasks, running)
 	}
+	victims := map[string]int{}
+	for _, e := range c.victims.es {
+		if !e.gone {
+			victims[fmt.Sprint(e.w.name, "/", e.j.key, "/", e.stopping)]++
+		}
+	}
+	onWorkers := map[string]int{}
+	inHeap := 0
+	for _, w := range c.workers {
+		for _, p := range w.preemptible {
+			onWorkers[fmt.Sprint(w.name, "/", p.j.key, "/", p.stopping)]++
+		}
+		switch at := w.soonestAt; {
+		case at == 0 && len(w.byEnd) > 0:
+			return fmt.Errorf("worker %s runs jobs but is not in the soonest heap", w.name)
+		case at > 0 && (at > len(c.soonest) || c.soonest[at-1] != w):
+			return fmt.Errorf("worker %s is not at its place %d in the soonest heap", w.name, at)
+		case at > 0:
+			inHeap++
+			if p := (at - 2) / 2; at > 1 && firstEnd(c.soonest[p]) > firstEnd(w) {
+				return fmt.Errorf("worker %s ends first before its parent in the soonest heap", w.name)
+			}
+		}
+	}
+	if inHeap != len(c.soonest) {
+		return fmt.Errorf("the soonest heap holds %d workers, %d are at their places", len(c.soonest), inHeap)
+	}
+	if !maps.Equal(victims, onWorkers) {
+		return fmt.Errorf("victim index %v, the workers' lists %v", victims, onWorkers)
+	}
+	if !slices.IsSortedFunc(c.victims.es, func(a, b victim) int { return started(a.placed, b.placed) }) {
+		return fmt.Errorf("the victim index is out of order")
+	}
 	return nil
 }
 
@@ -114,7 +148,8 @@ func TestIndexesMatchAScan(t *testing.T) {
 		for op := 0; op < 300; op++ {
 			switch rng.IntN(8) {
 			case 0, 1:
-				s := &jobspb.JobSpec{Cpus: int32(1 + rng.IntN(3)), NoRequeue: rng.IntN(4) == 0}
+				s := &jobspb.JobSpec{Cpus: int32(1 + rng.IntN(3)), NoRequeue: rng.IntN(4) == 0,
+					Priority: int32(rng.IntN(3)) * 50, Preemptible: rng.IntN(3) == 0, TimeLimitMs: int64(rng.IntN(3)) * time.Minute.Milliseconds()}
 				if rng.IntN(3) == 0 {
 					s.Array = &jobspb.ArraySpec{Text: []string{"0-2", "0-2%1", "0-2%2"}[rng.IntN(3)]}
 				}
