@@ -4,7 +4,8 @@
 // platform sorted so it hashes the same everywhere. Local runs it in a
 // scratch directory holding only the declared inputs, with a local CAS and
 // action cache; Remote sends it to a REAPI server (an rbs cluster or any
-// other) and downloads its outputs. Both consult the action cache first.
+// other) and downloads its outputs. Cached puts an action cache in front
+// of either.
 package executor
 
 import (
@@ -56,6 +57,14 @@ type Result struct {
 	Cached bool
 	// Digest is the REAPI Action digest.
 	Digest digest.Digest
+	// ar is the result as an action cache records it, stdout and stderr
+	// by digest; in is the Cache whose CAS holds the blobs it names;
+	// recordable says a cache may record it: not a remote execution's,
+	// which its server recorded, nor one whose blobs were too large to
+	// keep.
+	ar         *repb.ActionResult
+	in         Cache
+	recordable bool
 }
 
 // Executor runs actions.

@@ -78,29 +78,17 @@ func (l *Local) cas(exec bool) blobstore.Store {
 	return blobstore.ContentAddressed(l.cache.Store(exec))
 }
 
-// Run implements Executor.
+// Run implements Executor: it runs a, always; Cached(l.Cache(), l)
+// serves it from the local action cache first.
 func (l *Local) Run(ctx context.Context, a *Action, outRoot string) (*Result, error) {
 	p, err := Prepare(a)
 	if err != nil {
 		return nil, err
 	}
-	desc := describe(a)
-	if !a.NoCache {
-		res, err := l.lookup(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading the action cache: %w", desc, err)
-		}
-		if res != nil {
-			err := materialize(ctx, res.ar, a.Outputs, a.OutputDirs, outRoot, &localSource{l: l}, desc)
-			if err == nil {
-				return &Result{ExitCode: 0, Stdout: res.stdout, Stderr: res.stderr, Cached: true, Digest: p.ActionDigest}, nil
-			}
-			if status.Code(err) != codes.NotFound {
-				return nil, err
-			}
-			// Evicted between the lookup and now: run it again.
-		}
-	}
+	return l.run(ctx, a, p, outRoot, false)
+}
+
+func (l *Local) run(ctx context.Context, a *Action, p *Prepared, outRoot string, _ bool) (*Result, error) {
 	if err := runsHere(a); err != nil {
 		return nil, err
 	}
@@ -128,14 +116,16 @@ func runsHere(a *Action) error {
 	return nil
 }
 
-type hit struct {
-	ar             *repb.ActionResult
-	stdout, stderr []byte
-}
+// Cache is the local action cache and CAS.
+func (l *Local) Cache() Cache { return localCache{l} }
 
-// lookup returns the cached result of p when there is one whose blobs are
-// all in the CAS.
-func (l *Local) lookup(ctx context.Context, p *Prepared) (*hit, error) {
+// localCache is the action cache and CAS of a Local.
+type localCache struct{ l *Local }
+
+// lookup returns the cached result of p when there is one that succeeded
+// and whose blobs are all in the CAS.
+func (c localCache) lookup(ctx context.Context, p *Prepared) (*hit, error) {
+	l := c.l
 	b, err := blobstore.GetBytes(ctx, l.ac, p.ActionDigest)
 	if blobstore.IsNotFound(err) {
 		return nil, nil
@@ -147,39 +137,15 @@ func (l *Local) lookup(ctx context.Context, p *Prepared) (*hit, error) {
 	if err := proto.Unmarshal(b, ar); err != nil || ar.ExitCode != 0 {
 		return nil, nil
 	}
-	need := map[bool][]*repb.Digest{}
-	for _, f := range ar.OutputFiles {
-		need[f.IsExecutable] = append(need[f.IsExecutable], f.Digest)
+	blobs, err := blobsOf(ctx, ar, readsTrees(c))
+	if err != nil {
+		return nil, nil // a Tree gone or unreadable: a miss
 	}
-	for _, od := range ar.OutputDirectories {
-		need[false] = append(need[false], od.TreeDigest)
-		td, err := digest.FromProto(od.TreeDigest)
-		if err != nil {
-			return nil, nil
-		}
-		tb, err := blobstore.GetBytes(ctx, l.cas(false), td)
-		if err != nil {
-			return nil, nil
-		}
-		tree := &repb.Tree{}
-		if err := proto.Unmarshal(tb, tree); err != nil {
-			return nil, nil
-		}
-		for _, d := range append([]*repb.Directory{tree.Root}, tree.Children...) {
-			for _, f := range d.GetFiles() {
-				need[f.IsExecutable] = append(need[f.IsExecutable], f.Digest)
-			}
-		}
+	need := map[bool][]digest.Digest{}
+	for _, b := range blobs {
+		need[b.exec] = append(need[b.exec], b.d)
 	}
-	for exec, ps := range need {
-		ds := make([]digest.Digest, 0, len(ps))
-		for _, pd := range ps {
-			d, err := digest.FromProto(pd)
-			if err != nil {
-				return nil, nil
-			}
-			ds = append(ds, d)
-		}
+	for exec, ds := range need {
 		missing, err := l.cas(exec).FindMissing(ctx, ds)
 		if err != nil {
 			return nil, err
@@ -196,20 +162,43 @@ func (l *Local) lookup(ctx context.Context, p *Prepared) (*hit, error) {
 		if s.d == nil {
 			continue
 		}
-		d, err := digest.FromProto(s.d)
-		if err != nil {
-			return nil, nil
-		}
-		b, err := blobstore.GetBytes(ctx, l.cas(false), d)
-		if blobstore.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
+		d, _ := digest.FromProto(s.d) // parsed by blobsOf
+		if *s.out, err = blobstore.GetBytes(ctx, l.cas(false), d); err != nil {
 			return nil, err
 		}
-		*s.out = b
 	}
 	return h, nil
+}
+
+func (c localCache) source() source { return &localSource{l: c.l} }
+
+func (c localCache) open(ctx context.Context, d digest.Digest, exec bool) (io.ReadCloser, error) {
+	return (&localSource{l: c.l}).open(ctx, fileReq{d: d, exec: exec})
+}
+
+// record puts res's result into the action cache, first copying into the
+// CAS the blobs it names from where they are, when that is another cache.
+func (c localCache) record(ctx context.Context, p *Prepared, res *Result) error {
+	l := c.l
+	if res.in != Cache(c) {
+		blobs, err := blobsOf(ctx, res.ar, readsTrees(res.in))
+		if err != nil {
+			return err
+		}
+		for _, b := range blobs {
+			if ok, err := l.put(ctx, b.exec, b.d, func() (io.ReadCloser, error) { return res.in.open(ctx, b.d, b.exec) }); err != nil || !ok {
+				return err
+			}
+		}
+	}
+	b, err := marshal(res.ar)
+	if err != nil {
+		return err
+	}
+	if err := blobstore.PutBytes(ctx, l.ac, p.ActionDigest, b); status.Code(err) != codes.ResourceExhausted {
+		return err
+	}
+	return nil
 }
 
 // execute runs the action in a scratch directory.
@@ -288,9 +277,11 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 		return nil, err
 	}
 	if !a.NoCache {
-		if err := l.fill(ctx, p, out, res); err != nil {
+		kept, err := l.fill(ctx, out, res)
+		if err != nil {
 			return nil, fmt.Errorf("%s: caching outputs: %w", desc, err)
 		}
+		res.ar, res.in, res.recordable = out.ActionResult, l.Cache(), kept
 	}
 	src := &localSource{l: l, scratch: map[digest.Digest]string{}, trees: out.Trees}
 	for _, f := range out.Files {
@@ -302,38 +293,27 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 	return res, nil
 }
 
-// fill puts the outputs, stdout and stderr into the CAS and the result into
-// the action cache. Outputs too large for the cache leave the action
-// uncached.
-func (l *Local) fill(ctx context.Context, p *Prepared, out *execroot.Result, res *Result) error {
-	cacheable := true
-	put := func(exec bool, d digest.Digest, open func() (io.ReadCloser, error)) error {
-		if missing, err := l.cas(exec).FindMissing(ctx, []digest.Digest{d}); err != nil || len(missing) == 0 {
-			return err
-		}
-		rc, err := open()
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		err = l.cas(exec).Put(ctx, d, rc)
-		if status.Code(err) == codes.ResourceExhausted {
-			cacheable = false
-			return nil
-		}
-		return err
-	}
+// fill puts the outputs, stdout and stderr into the CAS, and their
+// digests into out's ActionResult; it reports whether all were kept, which
+// outputs too large for the cache are not.
+func (l *Local) fill(ctx context.Context, out *execroot.Result, res *Result) (kept bool, err error) {
 	inMemory := func(b []byte) func() (io.ReadCloser, error) {
 		return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	}
+	kept = true
+	keep := func(exec bool, d digest.Digest, open func() (io.ReadCloser, error)) error {
+		ok, err := l.put(ctx, exec, d, open)
+		kept = kept && ok
+		return err
+	}
 	for _, f := range out.Files {
-		if err := put(f.Executable, f.Digest, f.Open); err != nil {
-			return err
+		if err := keep(f.Executable, f.Digest, f.Open); err != nil {
+			return false, err
 		}
 	}
 	for d, b := range out.Trees {
-		if err := put(false, d, inMemory(b)); err != nil {
-			return err
+		if err := keep(false, d, inMemory(b)); err != nil {
+			return false, err
 		}
 	}
 	for _, s := range []struct {
@@ -341,22 +321,30 @@ func (l *Local) fill(ctx context.Context, p *Prepared, out *execroot.Result, res
 		set func(*repb.Digest)
 	}{{res.Stdout, func(d *repb.Digest) { out.ActionResult.StdoutDigest = d }}, {res.Stderr, func(d *repb.Digest) { out.ActionResult.StderrDigest = d }}} {
 		d := digest.FromBytes(s.b)
-		if err := put(false, d, inMemory(s.b)); err != nil {
-			return err
+		if err := keep(false, d, inMemory(s.b)); err != nil {
+			return false, err
 		}
 		s.set(d.Proto())
 	}
-	if !cacheable {
-		return nil
+	return kept, nil
+}
+
+// put puts blob d into the CAS of its mode unless it is there; it reports
+// false when the blob is too large for the cache.
+func (l *Local) put(ctx context.Context, exec bool, d digest.Digest, open func() (io.ReadCloser, error)) (bool, error) {
+	if missing, err := l.cas(exec).FindMissing(ctx, []digest.Digest{d}); err != nil || len(missing) == 0 {
+		return err == nil, err
 	}
-	b, err := marshal(out.ActionResult)
+	rc, err := open()
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := blobstore.PutBytes(ctx, l.ac, p.ActionDigest, b); status.Code(err) != codes.ResourceExhausted {
-		return err
+	defer rc.Close()
+	err = l.cas(exec).Put(ctx, d, rc)
+	if status.Code(err) == codes.ResourceExhausted {
+		return false, nil
 	}
-	return nil
+	return err == nil, err
 }
 
 // collect checks that every declared output exists with its kind and

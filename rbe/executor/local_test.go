@@ -92,7 +92,7 @@ func TestLocalRunsAndCaches(t *testing.T) {
 	l := newLocal(t)
 	f := newFixture(t, "hello\n")
 	a := f.shAction(catScript, "out.txt")
-	first := run(t, l, a, f.outRoot)
+	first := run(t, Cached(l.Cache(), l), a, f.outRoot)
 	if first.Cached || f.read("out.txt") != "hello\n" {
 		t.Fatalf("first run: cached %v, out.txt %q", first.Cached, f.read("out.txt"))
 	}
@@ -100,14 +100,14 @@ func TestLocalRunsAndCaches(t *testing.T) {
 	if err := os.Remove(filepath.Join(f.outRoot, "out.txt")); err != nil {
 		t.Fatal(err)
 	}
-	second := run(t, l, f.shAction(catScript, "out.txt"), f.outRoot)
+	second := run(t, Cached(l.Cache(), l), f.shAction(catScript, "out.txt"), f.outRoot)
 	if !second.Cached || second.Digest != first.Digest || f.read("out.txt") != "hello\n" {
 		t.Fatalf("second run: cached %v, digest %s (first %s)", second.Cached, second.Digest, first.Digest)
 	}
 
 	// A changed input is another action.
 	f.write("in.txt", "changed\n")
-	third := run(t, l, f.shAction(catScript, "out.txt"), f.outRoot)
+	third := run(t, Cached(l.Cache(), l), f.shAction(catScript, "out.txt"), f.outRoot)
 	if third.Cached || third.Digest == first.Digest || f.read("out.txt") != "changed\n" {
 		t.Fatalf("third run: cached %v, digest %s, out.txt %q", third.Cached, third.Digest, f.read("out.txt"))
 	}
@@ -117,7 +117,7 @@ func TestLocalRunsAndCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := run(t, l2, f.shAction(catScript, "out.txt"), f.outRoot); !res.Cached {
+	if res := run(t, Cached(l2.Cache(), l2), f.shAction(catScript, "out.txt"), f.outRoot); !res.Cached {
 		t.Fatal("not cached after reopening the cache")
 	}
 
@@ -125,7 +125,7 @@ func TestLocalRunsAndCaches(t *testing.T) {
 	nc := f.shAction(catScript, "out.txt")
 	nc.NoCache = true
 	for i := 0; i < 2; i++ {
-		if res := run(t, l, nc, f.outRoot); res.Cached {
+		if res := run(t, Cached(l.Cache(), l), nc, f.outRoot); res.Cached {
 			t.Fatal("NoCache action served from the cache")
 		}
 	}
@@ -184,7 +184,7 @@ func TestLocalActions(t *testing.T) {
 				}
 			}
 			for i, wantCached := range []bool{false, true} {
-				res, err := l.Run(context.Background(), a, f.outRoot)
+				res, err := Cached(l.Cache(), l).Run(context.Background(), a, f.outRoot)
 				if len(tc.errs) > 0 {
 					if err == nil {
 						t.Fatalf("run %d: no error, want one containing %q", i, tc.errs)
@@ -230,7 +230,7 @@ func TestLocalEnvironmentIsExactlyEnv(t *testing.T) {
 	l := newLocal(t)
 	// "env" has no slash: it is looked up in the action's PATH.
 	a := &Action{Description: "env", Args: []string{"env"}, Env: map[string]string{"PATH": testPath, "FOO": "bar baz"}}
-	res := run(t, l, a, t.TempDir())
+	res := run(t, Cached(l.Cache(), l), a, t.TempDir())
 	if got, want := string(res.Stdout), "FOO=bar baz\nPATH="+testPath+"\n"; got != want {
 		t.Fatalf("environment %q, want %q", got, want)
 	}
@@ -255,7 +255,7 @@ func TestLocalExecutables(t *testing.T) {
 		Outputs:     []string{"gen.txt", "copy.sh"},
 	}
 	for i := 0; i < 2; i++ {
-		res := run(t, l, a, outRoot)
+		res := run(t, Cached(l.Cache(), l), a, outRoot)
 		if res.Cached != (i == 1) {
 			t.Fatalf("run %d: cached %v", i, res.Cached)
 		}
@@ -275,7 +275,7 @@ func TestLocalInputsAreHardLinks(t *testing.T) {
 	l := newLocal(t)
 	f := newFixture(t, "linked\n")
 	a := f.shAction("stat -c %h in.txt > out.txt", "out.txt")
-	run(t, l, a, f.outRoot)
+	run(t, Cached(l.Cache(), l), a, f.outRoot)
 	if n, _ := strconv.Atoi(strings.TrimSpace(f.read("out.txt"))); n < 2 {
 		t.Fatalf("input link count %q, want at least 2", f.read("out.txt"))
 	}
@@ -288,7 +288,7 @@ func TestLocalTimeoutAndCancel(t *testing.T) {
 	// its output: the cancelled run would succeed.
 	a := f.shAction("echo partial; sleep 30; echo not stopped; : >out.txt", "out.txt")
 	a.Timeout = 300 * time.Millisecond
-	res, err := l.Run(context.Background(), a, f.outRoot)
+	res, err := Cached(l.Cache(), l).Run(context.Background(), a, f.outRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestLocalTimeoutAndCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	a.Timeout = 0
-	if _, err := l.Run(ctx, a, f.outRoot); err == nil || !strings.Contains(err.Error(), "Genrule //pkg:cat") {
+	if _, err := Cached(l.Cache(), l).Run(ctx, a, f.outRoot); err == nil || !strings.Contains(err.Error(), "Genrule //pkg:cat") {
 		t.Fatalf("cancelled action: %v", err)
 	}
 }
@@ -311,7 +311,7 @@ func TestLocalCacheTooSmall(t *testing.T) {
 	f := newFixture(t, strings.Repeat("big input\n", 100))
 	a := f.shAction("cat in.txt in.txt > out.txt", "out.txt")
 	for i := 0; i < 2; i++ {
-		res := run(t, l, a, f.outRoot)
+		res := run(t, Cached(l.Cache(), l), a, f.outRoot)
 		if res.Cached || f.read("out.txt") != strings.Repeat("big input\n", 200) {
 			t.Fatalf("run %d: cached %v, out.txt of %d bytes", i, res.Cached, len(f.read("out.txt")))
 		}
@@ -343,7 +343,7 @@ func TestLocalWritesOutsideOutputs(t *testing.T) {
 				a.Inputs = append(a.Inputs, merkle.File{Path: p, Digest: digest.FromBytes([]byte(p)), Data: []byte(p)})
 			}
 			for i := 0; i < 2; i++ {
-				res, err := l.Run(context.Background(), a, f.outRoot)
+				res, err := Cached(l.Cache(), l).Run(context.Background(), a, f.outRoot)
 				if tc.err != "" {
 					if err == nil || !strings.Contains(err.Error(), "Genrule //pkg:cat "+tc.err) {
 						t.Fatalf("run %d: %v, want an error containing %q", i, err, tc.err)
@@ -379,11 +379,11 @@ func TestLocalInputWrittenInPlace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLocal(t)
 			f := newFixture(t, "input\n")
-			_, err := l.Run(context.Background(), f.shAction(tc.script+" && cat in.txt > out.txt", "out.txt"), f.outRoot)
+			_, err := Cached(l.Cache(), l).Run(context.Background(), f.shAction(tc.script+" && cat in.txt > out.txt", "out.txt"), f.outRoot)
 			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("Run = %v, want an error containing %q", err, tc.err)
 			}
-			run(t, l, f.shAction("cat in.txt > out.txt && stat -c %a in.txt >> out.txt", "out.txt"), f.outRoot)
+			run(t, Cached(l.Cache(), l), f.shAction("cat in.txt > out.txt && stat -c %a in.txt >> out.txt", "out.txt"), f.outRoot)
 			if got := f.read("out.txt"); got != "input\n444\n" {
 				t.Fatalf("the next action read %q, want the input's content, read-only", got)
 			}

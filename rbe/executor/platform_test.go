@@ -34,7 +34,7 @@ func TestLocalRunsOnlyItsPlatform(t *testing.T) {
 			if !tc.target.IsZero() {
 				a.Platform = tc.target.Properties()
 			}
-			res, err := l.Run(context.Background(), a, f.outRoot)
+			res, err := Cached(l.Cache(), l).Run(context.Background(), a, f.outRoot)
 			var pe *PlatformError
 			switch {
 			case tc.want && (err != nil || res.ExitCode != 0 || f.read("out.txt") != "input\n"):

@@ -37,35 +37,19 @@ func NewRemote(conn *grpc.ClientConn, instance string) *Remote {
 	}
 }
 
-// Run implements Executor.
+// Run implements Executor: it sends a to be executed; the server serves
+// it from its action cache when it can. Cached(r.Cache(), r) looks it up
+// before uploading its inputs.
 func (r *Remote) Run(ctx context.Context, a *Action, outRoot string) (*Result, error) {
 	p, err := Prepare(a)
 	if err != nil {
 		return nil, err
 	}
+	return r.run(ctx, a, p, outRoot, false)
+}
+
+func (r *Remote) run(ctx context.Context, a *Action, p *Prepared, outRoot string, skip bool) (*Result, error) {
 	desc := describe(a)
-	skipCache := a.NoCache
-	if !a.NoCache {
-		ar, err := r.ac.GetActionResult(ctx, &repb.GetActionResultRequest{
-			InstanceName: r.instance, ActionDigest: p.ActionDigest.Proto(), InlineStdout: true, InlineStderr: true,
-		})
-		switch {
-		case status.Code(err) == codes.NotFound:
-		case err != nil:
-			return nil, fmt.Errorf("%s: looking up the action cache: %w", desc, err)
-		default:
-			res, err := r.finish(ctx, a, p, ar, outRoot, desc)
-			if err == nil {
-				res.Cached = true
-				return res, nil
-			}
-			if status.Code(err) != codes.NotFound {
-				return nil, err
-			}
-			// A blob of the cached result is gone: run the action again.
-			skipCache = true
-		}
-	}
 	for attempt := 0; ; attempt++ {
 		blobs := append(p.Tree.Blobs(),
 			client.Blob{Digest: p.CommandDigest, Data: p.CommandBlob},
@@ -73,7 +57,7 @@ func (r *Remote) Run(ctx context.Context, a *Action, outRoot string) (*Result, e
 		if _, _, err := r.cas.Upload(ctx, blobs); err != nil {
 			return nil, fmt.Errorf("%s: uploading inputs: %w", desc, err)
 		}
-		resp, err := r.execute(ctx, p, skipCache)
+		resp, err := r.execute(ctx, p, skip || a.NoCache)
 		if err == nil && resp.Status.GetCode() != int32(codes.OK) {
 			err = status.ErrorProto(resp.Status)
 		}
@@ -101,13 +85,71 @@ func (r *Remote) Run(ctx context.Context, a *Action, outRoot string) (*Result, e
 		if resp.Result == nil {
 			return nil, fmt.Errorf("%s: remote execution returned no result", desc)
 		}
-		res, err := r.finish(ctx, a, p, resp.Result, outRoot, desc)
-		if err != nil {
-			return nil, err
+		res := &Result{ExitCode: int(resp.Result.ExitCode), Digest: p.ActionDigest, Cached: resp.CachedResult}
+		if res.Stdout, res.Stderr, err = r.outputStreams(ctx, resp.Result); err != nil {
+			return nil, fmt.Errorf("%s: %w", desc, err)
 		}
-		res.Cached = resp.CachedResult
+		if res.ExitCode == 0 {
+			if err := materialize(ctx, resp.Result, a.Outputs, a.OutputDirs, outRoot, &remoteSource{cas: r.cas}, desc); err != nil {
+				return nil, err
+			}
+		}
 		return res, nil
 	}
+}
+
+// Cache is the server's action cache and CAS.
+func (r *Remote) Cache() Cache { return remoteCache{r} }
+
+// remoteCache is the action cache and CAS of a REAPI server.
+type remoteCache struct{ r *Remote }
+
+// lookup asks the server's action cache, with stdout and stderr inlined.
+// Whether the blobs it names are all there shows as they are read.
+func (c remoteCache) lookup(ctx context.Context, p *Prepared) (*hit, error) {
+	ar, err := c.r.ac.GetActionResult(ctx, &repb.GetActionResultRequest{
+		InstanceName: c.r.instance, ActionDigest: p.ActionDigest.Proto(), InlineStdout: true, InlineStderr: true,
+	})
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h := &hit{ar: ar}
+	if h.stdout, h.stderr, err = c.r.outputStreams(ctx, ar); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (c remoteCache) source() source { return &remoteSource{cas: c.r.cas} }
+
+func (c remoteCache) open(ctx context.Context, d digest.Digest, _ bool) (io.ReadCloser, error) {
+	b, err := readBlob(ctx, c.r.cas, d)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+// record uploads the blobs res names, from the cache that holds them,
+// with the action and its command, and then the result.
+func (c remoteCache) record(ctx context.Context, p *Prepared, res *Result) error {
+	found, err := blobsOf(ctx, res.ar, readsTrees(res.in))
+	if err != nil {
+		return err
+	}
+	var blobs []client.Blob
+	for _, b := range found {
+		blobs = append(blobs, client.Blob{Digest: b.d, Open: func() (io.ReadCloser, error) { return res.in.open(ctx, b.d, b.exec) }})
+	}
+	blobs = append(blobs, client.Blob{Digest: p.CommandDigest, Data: p.CommandBlob}, client.Blob{Digest: p.ActionDigest, Data: p.ActionBlob})
+	if _, _, err := c.r.cas.Upload(ctx, blobs); err != nil {
+		return err
+	}
+	_, err = c.r.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{InstanceName: c.r.instance, ActionDigest: p.ActionDigest.Proto(), ActionResult: res.ar})
+	return err
 }
 
 // execute calls Execute and follows the operation to its end.
@@ -148,23 +190,6 @@ func (r *Remote) execute(ctx context.Context, p *Prepared, skipCache bool) (*rep
 		return nil, fmt.Errorf("the operation's response is not an ExecuteResponse: %w", err)
 	}
 	return resp, nil
-}
-
-// finish downloads stdout and stderr of a result and, when it succeeded,
-// its outputs.
-func (r *Remote) finish(ctx context.Context, a *Action, p *Prepared, ar *repb.ActionResult, outRoot, desc string) (*Result, error) {
-	res := &Result{ExitCode: int(ar.ExitCode), Digest: p.ActionDigest}
-	var err error
-	if res.Stdout, res.Stderr, err = r.outputStreams(ctx, ar); err != nil {
-		return nil, fmt.Errorf("%s: %w", desc, err)
-	}
-	if res.ExitCode != 0 {
-		return res, nil
-	}
-	if err := materialize(ctx, ar, a.Outputs, a.OutputDirs, outRoot, &remoteSource{cas: r.cas}, desc); err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 func (r *Remote) outputStreams(ctx context.Context, ar *repb.ActionResult) (stdout, stderr []byte, err error) {

@@ -31,7 +31,8 @@ func TestRemote(t *testing.T) {
 	localRes := run(t, newLocal(t), newAction(), f.outRoot)
 	localOut := f.read("out.txt")
 
-	r := NewRemote(newCluster(t), "")
+	remote := NewRemote(newCluster(t), "")
+	r := Cached(remote.Cache(), remote)
 	remoteRoot := t.TempDir()
 	first := run(t, r, newAction(), remoteRoot)
 	got, err := os.ReadFile(filepath.Join(remoteRoot, "out.txt"))

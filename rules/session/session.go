@@ -123,7 +123,7 @@ func (s *Session) executor() (executor.Executor, error) {
 		s.done = func() { conn.Close() }
 		remote = executor.NewRemote(conn, "")
 		if !s.opts.RemoteCache {
-			s.exec = remote
+			s.exec = executor.Cached(remote.Cache(), remote)
 			return s.exec, nil
 		}
 	}
@@ -143,9 +143,11 @@ func (s *Session) executor() (executor.Executor, error) {
 		closeConn()
 		merkle.SaveDigests(digests)
 	}
-	s.exec = local
+	s.exec = executor.Cached(local.Cache(), local)
 	if remote != nil {
-		s.exec = executor.NewRemoteCache(remote, local)
+		// Shared results first; a miss runs here, through the local
+		// cache, and is shared.
+		s.exec = executor.Cached(remote.Cache(), s.exec)
 	}
 	return s.exec, nil
 }
