@@ -3,10 +3,8 @@ package executor
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -210,21 +208,9 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 	}
 	defer removeAll(work)
 	root := filepath.Join(work, "root")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		return nil, err
-	}
 	tree, err := execroot.ParseTree(p.Tree.Root, p.Tree.Directories)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", desc, err)
-	}
-	staged, err := l.cache.Stage(ctx, execroot.FileSource(p.Tree.Files), tree, root)
-	if err != nil {
-		return nil, fmt.Errorf("%s: staging its inputs: %w", desc, err)
-	}
-	for _, o := range append(append([]string(nil), a.Outputs...), a.OutputDirs...) {
-		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(path.Dir(o))), 0o755); err != nil {
-			return nil, fmt.Errorf("%s: creating the directory of output %q: %w", desc, o, err)
-		}
 	}
 	env := make([]string, 0, len(p.Command.EnvironmentVariables))
 	for _, v := range p.Command.EnvironmentVariables {
@@ -240,39 +226,41 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 		return nil, err
 	}
 	defer stderr.Close()
-
-	pr, runErr := process.Run(ctx, process.Spec{Args: a.Args, Env: env, Dir: root, Stdout: stdout, Stderr: stderr, Timeout: a.Timeout})
-	if runErr != nil {
-		return nil, fmt.Errorf("%s: cannot run %q: %w", desc, a.Args[0], runErr)
+	var outs []execroot.Declared
+	for _, o := range a.Outputs {
+		outs = append(outs, execroot.Declared{Path: o, Kind: execroot.File})
 	}
-	changed, err := staged.Changed()
-	if err != nil {
-		return nil, fmt.Errorf("%s: checking its inputs: %w", desc, err)
+	for _, o := range a.OutputDirs {
+		outs = append(outs, execroot.Declared{Path: o, Kind: execroot.Dir})
 	}
-	if pr.Cancelled {
+	ran, err := l.cache.Run(ctx, execroot.Spec{
+		Source: execroot.FileSource(p.Tree.Files), Tree: tree, Root: root, Outputs: outs, Strict: true,
+		Process: process.Spec{Args: a.Args, Env: env, Stdout: stdout, Stderr: stderr, Timeout: a.Timeout},
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", desc, err)
+	case ran.StartErr != nil:
+		return nil, fmt.Errorf("%s: cannot run %q: %w", desc, a.Args[0], ran.StartErr)
+	case ran.Process.Cancelled:
 		return nil, fmt.Errorf("%s: %w", desc, ctx.Err())
+	case ran.Changed != "":
+		return nil, fmt.Errorf("%s: input %s was written to while the action ran; inputs are hard links into the local cache and must not be modified (copy an input before changing it)", desc, ran.Changed)
 	}
-	if changed != "" {
-		return nil, fmt.Errorf("%s: input %s was written to while the action ran; inputs are hard links into the local cache and must not be modified (copy an input before changing it)", desc, changed)
+	res := &Result{ExitCode: ran.Process.ExitCode, Digest: p.ActionDigest}
+	if ran.Process.TimedOut {
+		res.ExitCode = -1
 	}
-	if pr.TimedOut {
-		pr.ExitCode = -1
-	}
-	res := &Result{ExitCode: pr.ExitCode, Digest: p.ActionDigest}
 	if res.Stdout, err = os.ReadFile(stdout.Name()); err != nil {
 		return nil, err
 	}
 	if res.Stderr, err = os.ReadFile(stderr.Name()); err != nil {
 		return nil, err
 	}
-	if pr.ExitCode != 0 {
+	if res.ExitCode != 0 {
 		return res, nil
 	}
-
-	out, err := collect(a, root, desc)
-	if err != nil {
-		return nil, err
-	}
+	out := ran.Outputs
 	if err := checkUndeclared(root, a, desc); err != nil {
 		return nil, err
 	}
@@ -345,48 +333,6 @@ func (l *Local) put(ctx context.Context, exec bool, d digest.Digest, open func()
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// collect checks that every declared output exists with its kind and
-// records it. A symlink declared as an output counts as what it points to.
-func collect(a *Action, root, desc string) (*execroot.Result, error) {
-	r, err := execroot.NewRoot(root, execroot.LinksInside)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", desc, err)
-	}
-	out := execroot.NewResult(&repb.ActionResult{})
-	for _, list := range []struct {
-		paths []string
-		kind  execroot.Kind
-		what  string
-	}{{a.Outputs, execroot.File, "output"}, {a.OutputDirs, execroot.Dir, "output directory"}} {
-		for _, o := range list.paths {
-			abs, info, err := r.Lookup(o)
-			if err == nil && info.Mode()&fs.ModeSymlink != 0 {
-				info, err = os.Stat(abs)
-			}
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				return nil, fmt.Errorf("%s did not create its declared %s %q", desc, list.what, o)
-			case err != nil:
-				return nil, fmt.Errorf("%s: output %q: %s", desc, o, status.Convert(err).Message())
-			case list.kind == execroot.Dir && !info.IsDir():
-				return nil, fmt.Errorf("%s: declared output directory %q is not a directory", desc, o)
-			case list.kind == execroot.File && info.IsDir():
-				return nil, fmt.Errorf("%s: declared output file %q is a directory", desc, o)
-			case list.kind == execroot.File && !info.Mode().IsRegular():
-				return nil, fmt.Errorf("%s: declared output %q is not a regular file", desc, o)
-			}
-			found, err := execroot.Record(o, abs, info)
-			if err == nil {
-				err = out.Add(execroot.Declared{Path: o, Kind: list.kind}, found)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %s %q: %s", desc, list.what, o, status.Convert(err).Message())
-			}
-		}
-	}
-	return out, nil
 }
 
 // checkUndeclared reports the first file or directory (in path order) the

@@ -3,12 +3,9 @@ package worker
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"time"
@@ -168,24 +165,6 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	if err != nil {
 		return nil, err
 	}
-	staged, err := r.cache.Stage(ctx, r.source(), tree, root)
-	if err != nil {
-		return nil, err
-	}
-	wd := filepath.Join(root, cmd.WorkingDirectory)
-	if err := os.MkdirAll(wd, 0o755); err != nil {
-		return nil, err
-	}
-	for _, o := range outs {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(wd, o.Path)), 0o755); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "creating the parent of output %q: %v", o.Path, err)
-		}
-	}
-	if err := r.user.HandOver(root); err != nil {
-		return nil, err
-	}
-	meta.InputFetchCompletedTimestamp = timestamppb.Now()
-
 	env := make([]string, 0, len(cmd.EnvironmentVariables))
 	for _, v := range cmd.EnvironmentVariables {
 		env = append(env, v.Name+"="+v.Value)
@@ -205,38 +184,44 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	if action.Timeout != nil {
 		timeout = action.Timeout.AsDuration()
 	}
-
-	meta.ExecutionStartTimestamp = timestamppb.Now()
-	tr.ExecutionStartNs = time.Now().UnixNano()
-	pr, runErr := process.Run(ctx, r.reaper.Wrap(process.Spec{Args: cmd.Arguments, Env: env, Dir: wd, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace, Credential: r.user.Credential()}))
-	tr.ExecutionEndNs = time.Now().UnixNano()
-	meta.ExecutionCompletedTimestamp = timestamppb.Now()
-	if runErr != nil {
-		fmt.Fprintf(stderr, "rbs worker %s: cannot run %q: %v\n", r.name, cmd.Arguments[0], runErr)
-		pr.ExitCode = 127
-	}
-	if err := r.user.Reclaim(root); err != nil {
-		return nil, err
-	}
-	changed, err := staged.Changed()
+	ran, err := r.cache.Run(ctx, execroot.Spec{
+		Source: r.source(), Tree: tree, Root: root, WorkingDir: cmd.WorkingDirectory, Outputs: outs,
+		HandOver: func(root string) error {
+			err := r.user.HandOver(root)
+			meta.InputFetchCompletedTimestamp = timestamppb.Now()
+			meta.ExecutionStartTimestamp = timestamppb.Now()
+			tr.ExecutionStartNs = time.Now().UnixNano()
+			return err
+		},
+		Reclaim: func(root string) error {
+			tr.ExecutionEndNs = time.Now().UnixNano()
+			meta.ExecutionCompletedTimestamp = timestamppb.Now()
+			return r.user.Reclaim(root)
+		},
+		Process: r.reaper.Wrap(process.Spec{Args: cmd.Arguments, Env: env, Stdout: stdout, Stderr: stderr, Timeout: timeout, Grace: actionGrace, Credential: r.user.Credential()}),
+	})
 	if err != nil {
 		return nil, err
+	}
+	pr := ran.Process
+	if ran.StartErr != nil {
+		fmt.Fprintf(stderr, "rbs worker %s: cannot run %q: %v\n", r.name, cmd.Arguments[0], ran.StartErr)
+		pr.ExitCode = 127
 	}
 	if pr.Cancelled {
 		return nil, status.Error(codes.Canceled, "action cancelled")
 	}
-	if changed != "" {
+	if ran.Changed != "" {
 		// Its result may come from the changed content: it is not reported.
-		return nil, status.Errorf(codes.Aborted, "input %s was written to while the action ran; inputs are hard links into the worker's cache and must not be modified (copy an input before changing it)", changed)
+		return nil, status.Errorf(codes.Aborted, "input %s was written to while the action ran; inputs are hard links into the worker's cache and must not be modified (copy an input before changing it)", ran.Changed)
 	}
 
 	meta.OutputUploadStartTimestamp = timestamppb.Now()
-	c := execroot.NewResult(&repb.ActionResult{ExitCode: int32(pr.ExitCode), ExecutionMetadata: meta})
-	if !pr.TimedOut {
-		if err := collectOutputs(c, root, cmd.WorkingDirectory, outs); err != nil {
-			return nil, err
-		}
+	c := ran.Outputs
+	if c == nil {
+		c = execroot.NewResult(&repb.ActionResult{})
 	}
+	c.ActionResult.ExitCode, c.ActionResult.ExecutionMetadata = int32(pr.ExitCode), meta
 	blobs := c.Blobs()
 	for _, f := range []struct {
 		file *os.File
@@ -264,29 +249,4 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 		return c.ActionResult, status.Errorf(codes.DeadlineExceeded, "action timed out after %s", timeout)
 	}
 	return c.ActionResult, nil
-}
-
-// collectOutputs adds the declared outputs found in the input root root to
-// c; absent ones are left out, as REAPI allows. An output path is relative
-// to the working directory wd, and may lead through symlinks only to
-// directories inside the input root.
-func collectOutputs(c *execroot.Result, root, wd string, outs []execroot.Declared) error {
-	r, err := execroot.NewRoot(root, execroot.LinksInside)
-	if err != nil {
-		return err
-	}
-	for _, o := range outs {
-		found, err := r.Collect(path.Join(wd, o.Path))
-		if err == nil {
-			err = c.Add(o, found)
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			st := status.Convert(err)
-			return status.Errorf(st.Code(), "output %s: %s", o.Path, st.Message())
-		}
-	}
-	return nil
 }
