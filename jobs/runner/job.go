@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -171,154 +172,195 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 		return fail("creating the job's directory: " + err.Error())
 	}
 	defer os.RemoveAll(dir)
-	var inputs *execroot.Staged
+	var tree *execroot.Tree
 	if a.InputRoot != "" {
 		var err error
-		if inputs, err = rn.stageJobInputs(ctx, a.InputRoot, dir); err != nil {
+		if tree, err = rn.jobTree(ctx, a.InputRoot); err != nil {
 			return fail("staging the job's inputs: " + errorText(err))
-		}
-	}
-	if a.CheckpointRoot != "" {
-		if err := rn.restoreCheckpoint(ctx, a.CheckpointRoot, dir, a.CheckpointDir); err != nil {
-			return fail("restoring the job's checkpoint: " + errorText(err))
 		}
 	}
 	args := a.Command
 	if a.Script != "" {
-		script := filepath.Join(dir, scriptName)
-		if err := os.WriteFile(script, []byte(a.Script), 0o755); err != nil {
-			return fail("writing the job's script: " + err.Error())
-		}
-		args = append([]string{script}, a.Command...)
+		args = append([]string{filepath.Join(dir, scriptName)}, a.Command...)
 		if !strings.HasPrefix(a.Script, "#!") {
 			args = append([]string{"/bin/sh"}, args...)
 		}
 	}
-	// Only now, with the inputs staged and the script written (a process
-	// the user left running could put a symlink in its place), is the
-	// directory the user's.
-	if err := rn.cfg.RunAs.HandOver(dir); err != nil {
-		return fail("giving the job's directory to its user: " + err.Error())
-	}
-	if a.CheckpointRoot != "" {
-		if err := rn.cfg.RunAs.GiveFiles(filepath.Join(dir, filepath.FromSlash(a.CheckpointDir))); err != nil {
-			return fail("giving the job's checkpoint to its user: " + err.Error())
+	// What failed before the job could start, or after it ended, says why
+	// the attempt failed, or what was not recorded.
+	var failed string
+	before := func(dir string) error {
+		if a.CheckpointRoot != "" {
+			if err := rn.restoreCheckpoint(ctx, a.CheckpointRoot, dir, a.CheckpointDir); err != nil {
+				failed = "restoring the job's checkpoint: " + errorText(err)
+				return err
+			}
 		}
+		if a.Script != "" {
+			if err := os.WriteFile(filepath.Join(dir, scriptName), []byte(a.Script), 0o755); err != nil {
+				failed = "writing the job's script: " + err.Error()
+				return err
+			}
+		}
+		// Only now, with the inputs staged and the script written (a
+		// process the user left running could put a symlink in its
+		// place), is the directory the user's.
+		if err := rn.cfg.RunAs.HandOver(dir); err != nil {
+			failed = "giving the job's directory to its user: " + err.Error()
+			return err
+		}
+		if a.CheckpointRoot != "" {
+			if err := rn.cfg.RunAs.GiveFiles(filepath.Join(dir, filepath.FromSlash(a.CheckpointDir))); err != nil {
+				failed = "giving the job's checkpoint to its user: " + err.Error()
+				return err
+			}
+		}
+		return nil
 	}
 	// A job in a container has the container's memory limit instead: its
 	// processes are not the worker's children.
-	var group *memlimit.Group
-	var onStart func(pid int) error
-	if a.ContainerImage == "" {
-		var err error
-		if group, err = memlimit.New(rn.payloadName(name), a.MemoryBytes); err != nil {
-			return fail("setting up the memory limit: " + err.Error())
-		}
-		defer group.Close()
-		if !group.PlacesAtStart() {
-			onStart = group.Add
-		}
-	} else if rn.containers == nil {
-		return fail("the job runs in the image " + a.ContainerImage + ", and this worker has no container runtime")
-	}
-
-	// An interactive attempt reads a pipe fed by the server; others
-	// /dev/null. The worker's copy of the read end is closed once the job
-	// has its own, so that writing fails once the job no longer reads.
-	var stdin *os.File
-	if a.Interactive {
-		var err error
-		if stdin, err = rn.openStdin(a.TaskId); err != nil {
-			return fail("creating the job's stdin: " + err.Error())
-		}
-		defer stdin.Close()
-		place := onStart
-		onStart = func(pid int) error {
-			stdin.Close()
-			if place == nil {
-				return nil
-			}
-			return place(pid)
-		}
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return fail(err.Error())
-	}
-	// The output is also kept in a file until the job's end is delivered,
-	// so that what a broken stream lost can be sent again.
-	out, err := newJobOutput(rn.outputFile(a.TaskId), a.MaxOutputBytes)
-	if err != nil {
-		return fail("creating the job's output file: " + err.Error())
-	}
-	defer out.close()
-	rn.mu.Lock()
-	rn.outputs[a.TaskId] = out
-	rn.mu.Unlock()
-	streamed := make(chan int64, 1)
-	go func() { streamed <- rn.streamOutput(a.TaskId, pr, out) }()
-
-	env := a.Env
-	if a.PickMasterPort {
-		port, err := freePort()
-		if err != nil {
-			return fail("picking a port for the gang's rank 0: " + err.Error())
-		}
-		env = maps.Clone(a.Env)
-		env["MASTER_PORT"], env["RBS_MASTER_PORT"] = strconv.Itoa(port), strconv.Itoa(port)
-		rn.cfg.Started(a.TaskId, int32(port))
-		rn.cfg.Outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: a.TaskId, MasterPort: int32(port)}}}
-	}
-	spec := process.Spec{
-		Stdin:   stdin,
-		Stdout:  pw,
-		Stderr:  pw,
-		Timeout: time.Duration(a.TimeLimitMs) * time.Millisecond,
-		Grace:   stopGrace(a),
-		OnStart: onStart,
-	}
-	var res process.Result
-	var runErr error
-	var notes []string
-	if a.ContainerImage != "" {
-		res, notes, runErr = rn.runContainer(ctx, a, name, dir, args, env, spec)
-	} else {
-		spec.Args, spec.Env, spec.Dir = args, jobEnv(dir, rn.cfg.RunAs, env, pinnedGPUs(a.GpuIndices, rn.cfg.GPUs)), dir
-		spec.Credential = rn.cfg.RunAs.Credential()
-		spec = rn.cfg.Reaper.Wrap(spec)
-		if group.PlacesAtStart() {
-			start := spec.Start
-			spec.Start = func(cmd *exec.Cmd) error { return group.Start(cmd, start) }
-		}
-		res, runErr = process.Run(ctx, spec)
-	}
-	pw.Close()
-	select {
-	case end.OutputBytes = <-streamed:
-	case <-time.After(drainTimeout):
-		pr.Close()
-		end.OutputBytes = <-streamed
-	}
-	pr.Close()
-	if runErr != nil {
-		return fail("cannot run the job: " + runErr.Error())
-	}
-	// The peak of a job in a container is unknown: the rusage of the
-	// podman or docker client is not the job's.
 	var peak int64
 	var oom bool
-	if group != nil {
-		var err error
-		if peak, oom, err = group.Stats(); err != nil || peak == 0 {
-			peak = res.MaxRSS
+	var notes []string
+	run := func(ctx context.Context, spec process.Spec) (process.Result, error) {
+		var group *memlimit.Group
+		var onStart func(pid int) error
+		if a.ContainerImage == "" {
+			var err error
+			if group, err = memlimit.New(rn.payloadName(name), a.MemoryBytes); err != nil {
+				failed = "setting up the memory limit: " + err.Error()
+				return process.Result{}, err
+			}
+			defer group.Close()
+			if !group.PlacesAtStart() {
+				onStart = group.Add
+			}
+		} else if rn.containers == nil {
+			failed = "the job runs in the image " + a.ContainerImage + ", and this worker has no container runtime"
+			return process.Result{}, errors.New(failed)
 		}
-		// What the payload left in its memory group dies before its files
-		// are read.
-		if err := group.Close(); err != nil {
-			rn.cfg.Log.Warn("ending a job's memory group", "task", a.TaskId, "err", err)
+		// An interactive attempt reads a pipe fed by the server; others
+		// /dev/null. The worker's copy of the read end is closed once the
+		// job has its own, so that writing fails once the job no longer
+		// reads.
+		if a.Interactive {
+			stdin, err := rn.openStdin(a.TaskId)
+			if err != nil {
+				failed = "creating the job's stdin: " + err.Error()
+				return process.Result{}, err
+			}
+			defer stdin.Close()
+			spec.Stdin = stdin
+			place := onStart
+			onStart = func(pid int) error {
+				stdin.Close()
+				if place == nil {
+					return nil
+				}
+				return place(pid)
+			}
 		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			failed = err.Error()
+			return process.Result{}, err
+		}
+		// The output is also kept in a file until the job's end is
+		// delivered, so that what a broken stream lost can be sent again.
+		out, err := newJobOutput(rn.outputFile(a.TaskId), a.MaxOutputBytes)
+		if err != nil {
+			pr.Close()
+			pw.Close()
+			failed = "creating the job's output file: " + err.Error()
+			return process.Result{}, err
+		}
+		defer out.close()
+		rn.mu.Lock()
+		rn.outputs[a.TaskId] = out
+		rn.mu.Unlock()
+		streamed := make(chan int64, 1)
+		go func() { streamed <- rn.streamOutput(a.TaskId, pr, out) }()
+		defer func() {
+			pw.Close()
+			select {
+			case end.OutputBytes = <-streamed:
+			case <-time.After(drainTimeout):
+				pr.Close()
+				end.OutputBytes = <-streamed
+			}
+			pr.Close()
+		}()
+
+		env := a.Env
+		if a.PickMasterPort {
+			port, err := freePort()
+			if err != nil {
+				failed = "picking a port for the gang's rank 0: " + err.Error()
+				return process.Result{}, err
+			}
+			env = maps.Clone(a.Env)
+			env["MASTER_PORT"], env["RBS_MASTER_PORT"] = strconv.Itoa(port), strconv.Itoa(port)
+			rn.cfg.Started(a.TaskId, int32(port))
+			rn.cfg.Outbox <- &workerpb.WorkerMessage{Kind: &workerpb.WorkerMessage_JobStarted{JobStarted: &workerpb.JobStarted{TaskId: a.TaskId, MasterPort: int32(port)}}}
+		}
+		spec.Stdout, spec.Stderr = pw, pw
+		spec.Timeout, spec.Grace, spec.OnStart = time.Duration(a.TimeLimitMs)*time.Millisecond, stopGrace(a), onStart
+		var res process.Result
+		if a.ContainerImage != "" {
+			res, notes, err = rn.runContainer(ctx, a, name, dir, args, env, spec)
+		} else {
+			spec.Args, spec.Env = args, jobEnv(dir, rn.cfg.RunAs, env, pinnedGPUs(a.GpuIndices, rn.cfg.GPUs))
+			spec.Credential = rn.cfg.RunAs.Credential()
+			spec = rn.cfg.Reaper.Wrap(spec)
+			if group.PlacesAtStart() {
+				start := spec.Start
+				spec.Start = func(cmd *exec.Cmd) error { return group.Start(cmd, start) }
+			}
+			res, err = process.Run(ctx, spec)
+		}
+		if err != nil {
+			failed = "cannot run the job: " + err.Error()
+			return res, err
+		}
+		// The peak of a job in a container is unknown: the rusage of the
+		// podman or docker client is not the job's.
+		if group != nil {
+			var err error
+			if peak, oom, err = group.Stats(); err != nil || peak == 0 {
+				peak = res.MaxRSS
+			}
+			// What the payload left in its memory group dies before its
+			// files are read.
+			if err := group.Close(); err != nil {
+				rn.cfg.Log.Warn("ending a job's memory group", "task", a.TaskId, "err", err)
+			}
+		}
+		return res, nil
 	}
-	end.Message = strings.Join(append(notes, rn.jobFiles(ctx, a, dir, inputs, end)...), "; ")
+	// The directory is taken back from the --run-as user once the job
+	// has ended; without it, no input is checked and no output recorded.
+	var reclaimed error
+	ran, err := rn.cfg.Cache.Run(ctx, execroot.Spec{
+		Source: rn.source(), Tree: tree, Root: dir, Before: before, Exec: run,
+		After: func(dir string) error { reclaimed = rn.cfg.RunAs.Reclaim(dir); return nil },
+	})
+	var staging *execroot.StageError
+	switch {
+	case errors.As(err, &staging):
+		return fail("staging the job's inputs: " + errorText(staging.Err))
+	case err != nil && failed != "":
+		return fail(failed)
+	case err != nil:
+		return fail(err.Error())
+	case ran.StartErr != nil:
+		return fail(failed)
+	}
+	res := ran.Process
+	if ran.Unchecked != nil && reclaimed == nil {
+		notes = append(notes, "checking the job's inputs for changes: "+ran.Unchecked.Error())
+	}
+	notes = append(notes, rn.jobFiles(ctx, a, dir, ran.Changed, reclaimed, end)...)
+	end.Message = strings.Join(notes, "; ")
 	end.PeakMemoryBytes, end.OomKilled, end.ExitCode = peak, oom, int32(res.ExitCode)
 	end.CpuTimeMs = res.CPUTime.Milliseconds()
 	switch {
@@ -336,19 +378,17 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 	return end
 }
 
-// jobFiles ends an attempt that ran: it takes the job's directory back
-// from the --run-as user, checks that no input was changed in place, and
-// records the outputs and the checkpoint. It returns notes for the job's
-// message.
-func (rn *Runner) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir string, inputs *execroot.Staged, end *workerpb.JobEnded) []string {
-	if err := rn.cfg.RunAs.Reclaim(dir); err != nil {
-		return []string{"taking the job's directory back from its user, so no input was checked and no output recorded: " + err.Error()}
+// jobFiles ends an attempt that ran, its directory taken back from the
+// --run-as user (reclaimed: the error doing so) and its inputs checked
+// (changed names one written in place): it records the outputs and the
+// checkpoint. It returns notes for the job's message.
+func (rn *Runner) jobFiles(ctx context.Context, a *workerpb.AssignJob, dir, changed string, reclaimed error, end *workerpb.JobEnded) []string {
+	if reclaimed != nil {
+		return []string{"taking the job's directory back from its user, so no input was checked and no output recorded: " + reclaimed.Error()}
 	}
 	var notes []string
-	if inputs != nil {
-		if n := rn.changedInputNote(inputs); n != "" {
-			notes = append(notes, n)
-		}
+	if changed != "" {
+		notes = append(notes, fmt.Sprintf("input %s was written to in place while the job ran; inputs are hard links into the worker's cache, so it was dropped from the cache (copy an input before changing it)", changed))
 	}
 	notes = append(notes, rn.recordOutputs(ctx, dir, a.Outputs, end)...)
 	if a.CheckpointDir != "" {

@@ -29,11 +29,11 @@ const outputUploadTimeout = 30 * time.Minute
 // carries.
 func errorText(err error) string { return status.Convert(err).Message() }
 
-// stageJobInputs stages the Directory tree of digest root ("HASH/SIZE")
-// into the job's directory dir, as an action's input root is staged: the
+// jobTree loads the Directory tree of digest root ("HASH/SIZE"), which
+// the job's directory is staged from as an action's input root is: the
 // tree is checked first, and its files are hard links into the worker's
 // cache, fetched from the CAS when the cache lacks them.
-func (rn *Runner) stageJobInputs(ctx context.Context, root, dir string) (*execroot.Staged, error) {
+func (rn *Runner) jobTree(ctx context.Context, root string) (*execroot.Tree, error) {
 	d, err := digest.Parse(root)
 	if err != nil {
 		return nil, err
@@ -45,7 +45,7 @@ func (rn *Runner) stageJobInputs(ctx context.Context, root, dir string) (*execro
 	if holds(t.Dirs[t.Root], scriptName) {
 		return nil, fmt.Errorf("the input root holds %q, the name of the file the worker writes the job's script to", scriptName)
 	}
-	return rn.cfg.Cache.Stage(ctx, rn.source(), t, dir)
+	return t, nil
 }
 
 // holds reports whether dir has an entry called name.
@@ -66,19 +66,6 @@ func holds(dir *repb.Directory, name string) bool {
 		}
 	}
 	return false
-}
-
-// changedInputNote says which input file staged as s, if any, the job
-// changed in place; Changed drops such blobs from the cache.
-func (rn *Runner) changedInputNote(s *execroot.Staged) string {
-	changed, err := s.Changed()
-	switch {
-	case err != nil:
-		return "checking the job's inputs for changes: " + err.Error()
-	case changed != "":
-		return fmt.Sprintf("input %s was written to in place while the job ran; inputs are hard links into the worker's cache, so it was dropped from the cache (copy an input before changing it)", changed)
-	}
-	return ""
 }
 
 // jobRecord gathers the outputs, or the checkpoint, of a job attempt found

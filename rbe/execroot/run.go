@@ -16,12 +16,13 @@ import (
 )
 
 // Spec is a command to run in a fresh exec root: the build tool's local
-// actions and a worker's REAPI actions run through Run alike.
+// actions, a worker's REAPI actions and batch jobs run through Run alike.
 type Spec struct {
 	// Source is where the blobs of Tree the cache lacks come from.
 	Source Source
-	Tree   *Tree
-	// Root is the exec root to lay Tree out in, made as needed.
+	// Tree is the input root to lay out in Root; nil for none.
+	Tree *Tree
+	// Root is the exec root, made as needed.
 	Root string
 	// WorkingDir is where the command runs and outputs are found,
 	// relative to Root.
@@ -32,13 +33,22 @@ type Spec struct {
 	// Otherwise they are collected after any command that did not time
 	// out, and those absent are left out, as REAPI allows.
 	Strict bool
-	// HandOver, when set, gets Root once it is laid out, before the
-	// command runs (to give it to the user the command runs as); Reclaim
-	// gets it back after.
-	HandOver, Reclaim func(root string) error
+	// Before, when set, gets Root once the inputs are laid out, before
+	// the command runs (to give it to the user the command runs as);
+	// After gets it once the command has ended, before the inputs are
+	// checked (to take it back). An error from either ends Run with it.
+	Before, After func(root string) error
 	// Process is the command; its Dir is set to the working directory.
 	Process process.Spec
+	// Exec runs it: process.Run when nil.
+	Exec func(context.Context, process.Spec) (process.Result, error)
 }
+
+// StageError is Run's error when the inputs could not be laid out.
+type StageError struct{ Err error }
+
+func (e *StageError) Error() string { return "staging its inputs: " + e.Err.Error() }
+func (e *StageError) Unwrap() error { return e.Err }
 
 // Outcome is how a command run by Run ended.
 type Outcome struct {
@@ -46,8 +56,10 @@ type Outcome struct {
 	// StartErr says the command could not be started.
 	StartErr error
 	// Changed names an input the command wrote to in place, if any (see
-	// Staged.Changed): nothing else is worked out then.
-	Changed string
+	// Staged.Changed), and Unchecked is why the inputs could not be
+	// checked: with either, no output is collected.
+	Changed   string
+	Unchecked error
 	// Outputs are the outputs collected into an ActionResult whose exit
 	// code is the command's; nil when none were collected.
 	Outputs *Result
@@ -59,9 +71,12 @@ type Outcome struct {
 // what kept the command from being tried, or its outputs from being read;
 // how the command ended is in the Outcome.
 func (c *Cache) Run(ctx context.Context, s Spec) (*Outcome, error) {
-	staged, err := c.Stage(ctx, s.Source, s.Tree, s.Root)
-	if err != nil {
-		return nil, fmt.Errorf("staging its inputs: %w", err)
+	var staged *Staged
+	if s.Tree != nil {
+		var err error
+		if staged, err = c.Stage(ctx, s.Source, s.Tree, s.Root); err != nil {
+			return nil, &StageError{err}
+		}
 	}
 	wd := filepath.Join(s.Root, filepath.FromSlash(s.WorkingDir))
 	if err := os.MkdirAll(wd, 0o755); err != nil {
@@ -72,34 +87,36 @@ func (c *Cache) Run(ctx context.Context, s Spec) (*Outcome, error) {
 			return nil, status.Errorf(codes.InvalidArgument, "creating the directory of output %q: %v", o.Path, err)
 		}
 	}
-	if s.HandOver != nil {
-		if err := s.HandOver(s.Root); err != nil {
+	if s.Before != nil {
+		if err := s.Before(s.Root); err != nil {
 			return nil, err
 		}
 	}
-	ps := s.Process
+	ps, exec := s.Process, s.Exec
 	ps.Dir = wd
+	if exec == nil {
+		exec = process.Run
+	}
 	out := &Outcome{}
-	out.Process, out.StartErr = process.Run(ctx, ps)
-	if s.Reclaim != nil {
-		if err := s.Reclaim(s.Root); err != nil {
+	out.Process, out.StartErr = exec(ctx, ps)
+	if s.After != nil {
+		if err := s.After(s.Root); err != nil {
 			return nil, err
 		}
 	}
-	if out.Changed, err = staged.Changed(); err != nil {
-		return nil, fmt.Errorf("checking its inputs: %w", err)
+	if staged != nil {
+		out.Changed, out.Unchecked = staged.Changed()
 	}
 	pr := out.Process
-	if out.StartErr != nil || out.Changed != "" || pr.Cancelled || pr.TimedOut || s.Strict && pr.ExitCode != 0 {
+	if out.StartErr != nil || out.Changed != "" || out.Unchecked != nil || pr.Cancelled || pr.TimedOut || s.Strict && pr.ExitCode != 0 {
 		return out, nil
 	}
 	out.Outputs = NewResult(&repb.ActionResult{ExitCode: int32(pr.ExitCode)})
+	collect := collectLenient
 	if s.Strict {
-		err = collectStrict(out.Outputs, s.Root, s.WorkingDir, s.Outputs)
-	} else {
-		err = collectLenient(out.Outputs, s.Root, s.WorkingDir, s.Outputs)
+		collect = collectStrict
 	}
-	if err != nil {
+	if err := collect(out.Outputs, s.Root, s.WorkingDir, s.Outputs); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -242,6 +242,8 @@ func (l *Local) execute(ctx context.Context, a *Action, p *Prepared, outRoot str
 		return nil, fmt.Errorf("%s: %w", desc, err)
 	case ran.StartErr != nil:
 		return nil, fmt.Errorf("%s: cannot run %q: %w", desc, a.Args[0], ran.StartErr)
+	case ran.Unchecked != nil:
+		return nil, fmt.Errorf("%s: checking its inputs: %w", desc, ran.Unchecked)
 	case ran.Process.Cancelled:
 		return nil, fmt.Errorf("%s: %w", desc, ctx.Err())
 	case ran.Changed != "":

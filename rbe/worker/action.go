@@ -186,14 +186,14 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	}
 	ran, err := r.cache.Run(ctx, execroot.Spec{
 		Source: r.source(), Tree: tree, Root: root, WorkingDir: cmd.WorkingDirectory, Outputs: outs,
-		HandOver: func(root string) error {
+		Before: func(root string) error {
 			err := r.user.HandOver(root)
 			meta.InputFetchCompletedTimestamp = timestamppb.Now()
 			meta.ExecutionStartTimestamp = timestamppb.Now()
 			tr.ExecutionStartNs = time.Now().UnixNano()
 			return err
 		},
-		Reclaim: func(root string) error {
+		After: func(root string) error {
 			tr.ExecutionEndNs = time.Now().UnixNano()
 			meta.ExecutionCompletedTimestamp = timestamppb.Now()
 			return r.user.Reclaim(root)
@@ -207,6 +207,9 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 	if ran.StartErr != nil {
 		fmt.Fprintf(stderr, "rbs worker %s: cannot run %q: %v\n", r.name, cmd.Arguments[0], ran.StartErr)
 		pr.ExitCode = 127
+	}
+	if ran.Unchecked != nil {
+		return nil, fmt.Errorf("checking its inputs: %w", ran.Unchecked)
 	}
 	if pr.Cancelled {
 		return nil, status.Error(codes.Canceled, "action cancelled")
