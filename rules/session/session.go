@@ -69,6 +69,9 @@ type Session struct {
 	done func()
 	// last is what UpToDate found of the last build, for Rebuild.
 	last *last
+	// jobs holds the job targets this session built, by label, with
+	// the manifest written and the input root it names.
+	jobs map[string]PipelineJob
 }
 
 // Open finds the workspace around opts.Dir.
@@ -524,6 +527,15 @@ func (s *Session) writeManifests(targets []*rules.Configured) (paths []string, e
 		if err != nil {
 			return nil, err
 		}
+		// What is submitted is what was written, as read back.
+		written, err := manifest.Decode(b)
+		if err != nil {
+			return nil, err
+		}
+		if s.jobs == nil {
+			s.jobs = map[string]PipelineJob{}
+		}
+		s.jobs[c.Label.String()] = PipelineJob{written, tree}
 		path := filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, err
@@ -538,12 +550,16 @@ func (s *Session) writeManifests(targets []*rules.Configured) (paths []string, e
 
 // jobOf returns the manifest of a built job target, as its build wrote it
 // under its bin directory, and its input root, to upload before the job
-// is submitted.
+// is submitted: those this session's build made, else read back.
 func (s *Session) jobOf(c *rules.Configured) (*manifest.Manifest, *merkle.Tree, error) {
 	if m, err := c.Job(); err != nil {
 		return nil, nil, err
 	} else if m == nil {
 		return nil, nil, fmt.Errorf("%s is not a job target: give an ml_training_job, batch_job or gpu_job from @rbs//job/rules.rbs, or a command after --", c.Label)
+	}
+	if j, ok := s.jobs[c.Label.String()]; ok {
+		delete(s.jobs, c.Label.String()) // the caller may change the manifest
+		return j.Manifest, j.Tree, nil
 	}
 	b, err := os.ReadFile(filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform)))
 	if err != nil {

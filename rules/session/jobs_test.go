@@ -1,0 +1,61 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A job target built by the session is submitted with the manifest and
+// input root its build made, without reading the manifest back or
+// walking its runfiles again: removed from disk after the build, it is
+// still there to submit.
+func TestJobReusesTheBuild(t *testing.T) {
+	root := t.TempDir()
+	for name, text := range map[string]string{
+		"MODULE.bazel": "",
+		"pkg/BUILD.rbs": `load("@rbs//job/rules.rbs", "batch_job")
+sh_binary(name = "step", srcs = ["step.sh"], data = ["data.txt"])
+batch_job(name = "job", binary = ":step", args = ["go"])
+`,
+		"pkg/step.sh":  "#!/bin/sh\ncat data.txt\n",
+		"pkg/data.txt": "data\n",
+	} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Open(Options{Dir: root, Jobs: 2, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	sum, err := s.Build(ctx, []string{"//pkg:job"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := s.jobs["//pkg:job"]
+	if built.Tree == nil || built.Manifest == nil || built.Manifest.InputRoot != built.Tree.Root.String() {
+		t.Fatalf("the build kept %+v for //pkg:job", built)
+	}
+	if err := os.Remove(filepath.Join(root, ManifestPath(sum.Targets[0].Label, s.ws.Platform))); err != nil {
+		t.Fatal(err)
+	}
+	m, tree, err := s.jobOf(sum.Targets[0])
+	if err != nil {
+		t.Fatalf("submitting what the build made: %v", err)
+	}
+	if tree != built.Tree || m.InputRoot != tree.Root.String() {
+		t.Fatalf("submitted input root %s, the build's %s", m.InputRoot, built.Tree.Root)
+	}
+	// Asked again, it is read back from what the build wrote.
+	if _, _, err := s.jobOf(sum.Targets[0]); !os.IsNotExist(err) {
+		t.Fatalf("a second ask with the manifest gone: %v, want it not found", err)
+	}
+}
