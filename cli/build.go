@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -175,13 +174,29 @@ func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
 			return s.Remember(sum, last.Outputs)
 		}
 	}
-	sum, err := s.Build(ctx, c.Patterns, c.NoBuild)
+	if c.NoBuild {
+		// What loading and analysis decide, kept for the next time.
+		args := append([]string{"build --nobuild"}, c.Patterns...)
+		out, ok := s.Answered(args...)
+		if !ok {
+			var err error
+			out, err = s.Answer(args, func() (string, error) {
+				sum, err := s.Build(ctx, c.Patterns, true)
+				if err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("Analysed %d targets.\n", len(sum.Targets)), nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		fmt.Print(out)
+		return nil
+	}
+	sum, err := s.Build(ctx, c.Patterns, false)
 	if err != nil {
 		return err
-	}
-	if c.NoBuild {
-		fmt.Printf("Analysed %d targets.\n", len(sum.Targets))
-		return nil
 	}
 	st := sum.Stats
 	fmt.Println(c.built(len(sum.Targets), st.Total, st.Executed, st.Cached) + ".")
@@ -337,33 +352,47 @@ type QueryCmd struct {
 // Run implements the command.
 func (c *QueryCmd) Run() error {
 	return withSession(session.Options{}, func(s *session.Session) error {
-		labels, err := s.Query(c.Expr)
-		if err != nil {
-			return err
-		}
-		w := bufio.NewWriter(os.Stdout)
-		for _, l := range labels {
-			switch c.Output {
-			case "label":
-				fmt.Fprintln(w, l)
-			case "label_kind":
-				kind, err := s.Kind(l)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(w, kind, l)
-			case "build":
-				t, err := s.Target(l)
-				if err != nil {
-					return err
-				}
-				if t != nil {
-					fmt.Fprintln(w, rules.Declaration(t))
-				}
+		args := []string{"query", "--output=" + c.Output, c.Expr}
+		out, ok := s.Answered(args...)
+		if !ok {
+			var err error
+			if out, err = s.Answer(args, func() (string, error) { return c.answer(s) }); err != nil {
+				return err
 			}
 		}
-		return w.Flush()
+		_, err := os.Stdout.WriteString(out)
+		return err
 	})
+}
+
+// answer is what the query prints.
+func (c *QueryCmd) answer(s *session.Session) (string, error) {
+	labels, err := s.Query(c.Expr)
+	if err != nil {
+		return "", err
+	}
+	var w strings.Builder
+	for _, l := range labels {
+		switch c.Output {
+		case "label":
+			fmt.Fprintln(&w, l)
+		case "label_kind":
+			kind, err := s.Kind(l)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintln(&w, kind, l)
+		case "build":
+			t, err := s.Target(l)
+			if err != nil {
+				return "", err
+			}
+			if t != nil {
+				fmt.Fprintln(&w, rules.Declaration(t))
+			}
+		}
+	}
+	return w.String(), nil
 }
 
 // CleanCmd is `rbs clean`.

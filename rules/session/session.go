@@ -69,6 +69,9 @@ type Session struct {
 	done func()
 	// last is what UpToDate found of the last build, for Rebuild.
 	last *last
+	// analysisRead are the files the last analysis read beside those
+	// loading did, absolute (an include-scanned source, say).
+	analysisRead []string
 	// jobs holds the job targets this session built, by label, with
 	// the manifest written and the input root it names.
 	jobs map[string]PipelineJob
@@ -229,6 +232,7 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if err != nil {
 		return nil, err
 	}
+	s.analysisRead = s.abs(an.Read)
 	for _, l := range labels {
 		if _, err := an.Targets[l.String()].Job(); err != nil {
 			return nil, err
@@ -248,7 +252,7 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 		return sum, nil
 	}
 	if rec != nil {
-		if err := rec.analysed(newPlan(an, files), append(s.ws.Read(), s.abs(an.Read)...)); err != nil {
+		if err := rec.analysed(newPlan(an, files), append(s.ws.Read(), s.analysisRead...)); err != nil {
 			return nil, err
 		}
 	}
