@@ -70,8 +70,13 @@ type Workspace struct {
 	Platform platform.Platform
 	cfg      Config
 	loader   *loader.Loader
-	native   *starlarkstruct.Struct
-	build    starlark.StringDict // predeclared names of BUILD files
+	// native and build (the predeclared names of BUILD files) are made
+	// with the built-in rules, once the first package is evaluated: a
+	// command answered without loading never evaluates them.
+	builtins    sync.Once
+	builtinsErr error
+	native      *starlarkstruct.Struct
+	build       starlark.StringDict
 
 	mu   sync.Mutex
 	pkgs map[string]*pkgEntry
@@ -91,30 +96,40 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	}
 	w := &Workspace{Root: root, Name: "__main__", Platform: cfg.Platform, cfg: cfg, pkgs: map[string]*pkgEntry{}}
 	w.loader = loader.New(root, repositories(), w.moduleEnv, nameRules)
-	nativeMembers := w.nativeFunctions()
-	nativeMembers["config_setting"] = configSettingRule
-	nativeMembers["alias"] = aliasRule
-	w.build = starlark.StringDict{}
-	for k, v := range nativeMembers {
-		w.build[k] = v
-	}
-	for _, m := range builtinModules {
-		globals, err := w.loader.Load(m)
-		if err != nil {
-			return nil, fmt.Errorf("loading built-in rules %s: %w", m, err)
+	return w, nil
+}
+
+// loadBuiltins evaluates the built-in rules, once, for BUILD files and
+// native.*.
+func (w *Workspace) loadBuiltins() error {
+	w.builtins.Do(func() {
+		nativeMembers := w.nativeFunctions()
+		nativeMembers["config_setting"] = configSettingRule
+		nativeMembers["alias"] = aliasRule
+		build := starlark.StringDict{}
+		for k, v := range nativeMembers {
+			build[k] = v
 		}
-		for name, v := range globals {
-			if r, ok := v.(*RuleClass); ok {
-				nativeMembers[name] = r
-				w.build[name] = r
+		for _, m := range builtinModules {
+			globals, err := w.loader.Load(m)
+			if err != nil {
+				w.builtinsErr = fmt.Errorf("loading built-in rules %s: %w", m, err)
+				return
+			}
+			for name, v := range globals {
+				if r, ok := v.(*RuleClass); ok {
+					nativeMembers[name] = r
+					build[name] = r
+				}
 			}
 		}
-	}
-	w.native = starlarkstruct.FromStringDict(starlark.String("native"), nativeMembers)
-	for k, v := range w.common() {
-		w.build[k] = v
-	}
-	return w, nil
+		for k, v := range w.common() {
+			build[k] = v
+		}
+		w.native = starlarkstruct.FromStringDict(starlark.String("native"), nativeMembers)
+		w.build = build
+	})
+	return w.builtinsErr
 }
 
 // nameRules gives each rule, provider, macro and aspect a module exports
@@ -340,6 +355,9 @@ func (w *Workspace) evalPackage(name string) (*Package, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := w.loadBuiltins(); err != nil {
+		return nil, err
+	}
 	pkg := newPackage(name, dir)
 	thread := w.loader.Thread(path.Join("//"+name, filepath.Base(file)), "", name, nil)
 	thread.SetLocal(packageKey, pkg)
@@ -364,6 +382,9 @@ func (w *Workspace) evalExternal(name string, fsys fs.FS, dir string) (*Package,
 	if file == "" {
 		repo, _, _ := strings.Cut(strings.TrimPrefix(name, externalDir+"/"), "/")
 		return nil, fmt.Errorf("no such package @%s//%s: rbs's @%s has no such package", repo, strings.TrimPrefix(dir, "."), repo)
+	}
+	if err := w.loadBuiltins(); err != nil {
+		return nil, err
 	}
 	pkg := newPackage(name, "")
 	pkg.fsys, pkg.fsDir = fsys, dir

@@ -17,6 +17,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -190,26 +193,56 @@ func content(p string, st State) string {
 }
 
 // Changed reports whether any recorded file is not as it was recorded.
-func (s *Stamp) Changed() bool {
-	for p, was := range s.Files {
-		if changed(p, was) {
-			return true
-		}
-	}
-	return false
-}
+func (s *Stamp) Changed() bool { return len(s.check(true)) > 0 }
 
 // Changes returns the paths of the recorded files that are not as they
 // were recorded (a link's path when what it points to has changed).
 func (s *Stamp) Changes() []string {
-	var ps []string
-	for p, was := range s.Files {
-		if changed(p, was) {
-			target, _ := cutLink(p)
-			ps = append(ps, target)
-		}
+	ps := s.check(false)
+	for i, p := range ps {
+		ps[i], _ = cutLink(p)
 	}
 	return ps
+}
+
+// check returns the names of the recorded files that have changed, or
+// with first only one of them. The files are stated by as many goroutines
+// as run at once: a no-op build is thousands of stats.
+func (s *Stamp) check(first bool) []string {
+	names := make([]string, 0, len(s.Files))
+	for p := range s.Files {
+		names = append(names, p)
+	}
+	const chunk = 128
+	var next, found atomic.Int64
+	var mu sync.Mutex
+	var out []string
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(names)/chunk+1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lo := int(next.Add(chunk)) - chunk
+				if lo >= len(names) || first && found.Load() > 0 {
+					return
+				}
+				for _, p := range names[lo:min(lo+chunk, len(names))] {
+					if changed(p, s.Files[p]) {
+						found.Add(1)
+						mu.Lock()
+						out = append(out, p)
+						mu.Unlock()
+						if first {
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // changed reports whether the file recorded under name is not as was says.

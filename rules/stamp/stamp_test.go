@@ -3,6 +3,8 @@ package stamp
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -100,5 +102,37 @@ func TestRacyContent(t *testing.T) {
 	s.Files[p] = st
 	if !s.Changed() {
 		t.Error("Changed() = false for other content under the same stat")
+	}
+}
+
+// A stamp saved and loaded again is the same, and a cut or altered file
+// is an error, not a stamp.
+func TestSaveLoad(t *testing.T) {
+	dir := t.TempDir()
+	s := New()
+	s.Summary = Summary{Targets: 3, Actions: 7, Internal: 1, Outputs: "rbs-out/bin/a\n"}
+	s.Files["/w/a"] = State{Mode: 0o100644, Size: 5, Mtime: 1e18, Ctime: -3, Ino: 42}
+	s.Files["/w/ab"] = State{Mode: 0o40755, Content: "d1"}
+	s.Files["/w/b ->"] = State{Missing: true}
+	s.Files["/x"] = State{}
+	file := filepath.Join(dir, "stamp")
+	if err := s.Save(file); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Fatalf("loaded %+v, saved %+v", got, s)
+	}
+	b, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]byte{b[:len(b)-1], append(slices.Clone(b), 0), {9}, nil} {
+		if err := New().UnmarshalBinary(bad); err == nil {
+			t.Fatalf("%d bytes of %d, or altered, read as a stamp", len(bad), len(b))
+		}
 	}
 }
