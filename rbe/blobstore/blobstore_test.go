@@ -293,48 +293,58 @@ func TestDiskLinkedFileWrittenInPlace(t *testing.T) {
 			return os.Chtimes(p, time.Unix(1e9, 0), time.Unix(1e9, 0))
 		}, kept: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			clock := newClock()
-			disk, err := NewDisk(filepath.Join(dir, "cache"), 0, WithFileMode(0o444), WithClock(clock.now))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := PutBytes(context.Background(), disk, d, b); err != nil {
-				t.Fatal(err)
-			}
-			first := filepath.Join(dir, "first")
-			if err := disk.Link(d, first); err != nil {
-				t.Fatal(err)
-			}
-			if err := tc.change(first); err != nil {
-				t.Fatal(err)
-			}
-			if tc.advance {
-				clock.advance()
-			} else if ok, err := disk.Unchanged(d); err != nil || ok != tc.kept {
-				t.Fatalf("Unchanged = %v, %v; want %v", ok, err, tc.kept)
-			}
-			second := filepath.Join(dir, "second")
-			err = disk.Link(d, second)
-			if !tc.kept {
-				if status.Code(err) != codes.NotFound {
-					t.Fatalf("Link of a changed blob: %v, want NotFound", err)
+		// Reopened, the store knows the blob from its name alone until it
+		// is used.
+		for _, reopen := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, reopened %v", tc.name, reopen), func(t *testing.T) {
+				dir := t.TempDir()
+				clock := newClock()
+				disk, err := NewDisk(filepath.Join(dir, "cache"), 0, WithFileMode(0o444), WithClock(clock.now))
+				if err != nil {
+					t.Fatal(err)
 				}
-				if got := present(t, disk, []digest.Digest{d}); got[0] {
-					t.Fatal("the changed blob is still stored")
+				if err := PutBytes(context.Background(), disk, d, b); err != nil {
+					t.Fatal(err)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := os.ReadFile(second)
-			info, serr := os.Stat(second)
-			if err != nil || serr != nil || string(got) != string(b) || info.Mode().Perm() != 0o444 {
-				t.Fatalf("linked again: %q (%v), mode %v (%v); want the stored content, mode 0444", got, err, info.Mode(), serr)
-			}
-		})
+				if reopen {
+					clock.advance()
+					if disk, err = NewDisk(filepath.Join(dir, "cache"), 0, WithFileMode(0o444), WithClock(clock.now)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				first := filepath.Join(dir, "first")
+				if err := disk.Link(d, first); err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.change(first); err != nil {
+					t.Fatal(err)
+				}
+				if tc.advance {
+					clock.advance()
+				} else if ok, err := disk.Unchanged(d); err != nil || ok != tc.kept {
+					t.Fatalf("Unchanged = %v, %v; want %v", ok, err, tc.kept)
+				}
+				second := filepath.Join(dir, "second")
+				err = disk.Link(d, second)
+				if !tc.kept {
+					if status.Code(err) != codes.NotFound {
+						t.Fatalf("Link of a changed blob: %v, want NotFound", err)
+					}
+					if got := present(t, disk, []digest.Digest{d}); got[0] {
+						t.Fatal("the changed blob is still stored")
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := os.ReadFile(second)
+				info, serr := os.Stat(second)
+				if err != nil || serr != nil || string(got) != string(b) || info.Mode().Perm() != 0o444 {
+					t.Fatalf("linked again: %q (%v), mode %v (%v); want the stored content, mode 0444", got, err, info.Mode(), serr)
+				}
+			})
+		}
 	}
 }
 

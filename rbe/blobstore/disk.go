@@ -52,13 +52,19 @@ type Disk struct {
 	lru   *list.List // of *diskEntry; front is most recently used
 	index map[digest.Digest]*list.Element
 	size  int64
+	// unsorted says lru may hold blobs found on disk at the start, not
+	// used since, and not yet in the order of their times (sortFound).
+	unsorted bool
 
 	evictions atomic.Int64 // blobs evicted since the store was opened
 }
 
 type diskEntry struct {
-	key     digest.Digest
-	size    int64 // bytes on disk
+	key  digest.Digest
+	size int64 // bytes on disk
+	// touched is when it was last used, which its file's modification
+	// time keeps; zero for a blob found on disk and not used since, whose
+	// time is read from its file once it is needed (see sortFound).
 	touched time.Time
 }
 
@@ -75,8 +81,9 @@ func WithClock(now func() time.Time) DiskOption { return func(d *Disk) { d.now =
 func WithFileMode(mode os.FileMode) DiskOption { return func(d *Disk) { d.mode = mode } }
 
 // NewDisk opens (creating if needed) a disk store in dir holding at most
-// maxSize bytes (0 for no bound). Existing blobs are indexed in the order of
-// their modification times; leftover temporary files are removed.
+// maxSize bytes (0 for no bound). Existing blobs are indexed, and evicted
+// in the order of their modification times; leftover temporary files are
+// removed.
 func NewDisk(dir string, maxSize int64, opts ...DiskOption) (*Disk, error) {
 	if maxSize < 0 {
 		return nil, fmt.Errorf("disk store %s: negative size bound %d", dir, maxSize)
@@ -108,9 +115,11 @@ func NewDisk(dir string, maxSize int64, opts ...DiskOption) (*Disk, error) {
 	return d, nil
 }
 
-// load indexes the blobs already on disk, oldest first.
+// load indexes the blobs already on disk from their names, which give
+// their sizes, without a stat of each: a build opens a store of thousands
+// of blobs every time, and most are never evicted. Their order by time is
+// worked out before the first eviction (sortFound).
 func (d *Disk) load() error {
-	var entries []*diskEntry
 	shards, err := os.ReadDir(d.dir)
 	if err != nil {
 		return err
@@ -125,25 +134,45 @@ func (d *Disk) load() error {
 		}
 		for _, f := range files {
 			key, ok := parseBlobName(f.Name())
-			if !ok {
+			if !ok || !f.Type().IsRegular() {
 				continue
 			}
-			info, err := f.Info()
-			if err != nil {
-				if os.IsNotExist(err) {
-					continue
-				}
-				return err
-			}
-			entries = append(entries, &diskEntry{key: key, size: info.Size(), touched: info.ModTime()})
+			d.index[key] = d.lru.PushBack(&diskEntry{key: key, size: key.Size()})
+			d.size += key.Size()
+			d.unsorted = true
 		}
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].touched.Before(entries[j].touched) })
-	for _, e := range entries {
-		d.index[e.key] = d.lru.PushFront(e)
-		d.size += e.size
-	}
 	return nil
+}
+
+// sortFound puts the blobs found on disk and not used since in the order
+// of their files' modification times, the oldest at the back, before
+// anything is evicted. It stats them under d.mu, once.
+func (d *Disk) sortFound() {
+	if !d.unsorted {
+		return
+	}
+	var found []*list.Element
+	for el := d.lru.Front(); el != nil; el = el.Next() {
+		if e := el.Value.(*diskEntry); e.touched.IsZero() {
+			found = append(found, el)
+		}
+	}
+	for _, el := range found {
+		e := el.Value.(*diskEntry)
+		if info, err := os.Lstat(d.path(e.key)); err == nil {
+			e.touched = info.ModTime()
+		} else {
+			e.touched = time.Unix(0, 1) // gone: the first to go
+		}
+	}
+	sort.Slice(found, func(i, j int) bool {
+		return found[i].Value.(*diskEntry).touched.After(found[j].Value.(*diskEntry).touched)
+	})
+	for _, el := range found {
+		d.lru.MoveToBack(el) // the newest first: the oldest ends at the back
+	}
+	d.unsorted = false
 }
 
 func blobName(key digest.Digest) string {
@@ -241,7 +270,8 @@ func (t touch) apply(d *Disk) {
 	if t.now.IsZero() {
 		return
 	}
-	if p := d.path(t.key); d.mode == 0 || modifiedAt(p, t.was) {
+	// A blob found on disk and not used since has the time its file has.
+	if p := d.path(t.key); d.mode == 0 || t.was.IsZero() || modifiedAt(p, t.was) {
 		_ = os.Chtimes(p, t.now, t.now)
 	}
 }
@@ -366,6 +396,7 @@ func storeError(key digest.Digest, err error) error {
 func (d *Disk) makeRoom(n int64) bool {
 	var victims []string
 	d.mu.Lock()
+	d.sortFound()
 	for freed := int64(0); freed < max(n, 1) && d.lru.Len() > 0; {
 		el := d.lru.Back()
 		e := el.Value.(*diskEntry)
@@ -389,6 +420,9 @@ func (d *Disk) makeRoom(n int64) bool {
 // files to delete.
 func (d *Disk) evictLocked() []string {
 	var victims []string
+	if d.maxSize > 0 && d.size > d.maxSize {
+		d.sortFound()
+	}
 	for d.maxSize > 0 && d.size > d.maxSize && d.lru.Len() > 1 {
 		el := d.lru.Back()
 		e := el.Value.(*diskEntry)
@@ -487,6 +521,9 @@ func (d *Disk) Unchanged(key digest.Digest) (bool, error) {
 	}
 	if err != nil {
 		return false, status.Errorf(codes.Internal, "checking blob %s: %v", key, err)
+	}
+	if want.IsZero() {
+		want = info.ModTime() // found on disk and not used since: as its file says
 	}
 	if info.Size() == key.Size() && (d.mode == 0 || info.Mode().Perm() == d.mode) && info.ModTime().Equal(want) {
 		return true, nil
