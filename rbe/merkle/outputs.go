@@ -1,12 +1,15 @@
 package merkle
 
 import (
+	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 
 	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/gobfile"
+	"github.com/rbs-build/rbs/rbe/packed"
 )
 
 // hashes remembers file digests by path and file identity (device, inode,
@@ -20,37 +23,78 @@ type hashed struct {
 	d              digest.Digest
 }
 
-// savedDigest is a hashed entry as SaveDigests writes it.
-type savedDigest struct {
-	Path           string
-	Dev, Ino, Size uint64
-	Mtime          int64
-	Hash           string
-	DigestSize     int64
+// savedDigests is the table of remembered digests as SaveDigests writes
+// it: packed, its paths sorted, each entry its path, file identity, hash
+// and size.
+type savedDigests map[string]hashed
+
+// digestsVersion starts a saved table.
+const digestsVersion = 1
+
+func (t savedDigests) MarshalBinary() ([]byte, error) {
+	paths := make([]string, 0, len(t))
+	for p := range t {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	var w packed.Writer
+	w.Uvarint(digestsVersion)
+	w.Uvarint(uint64(len(paths)))
+	var ns packed.Names
+	for _, p := range paths {
+		h := t[p]
+		w.Name(&ns, p)
+		w.Uvarint(h.dev)
+		w.Uvarint(h.ino)
+		w.Uvarint(h.size)
+		w.Varint(h.mtime)
+		w.String(h.d.Hash())
+		w.Varint(h.d.Size())
+	}
+	return w.B, nil
+}
+
+func (t *savedDigests) UnmarshalBinary(b []byte) error {
+	r := packed.Reader{B: b}
+	if v := r.Uvarint(); v != digestsVersion {
+		return fmt.Errorf("digests: version %d, want %d", v, digestsVersion)
+	}
+	n := r.Count(8)
+	*t = make(savedDigests, n)
+	for range n {
+		p := r.Name()
+		h := hashed{dev: r.Uvarint(), ino: r.Uvarint(), size: r.Uvarint(), mtime: r.Varint()}
+		hash, size := r.String(), r.Varint()
+		if r.Err != nil {
+			break
+		}
+		d, err := digest.New(hash, size)
+		if err != nil {
+			return err
+		}
+		h.d = d
+		(*t)[p] = h
+	}
+	return r.End()
 }
 
 // LoadDigests remembers the digests saved in file; a missing or unreadable
 // file only means files are hashed again.
 func LoadDigests(file string) {
-	var saved []savedDigest
+	var saved savedDigests
 	if gobfile.Load(file, &saved) != nil {
 		return
 	}
-	for _, e := range saved {
-		d, err := digest.New(e.Hash, e.DigestSize)
-		if err != nil {
-			continue
-		}
-		hashes.Store(e.Path, hashed{dev: e.Dev, ino: e.Ino, size: e.Size, mtime: e.Mtime, d: d})
+	for p, h := range saved {
+		hashes.Store(p, h)
 	}
 }
 
 // SaveDigests writes the remembered digests to file, atomically.
 func SaveDigests(file string) error {
-	var saved []savedDigest
+	saved := savedDigests{}
 	hashes.Range(func(k, v any) bool {
-		h := v.(hashed)
-		saved = append(saved, savedDigest{Path: k.(string), Dev: h.dev, Ino: h.ino, Size: h.size, Mtime: h.mtime, Hash: h.d.Hash(), DigestSize: h.d.Size()})
+		saved[k.(string)] = v.(hashed)
 		return true
 	})
 	return gobfile.Save(file, saved)
