@@ -217,12 +217,14 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 		}
 		return nil
 	}
-	// A job in a container has the container's memory limit instead: its
-	// processes are not the worker's children.
+	// The job's start, which execroot.Run calls: in its memory group, or
+	// in a container, with its output streamed to the server.
 	var peak int64
 	var oom bool
 	var notes []string
 	run := func(ctx context.Context, spec process.Spec) (process.Result, error) {
+		// A job in a container has the container's memory limit instead:
+		// its processes are not the worker's children.
 		var group *memlimit.Group
 		var onStart func(pid int) error
 		if a.ContainerImage == "" {
