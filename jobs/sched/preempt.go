@@ -36,8 +36,8 @@ func (c *Core) preempt(j *job, workers []*worker, now time.Time) bool {
 		// One victim is enough for most: the index finds the youngest
 		// that is, which the scan below would rank first. With no victim
 		// at all, no plan frees room.
-		v, any := c.youngestVictim(j, prio, n, nowMs)
-		if !any {
+		v, anyVictim := c.youngestVictim(j, prio, n, nowMs)
+		if !anyVictim {
 			return false
 		}
 		if v != nil {

@@ -230,14 +230,14 @@ func TestYoungestVictimAsTheScan(t *testing.T) {
 			}
 			now := h.now
 			prio, n := h.c.priority(j, now), need(j.spec)
-			v, any := h.c.youngestVictim(j, prio, n, now.UnixMilli())
+			v, anyVictim := h.c.youngestVictim(j, prio, n, now.UnixMilli())
 			scan := h.c.scanVictims(j, h.c.sortedWorkers(), prio, n, now.UnixMilli())
 			switch {
 			case v != nil && (len(scan) != 1 || scan[0] != v):
 				t.Fatalf("seed %d try %d: the index names job %s, the scan %v", seed, try, v.key, keysOf(scan))
 			case v == nil && len(scan) == 1:
-				t.Fatalf("seed %d try %d: the index finds no single victim (any %v), the scan %v", seed, try, any, keysOf(scan))
-			case !any && len(scan) > 0:
+				t.Fatalf("seed %d try %d: the index finds no single victim (any %v), the scan %v", seed, try, anyVictim, keysOf(scan))
+			case !anyVictim && len(scan) > 0:
 				t.Fatalf("seed %d try %d: the index finds no victim at all, the scan %v", seed, try, keysOf(scan))
 			}
 			switch {

@@ -87,9 +87,9 @@ func (x *victimIndex) stopping(w *worker, p placed) {
 // the youngest such victim (the worker first by name among equals): the
 // plan that preempt's scan of every worker ranks first when one victim is
 // enough anywhere. prio is j's priority and n what it needs; a victim is
-// a job preempt may stop for it (see eligible). any reports whether there
-// was an eligible victim at all: without one, no plan can make room.
-func (c *Core) youngestVictim(j *job, prio int64, n capacity, nowMs int64) (v *job, any bool) {
+// a job preempt may stop for it (see eligible). anyVictim reports whether
+// there was an eligible victim at all: without one, no plan can make room.
+func (c *Core) youngestVictim(j *job, prio int64, n capacity, nowMs int64) (v *job, anyVictim bool) {
 	x := &c.victims
 	x.pass++
 	// Those that started within PreemptExempt are spared: the youngest
@@ -105,7 +105,7 @@ func (c *Core) youngestVictim(j *job, prio int64, n capacity, nowMs int64) (v *j
 		if e.gone || !c.eligible(e.placed, prio, nowMs) {
 			continue
 		}
-		any = true
+		anyVictim = true
 		w := e.w
 		if w.victimPass == x.pass {
 			continue // a younger victim comes first on w
@@ -119,7 +119,7 @@ func (c *Core) youngestVictim(j *job, prio int64, n capacity, nowMs int64) (v *j
 		}
 	}
 	if best == nil {
-		return nil, any
+		return nil, anyVictim
 	}
 	return best.j, true
 }

@@ -51,6 +51,15 @@ type runner interface {
 	run(ctx context.Context, a *Action, p *Prepared, outRoot string, skip bool) (*Result, error)
 }
 
+// prepared prepares a and runs it through r: the Run of every runner.
+func prepared(ctx context.Context, r runner, a *Action, outRoot string) (*Result, error) {
+	p, err := Prepare(a)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx, a, p, outRoot, false)
+}
+
 // Cached returns an executor that serves actions from c, and runs those c
 // lacks through next, recording their results in c unless they are
 // recorded where they ran (a remote execution's, by its server). An
@@ -78,11 +87,7 @@ func (e prepares) run(ctx context.Context, a *Action, _ *Prepared, outRoot strin
 
 // Run implements Executor.
 func (x *cached) Run(ctx context.Context, a *Action, outRoot string) (*Result, error) {
-	p, err := Prepare(a)
-	if err != nil {
-		return nil, err
-	}
-	return x.run(ctx, a, p, outRoot, false)
+	return prepared(ctx, x, a, outRoot)
 }
 
 func (x *cached) run(ctx context.Context, a *Action, p *Prepared, outRoot string, skip bool) (*Result, error) {

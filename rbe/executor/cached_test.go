@@ -46,11 +46,7 @@ type spy struct {
 }
 
 func (s *spy) Run(ctx context.Context, a *Action, outRoot string) (*Result, error) {
-	p, err := Prepare(a)
-	if err != nil {
-		return nil, err
-	}
-	return s.run(ctx, a, p, outRoot, false)
+	return prepared(ctx, s, a, outRoot)
 }
 
 func (s *spy) run(ctx context.Context, a *Action, p *Prepared, outRoot string, skip bool) (*Result, error) {

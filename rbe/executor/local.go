@@ -79,11 +79,7 @@ func (l *Local) cas(exec bool) blobstore.Store {
 // Run implements Executor: it runs a, always; Cached(l.Cache(), l)
 // serves it from the local action cache first.
 func (l *Local) Run(ctx context.Context, a *Action, outRoot string) (*Result, error) {
-	p, err := Prepare(a)
-	if err != nil {
-		return nil, err
-	}
-	return l.run(ctx, a, p, outRoot, false)
+	return prepared(ctx, l, a, outRoot)
 }
 
 func (l *Local) run(ctx context.Context, a *Action, p *Prepared, outRoot string, _ bool) (*Result, error) {

@@ -41,11 +41,7 @@ func NewRemote(conn *grpc.ClientConn, instance string) *Remote {
 // it from its action cache when it can. Cached(r.Cache(), r) looks it up
 // before uploading its inputs.
 func (r *Remote) Run(ctx context.Context, a *Action, outRoot string) (*Result, error) {
-	p, err := Prepare(a)
-	if err != nil {
-		return nil, err
-	}
-	return r.run(ctx, a, p, outRoot, false)
+	return prepared(ctx, r, a, outRoot)
 }
 
 func (r *Remote) run(ctx context.Context, a *Action, p *Prepared, outRoot string, skip bool) (*Result, error) {
