@@ -3,6 +3,7 @@ package blobstore
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/rbs-build/rbs/rbe/digest"
@@ -29,6 +30,9 @@ func (v verifying) Get(ctx context.Context, d digest.Digest, offset int64) (io.R
 }
 
 func (v verifying) FindMissing(ctx context.Context, ds []digest.Digest) ([]digest.Digest, error) {
+	if !slices.Contains(ds, digest.Empty) {
+		return v.Store.FindMissing(ctx, ds)
+	}
 	nonEmpty := make([]digest.Digest, 0, len(ds))
 	for _, d := range ds {
 		if d != digest.Empty {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/google/uuid"
@@ -48,10 +49,7 @@ func (c *CAS) prefix() string {
 
 // FindMissing returns those of ds the server does not have.
 func (c *CAS) FindMissing(ctx context.Context, ds []digest.Digest) ([]digest.Digest, error) {
-	req := &repb.FindMissingBlobsRequest{InstanceName: c.Instance, BlobDigests: make([]*repb.Digest, len(ds))}
-	for i, d := range ds {
-		req.BlobDigests[i] = d.Proto()
-	}
+	req := &repb.FindMissingBlobsRequest{InstanceName: c.Instance, BlobDigests: digest.Protos(ds)}
 	resp, err := c.cas.FindMissingBlobs(ctx, req)
 	if err != nil {
 		return nil, err
@@ -198,6 +196,13 @@ func (c *CAS) Upload(ctx context.Context, blobs []Blob, opts ...UploadOption) (s
 	return sent, size, flush()
 }
 
+// chunks holds the buffers write streams blobs through: a buffer of a
+// chunk for every upload would cost more than a small blob's whole write.
+var chunks = sync.Pool{New: func() any {
+	b := make([]byte, chunkSize)
+	return &b
+}}
+
 // Write uploads one blob over ByteStream, whether or not the server has it.
 func (c *CAS) Write(ctx context.Context, b Blob) error { return c.write(ctx, b, nil) }
 
@@ -219,7 +224,9 @@ func (c *CAS) write(ctx context.Context, b Blob, progress func(int64)) error {
 		return err
 	}
 	name := fmt.Sprintf("%suploads/%s/blobs/%s/%d", c.prefix(), uuid.NewString(), b.Digest.Hash(), b.Digest.Size())
-	buf := make([]byte, chunkSize)
+	bp := chunks.Get().(*[]byte)
+	defer chunks.Put(bp)
+	buf := *bp
 	var off, reported int64
 	report := func() {
 		if n := min(off, b.Digest.Size()) - reported; n > 0 {

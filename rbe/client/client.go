@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rbs-build/rbs/rbe/auth"
+	"github.com/rbs-build/rbs/rbe/codec"
 	"github.com/rbs-build/rbs/rbe/via"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -58,7 +59,7 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 		return nil, err
 	}
 	opts := []grpc.DialOption{
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize), grpc.ForceCodecV2(codec.Codec{})),
 		grpc.WithInitialWindowSize(windowSize),
 		grpc.WithInitialConnWindowSize(windowSize),
 		grpc.WithChainUnaryInterceptor(readableUnary),

@@ -126,6 +126,18 @@ func (d Digest) Proto() *repb.Digest {
 	return &repb.Digest{Hash: d.hash, SizeBytes: d.size}
 }
 
+// Protos returns ds as REAPI Digest messages, allocated as one block
+// rather than one message each: a FindMissingBlobs call names thousands.
+func Protos(ds []Digest) []*repb.Digest {
+	block := make([]repb.Digest, len(ds))
+	out := make([]*repb.Digest, len(ds))
+	for i, d := range ds {
+		block[i].Hash, block[i].SizeBytes = d.hash, d.size
+		out[i] = &block[i]
+	}
+	return out
+}
+
 // Verifier checks that bytes written to it match a digest.
 type Verifier struct {
 	want Digest

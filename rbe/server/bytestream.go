@@ -66,7 +66,9 @@ func (b *byteStream) Read(req *bspb.ReadRequest, stream bspb.ByteStream_ReadServ
 		}
 		return out.flush()
 	}
-	buf := make([]byte, chunkSize)
+	bp := chunks.Get().(*[]byte)
+	defer chunks.Put(bp)
+	buf := *bp
 	for {
 		n, err := io.ReadFull(src, buf)
 		if n > 0 {
@@ -82,6 +84,13 @@ func (b *byteStream) Read(req *bspb.ReadRequest, stream bspb.ByteStream_ReadServ
 		}
 	}
 }
+
+// chunks holds the buffers Read sends blobs through: a buffer of a chunk
+// for every call would cost more than a small blob's whole read.
+var chunks = sync.Pool{New: func() any {
+	b := make([]byte, chunkSize)
+	return &b
+}}
 
 // chunkSender turns writes into ReadResponses of at most chunkSize bytes.
 type chunkSender struct {

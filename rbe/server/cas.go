@@ -56,11 +56,7 @@ func (c *cas) FindMissingBlobs(ctx context.Context, req *repb.FindMissingBlobsRe
 	if err != nil {
 		return nil, err
 	}
-	resp := &repb.FindMissingBlobsResponse{MissingBlobDigests: make([]*repb.Digest, len(missing))}
-	for i, d := range missing {
-		resp.MissingBlobDigests[i] = d.Proto()
-	}
-	return resp, nil
+	return &repb.FindMissingBlobsResponse{MissingBlobDigests: digest.Protos(missing)}, nil
 }
 
 func (c *cas) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateBlobsRequest) (*repb.BatchUpdateBlobsResponse, error) {

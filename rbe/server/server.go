@@ -31,6 +31,7 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/codec"
 	"github.com/rbs-build/rbs/rbe/scheduler"
 	"github.com/rbs-build/rbs/rbe/session"
 	"github.com/rbs-build/rbs/rbe/via"
@@ -148,6 +149,8 @@ func New(cfg Config) *Server {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMessageSize),
 		grpc.MaxSendMsgSize(maxMessageSize),
+		// Plain protobuf, with FindMissingBlobs decoded by hand.
+		grpc.ForceServerCodecV2(codec.Codec{}),
 		// Large flow-control windows keep big transfers from stalling on
 		// window updates.
 		grpc.InitialWindowSize(windowSize),
