@@ -293,6 +293,14 @@ func openState(cfg Config) (*store.Store, error) {
 	return store.OpenPostgres(ctx, cfg.State, cfg.StatePassword)
 }
 
+// A disk store keeps its blobs of up to residentBlob bytes in memory too,
+// up to residentBytes of them: a cache hit then reads its action result and
+// small outputs without opening a file.
+const (
+	residentBlob  = 16 << 10
+	residentBytes = 64 << 20
+)
+
 // openStores builds the CAS and the action cache: the chains of backends
 // given, else disk stores under the data directory (cas/, ac/), opened as
 // they always were. No two disk backends may share a directory.
@@ -317,16 +325,21 @@ func (c *Cluster) openStores() (cas, ac blobstore.Store, err error) {
 	ctx, stop := context.WithCancel(context.Background())
 	c.stopStores = stop
 	open := func(flag string, given blobstore.Spec, spec blobstore.Spec, o blobstore.Options) (blobstore.Store, error) {
+		var s blobstore.Store
+		var err error
 		if given == nil {
 			d := spec.(*blobstore.DiskSpec)
-			return blobstore.NewDisk(d.Dir, d.MaxSize)
+			s, err = blobstore.NewDisk(d.Dir, d.MaxSize)
+		} else {
+			o.Token = cfg.StoreToken
+			if s, err = blobstore.Open(ctx, spec, o); err != nil {
+				err = fmt.Errorf("%s: %w", flag, err)
+			}
 		}
-		o.Token = cfg.StoreToken
-		s, err := blobstore.Open(ctx, spec, o)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flag, err)
+		if _, disk := spec.(*blobstore.DiskSpec); disk && err == nil {
+			s = blobstore.NewResident(s, residentBlob, residentBytes)
 		}
-		return s, nil
+		return s, err
 	}
 	if cas, err = open("--cas", cfg.CAS, casSpec, blobstore.Options{Kind: blobstore.CASKind, DiskMaxSize: cfg.CASMaxSize}); err != nil {
 		return nil, nil, err

@@ -17,6 +17,8 @@
 //   - NewS3: a bucket of an S3-compatible object store (Amazon S3, Ceph's
 //     radosgw, MinIO), one object per blob under a key prefix. Package
 //     s3test starts a real S3 server for its tests.
+//   - NewResident: a Disk's small blobs kept in memory as well, so that a
+//     cache hit reads its action result and outputs without a system call.
 //   - ContentAddressed: the CAS decorator, which rejects writes whose bytes
 //     do not match their digest before they become visible.
 //   - Metrics.Instrument: the metrics decorator, counting bytes read and

@@ -50,6 +50,9 @@ const (
 	maxMessageSize = 16 << 20
 	// windowSize is the HTTP/2 flow-control window per stream and connection.
 	windowSize = 16 << 20
+	// socketBufferSize is how much a connection reads or writes a system
+	// call at a time.
+	socketBufferSize = 1 << 20
 )
 
 // Dial connects to the server, or the servers, described by o.
@@ -62,6 +65,8 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize), grpc.ForceCodecV2(codec.Codec{})),
 		grpc.WithInitialWindowSize(windowSize),
 		grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithWriteBufferSize(socketBufferSize),
+		grpc.WithReadBufferSize(socketBufferSize),
 		grpc.WithChainUnaryInterceptor(readableUnary),
 		grpc.WithChainStreamInterceptor(readableStream),
 		// A server that stops answering (a stopped process, a machine

@@ -53,6 +53,9 @@ const (
 	chunkSize = 1 << 20
 	// windowSize is the HTTP/2 flow-control window per stream and connection.
 	windowSize = 16 << 20
+	// socketBufferSize is how much a connection reads or writes a system
+	// call at a time.
+	socketBufferSize = 1 << 20
 	// DefaultHeartbeatInterval is how often workers send heartbeats and the
 	// scheduler checks for lost workers and overdue actions.
 	DefaultHeartbeatInterval = 2 * time.Second
@@ -155,6 +158,8 @@ func New(cfg Config) *Server {
 		// window updates.
 		grpc.InitialWindowSize(windowSize),
 		grpc.InitialConnWindowSize(windowSize),
+		grpc.WriteBufferSize(socketBufferSize),
+		grpc.ReadBufferSize(socketBufferSize),
 		// Clients with a stream open ping a silent server (see
 		// rbe/client) to find it gone: a stopped process, a machine
 		// cut off.
