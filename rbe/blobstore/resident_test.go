@@ -45,7 +45,6 @@ func (c *countingStore) count() int {
 	return c.gets
 }
 
-
 func read(t *testing.T, s Store, d digest.Digest, offset int64) (string, error) {
 	t.Helper()
 	rc, err := s.Get(context.Background(), d, offset)
