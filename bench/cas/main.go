@@ -109,6 +109,26 @@ func main() {
 			}
 		})
 		report(fmt.Sprintf("ByteStream download %s x%d", label, count), throughput(total, down), throughput(total, downPeer), downPeer, down)
+
+		// What a CAS cannot skip, against the same ceiling: hashing the
+		// bytes (a server verifies every upload, a client every download)
+		// and writing them to new files (a disk store's upload).
+		data := make([]byte, size)
+		rand.Read(data)
+		hash := timeIt(func() {
+			for range blobs {
+				digest.FromBytes(data)
+			}
+		})
+		report(fmt.Sprintf("  SHA-256 of %s x%d alone", label, count), throughput(total, hash), throughput(total, upPeer), upPeer, hash)
+		files := timeIt(func() {
+			for i := range blobs {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprint("new-", size, "-", i)), data, 0o644); err != nil {
+					log.Fatal(err)
+				}
+			}
+		})
+		report(fmt.Sprintf("  writing %s x%d to new files", label, count), throughput(total, files), throughput(total, upPeer), upPeer, files)
 	}
 
 	findMissing(cas, conn, peer, *findCount)
