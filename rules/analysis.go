@@ -183,7 +183,7 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 	}
 	ctx.attr = starlarkstruct.FromStringDict(starlark.String("attr"), attrs)
 
-	thread := &starlark.Thread{Name: "analysis of " + def.Label.String()}
+	thread := &starlark.Thread{Name: "analysis of " + def.Label.String(), Print: an.ws.debug}
 	thread.SetLocal(analyzerKey, an)
 	ret, err := starlark.Call(thread, def.Rule.impl, starlark.Tuple{ctx}, nil)
 	if err != nil {

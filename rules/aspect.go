@@ -178,7 +178,7 @@ func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspe
 		return nil, fmt.Errorf("aspect %s on %s: %w", a.Name(), def.Label, err)
 	}
 	ctx.attr = starlarkstruct.FromStringDict(starlark.String("attr"), own)
-	thread := &starlark.Thread{Name: "aspect " + a.Name() + " on " + def.Label.String()}
+	thread := &starlark.Thread{Name: "aspect " + a.Name() + " on " + def.Label.String(), Print: an.ws.debug}
 	thread.SetLocal(analyzerKey, an)
 	ret, err := starlark.Call(thread, a.impl, starlark.Tuple{&Target{configured: dep}, ctx}, nil)
 	if err != nil {

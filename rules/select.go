@@ -11,6 +11,7 @@ package rules
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,6 +35,9 @@ type Config struct {
 	Settings map[string]string
 	// CompilationMode is fastbuild (the default), dbg or opt.
 	CompilationMode string
+	// Debug receives what print() prints in BUILD and .bzl files, and
+	// in rule implementations; nil is standard error.
+	Debug io.Writer
 }
 
 // ParseDefine reads a --define value, NAME=VALUE.

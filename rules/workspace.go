@@ -96,6 +96,7 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	}
 	w := &Workspace{Root: root, Name: "__main__", Platform: cfg.Platform, cfg: cfg, pkgs: map[string]*pkgEntry{}}
 	w.loader = loader.New(root, repositories(), w.moduleEnv, nameRules)
+	w.loader.Print = w.debug
 	return w, nil
 }
 

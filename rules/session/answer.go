@@ -34,6 +34,7 @@ func (s *Session) Answered(args ...string) (string, bool) {
 	if err != nil || len(st.Changes()) > 0 {
 		return "", false
 	}
+	s.debug.replay(st.Summary.Debug)
 	return st.Summary.Outputs, true
 }
 
@@ -74,6 +75,6 @@ func (s *Session) Answer(args []string, fn func() (string, error)) (string, erro
 	if st.Changed() {
 		return out, nil
 	}
-	st.Summary.Outputs = out
+	st.Summary.Outputs, st.Summary.Debug = out, s.debug.String()
 	return out, st.Save(file)
 }

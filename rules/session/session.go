@@ -46,7 +46,11 @@ type Options struct {
 	RemoteCache bool
 	CacheDir    string    // the local CAS and action cache
 	Out         io.Writer // results
-	Progress    io.Writer // a live progress line; nil for none
+	// Debug receives what print() prints while loading and analysing,
+	// and what it printed when a build is answered without them; nil is
+	// standard error.
+	Debug    io.Writer
+	Progress io.Writer // a live progress line; nil for none
 	// Platform is the target platform; the zero value stands for this
 	// machine's.
 	Platform platform.Platform
@@ -75,6 +79,37 @@ type Session struct {
 	// jobs holds the job targets this session built, by label, with
 	// the manifest written and the input root it names.
 	jobs map[string]PipelineJob
+	// debug passes on and keeps what print() printed.
+	debug *debugLog
+}
+
+// debugLog passes print()'s lines on to w and keeps them, for a stamp to
+// replay.
+type debugLog struct {
+	w   io.Writer
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (d *debugLog) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.buf.Write(p)
+	return d.w.Write(p)
+}
+
+func (d *debugLog) String() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.buf.String()
+}
+
+// replay prints again what print() printed when the answer now given
+// without loading was made.
+func (d *debugLog) replay(recorded string) {
+	if recorded != "" {
+		io.WriteString(d, recorded)
+	}
 }
 
 // Open finds the workspace around opts.Dir.
@@ -83,7 +118,11 @@ func Open(opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode})
+	if opts.Debug == nil {
+		opts.Debug = os.Stderr
+	}
+	debug := &debugLog{w: opts.Debug}
+	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode, Debug: debug})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +143,7 @@ func Open(opts Options) (*Session, error) {
 	if opts.Out == nil {
 		opts.Out = os.Stdout
 	}
-	return &Session{opts: opts, ws: ws, cwd: cwd, done: func() {}}, nil
+	return &Session{opts: opts, ws: ws, cwd: cwd, done: func() {}, debug: debug}, nil
 }
 
 // Root is the workspace root.

@@ -209,7 +209,7 @@ func (s *Session) Remember(sum *Summary, outputs string) error {
 		r.stamp.Summary = *r.summary
 	} else {
 		st := sum.Stats
-		r.stamp.Summary = stamp.Summary{Targets: len(sum.Targets), Actions: st.Total, Internal: st.Total - st.Executed - st.Cached, Outputs: outputs}
+		r.stamp.Summary = stamp.Summary{Targets: len(sum.Targets), Actions: st.Total, Internal: st.Total - st.Executed - st.Cached, Outputs: outputs, Debug: s.debug.String()}
 	}
 	return r.save()
 }
@@ -247,7 +247,11 @@ func (s *Session) UpToDate(patterns []string) (stamp.Summary, bool) {
 		return stamp.Summary{}, false
 	}
 	s.last = &last{file: file, stamp: st, changes: st.Changes()}
-	return st.Summary, len(s.last.changes) == 0
+	if len(s.last.changes) > 0 {
+		return st.Summary, false
+	}
+	s.debug.replay(st.Summary.Debug)
+	return st.Summary, true
 }
 
 // Rebuild builds again what the last build of patterns built, after
@@ -342,6 +346,7 @@ func (s *Session) Rebuild(ctx context.Context, patterns []string) (sum *Summary,
 	}
 	s.linkBin()
 	last := l.stamp.Summary
+	s.debug.replay(last.Debug)
 	sum = &Summary{Stats: st}
 	sum.Stats.Total = last.Actions
 	sum.Stats.Cached = last.Actions - last.Internal - st.Executed

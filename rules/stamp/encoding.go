@@ -13,7 +13,7 @@ import (
 // as a gob map.
 
 // encodingVersion starts an encoded stamp.
-const encodingVersion = 1
+const encodingVersion = 2
 
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (s *Stamp) MarshalBinary() ([]byte, error) {
@@ -29,6 +29,7 @@ func (s *Stamp) MarshalBinary() ([]byte, error) {
 	w.Uvarint(uint64(sum.Actions))
 	w.Uvarint(uint64(sum.Internal))
 	w.String(sum.Outputs)
+	w.String(sum.Debug)
 	w.Uvarint(uint64(len(names)))
 	var ns packed.Names
 	for _, p := range names {
@@ -51,7 +52,7 @@ func (s *Stamp) UnmarshalBinary(b []byte) error {
 	if v := r.Uvarint(); v != encodingVersion {
 		return fmt.Errorf("stamp: encoding version %d, want %d", v, encodingVersion)
 	}
-	s.Summary = Summary{Targets: int(r.Uvarint()), Actions: int(r.Uvarint()), Internal: int(r.Uvarint()), Outputs: r.String()}
+	s.Summary = Summary{Targets: int(r.Uvarint()), Actions: int(r.Uvarint()), Internal: int(r.Uvarint()), Outputs: r.String(), Debug: r.String()}
 	n := r.Count(9) // an entry takes at least 9 bytes
 	s.Files = make(map[string]State, n)
 	for range n {

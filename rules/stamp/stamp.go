@@ -44,6 +44,10 @@ type Summary struct {
 	Internal int
 	// Outputs is the listing of the targets' outputs the build printed.
 	Outputs string
+	// Debug is what print() printed while the build loaded and analysed
+	// its targets, which a build answered without loading prints again,
+	// as Bazel replays it.
+	Debug string
 }
 
 // State is what a stat says of a file; Missing marks one that was not

@@ -74,6 +74,8 @@ type Loader struct {
 	env func(Module) starlark.StringDict
 	// loaded sees each module's globals once, before they are frozen.
 	loaded func(Module, starlark.StringDict)
+	// Print, if set, is the print() of every thread the loader makes.
+	Print func(*starlark.Thread, string)
 
 	mu    sync.Mutex
 	cache map[Module]*entry
@@ -215,7 +217,8 @@ func (l *Loader) Thread(name, repo, pkg string, chain *loadChain) *starlark.Thre
 		chain = &loadChain{}
 	}
 	return &starlark.Thread{
-		Name: name,
+		Name:  name,
+		Print: l.Print,
 		Load: func(_ *starlark.Thread, module string) (starlark.StringDict, error) {
 			m, err := Resolve(module, repo, pkg)
 			if err != nil {

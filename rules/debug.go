@@ -1,0 +1,45 @@
+package rules
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"go.starlark.net/starlark"
+)
+
+// debugMu keeps the lines of print() calls made at once (BUILD files are
+// evaluated in parallel) whole.
+var debugMu sync.Mutex
+
+// debug is print() in BUILD and .bzl files and in rule implementations. It
+// writes the message as Bazel does, "DEBUG: FILE:LINE:COL: MESSAGE", FILE
+// the absolute path of one of the workspace's files and the position that
+// of the call's parenthesis.
+func (w *Workspace) debug(thread *starlark.Thread, msg string) {
+	pos := thread.CallFrame(1).Pos
+	out := w.cfg.Debug
+	if out == nil {
+		out = os.Stderr
+	}
+	debugMu.Lock()
+	defer debugMu.Unlock()
+	fmt.Fprintf(out, "DEBUG: %s:%d:%d: %s\n", w.sourcePath(pos.Filename()), pos.Line, pos.Col, msg)
+}
+
+// sourcePath is the path of a Starlark file as print() shows it: a
+// workspace file (a BUILD file's path from the root, or a module's label,
+// //pkg:file.bzl) as its absolute path; a file of an embedded repository by
+// its label.
+func (w *Workspace) sourcePath(name string) string {
+	if strings.HasPrefix(name, "@") {
+		return name
+	}
+	if rest, ok := strings.CutPrefix(name, "//"); ok {
+		pkg, file, _ := strings.Cut(rest, ":")
+		name = pkg + "/" + file
+	}
+	return filepath.Join(w.Root, filepath.FromSlash(name))
+}
