@@ -60,18 +60,7 @@ wait_for() { # wait_for DESCRIPTION COMMAND...: until the command succeeds, for 
   echo "timed out waiting for $what" >&2; exit 1
 }
 
-# A workspace of n genrules in 10 packages.
-gen() {
-  local ws=$1 n=$2
-  rm -rf "$ws"; mkdir -p "$ws"
-  echo 'workspace(name = "bench")' > "$ws/WORKSPACE"
-  for p in $(seq 0 9); do
-    mkdir -p "$ws/p$p"
-    for i in $(seq "$p" 10 $((n - 1))); do
-      printf 'genrule(name = "g%d", outs = ["g%d.txt"], cmd = "echo %d > $@")\n' "$i" "$i" "$i"
-    done > "$ws/p$p/BUILD"
-  done
-}
+. "$root/bench/genrules.sh"
 
 # start_rbs DIR: a server and two workers; sets flags, servers, workers.
 start_rbs() {
@@ -190,7 +179,7 @@ build() {
   local side=$1 n=$2 round=$3 d ws out
   d=$work/run-$side-$n-$round; mkdir -p "$d"
   ws=$work/ws-$side
-  [ -f "$ws/.n" ] && [ "$(cat "$ws/.n")" = "$n" ] || { gen "$ws" "$n"; echo "$n" > "$ws/.n"; }
+  [ -f "$ws/.n" ] && [ "$(cat "$ws/.n")" = "$n" ] || { rm -rf "$ws"; genrules "$ws" "$n"; echo "$n" > "$ws/.n"; }
   "start_$side" "$d"
   local bz=(bazel --output_user_root="$work/bazel-root-ws-$side")
   for kind in cold hits; do

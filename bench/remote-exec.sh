@@ -24,18 +24,10 @@ trap cleanup EXIT
 
 (cd "$root" && go build -o "$work/rbs" ./cmd/rbs)
 
-# A workspace of n genrules in 10 packages.
+. "$root/bench/genrules.sh"
 gen() {
-  local ws=$1
-  mkdir -p "$ws"
-  echo 'workspace(name = "bench")' > "$ws/WORKSPACE"
-  echo 'build --nosandbox_debug' > "$ws/.bazelrc"
-  for p in $(seq 0 9); do
-    mkdir -p "$ws/p$p"
-    for i in $(seq "$p" 10 $((n - 1))); do
-      printf 'genrule(name = "g%d", outs = ["g%d.txt"], cmd = "echo %d > $@")\n' "$i" "$i" "$i"
-    done > "$ws/p$p/BUILD"
-  done
+  genrules "$1" "$n"
+  echo 'build --nosandbox_debug' > "$1/.bazelrc"
 }
 gen "$work/local"
 gen "$work/remote"

@@ -29,7 +29,12 @@ func stores(t *testing.T) map[string]Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]Store{"memory": NewMemory(), "disk": disk}
+	residentDisk, err := NewDisk(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Resident: blobs of up to 8 bytes from memory, larger ones from disk.
+	return map[string]Store{"memory": NewMemory(), "disk": disk, "resident disk": NewResident(residentDisk, 8, 1<<20)}
 }
 
 func TestStoreContract(t *testing.T) {

@@ -1,4 +1,4 @@
-package blobstore
+package blobstore_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/digest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,7 +18,7 @@ import (
 // countingStore counts the Gets that reach its Memory, and can hold them
 // at a gate.
 type countingStore struct {
-	*Memory
+	*blobstore.Memory
 	mu   sync.Mutex
 	gets int
 	// When set, a Get says it has reached the store on reached, and then
@@ -45,16 +46,7 @@ func (c *countingStore) count() int {
 	return c.gets
 }
 
-func read(t *testing.T, s Store, d digest.Digest, offset int64) (string, error) {
-	t.Helper()
-	rc, err := s.Get(context.Background(), d, offset)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	return string(b), err
-}
+func blob(s string) (digest.Digest, []byte) { return digest.FromBytes([]byte(s)), []byte(s) }
 
 func TestResident(t *testing.T) {
 	ctx := context.Background()
@@ -66,68 +58,68 @@ func TestResident(t *testing.T) {
 		name string
 		// run acts on the resident store r over base and returns what the
 		// last read gave and how many Gets should have reached base.
-		run       func(t *testing.T, r Store, base *countingStore) (got string, err error, wantGets int)
+		run       func(t *testing.T, r blobstore.Store, base *countingStore) (got string, err error, wantGets int)
 		want      string
 		wantError codes.Code
 	}{
-		{"a blob put is read from memory", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, r, small, smallData)
+		{"a blob put is read from memory", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, r, small, smallData)
 			got, err := read(t, r, small, 0)
 			return got, err, 0
 		}, "0123456789", codes.OK},
-		{"a blob read once is read from memory after", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, base, small, smallData)
+		{"a blob read once is read from memory after", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, base, small, smallData)
 			read(t, r, small, 0)
 			got, err := read(t, r, small, 0)
 			return got, err, 1
 		}, "0123456789", codes.OK},
-		{"a read from an offset, from memory", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, r, small, smallData)
+		{"a read from an offset, from memory", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, r, small, smallData)
 			got, err := read(t, r, small, 4)
 			return got, err, 0
 		}, "456789", codes.OK},
-		{"an offset past the end, from memory", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, r, small, smallData)
+		{"an offset past the end, from memory", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, r, small, smallData)
 			got, err := read(t, r, small, 11)
 			return got, err, 0
 		}, "", codes.OutOfRange},
-		{"a large blob is always read from the store, whole", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, r, large, largeData)
+		{"a large blob is always read from the store, whole", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, r, large, largeData)
 			read(t, r, large, 0)
 			got, err := read(t, r, large, 0)
 			return got, err, 2
 		}, strings.Repeat("x", 100), codes.OK},
-		{"a blob the store evicted is gone", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, r, small, smallData)
+		{"a blob the store evicted is gone", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, r, small, smallData)
 			base.Delete(small)
 			got, err := read(t, r, small, 0)
 			return got, err, 0
 		}, "", codes.NotFound},
-		{"beyond the bound, the least recently used blob is dropped", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, r, small, smallData)
-			PutBytes(ctx, r, other, otherData)
+		{"beyond the bound, the least recently used blob is dropped", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, r, small, smallData)
+			blobstore.PutBytes(ctx, r, other, otherData)
 			read(t, r, small, 0) // other is now the least recently used
-			PutBytes(ctx, r, third, thirdData)
+			blobstore.PutBytes(ctx, r, third, thirdData)
 			read(t, r, small, 0)
 			read(t, r, third, 0)
 			got, err := read(t, r, other, 0)
 			return got, err, 1
 		}, "abcdefghij", codes.OK},
-		{"a failed put keeps nothing", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
+		{"a failed put keeps nothing", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
 			if err := r.Put(ctx, small, io.MultiReader(strings.NewReader("01234"), errReader{})); err == nil {
 				t.Fatal("a put whose reader failed succeeded")
 			}
 			got, err := read(t, r, small, 0)
 			return got, err, 1
 		}, "", codes.NotFound},
-		{"a key put again reads as its last put", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, r, small, []byte("first"))
-			PutBytes(ctx, r, small, []byte("second"))
+		{"a key put again reads as its last put", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, r, small, []byte("first"))
+			blobstore.PutBytes(ctx, r, small, []byte("second"))
 			got, err := read(t, r, small, 0)
 			return got, err, 0
 		}, "second", codes.OK},
-		{"a read that raced a put keeps nothing", func(t *testing.T, r Store, base *countingStore) (string, error, int) {
-			PutBytes(ctx, base, small, []byte("old"))
+		{"a read that raced a put keeps nothing", func(t *testing.T, r blobstore.Store, base *countingStore) (string, error, int) {
+			blobstore.PutBytes(ctx, base, small, []byte("old"))
 			reached, release := make(chan struct{}), make(chan struct{})
 			base.mu.Lock()
 			base.reached, base.release = reached, release
@@ -139,7 +131,7 @@ func TestResident(t *testing.T) {
 			}()
 			// The read took its count of puts before it reached the store.
 			<-reached
-			PutBytes(ctx, r, small, []byte("new"))
+			blobstore.PutBytes(ctx, r, small, []byte("new"))
 			close(release)
 			if old := <-done; old != "old" {
 				t.Fatalf("the racing read gave %q", old)
@@ -149,8 +141,8 @@ func TestResident(t *testing.T) {
 		}, "new", codes.OK},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			base := &countingStore{Memory: NewMemory()}
-			r := NewResident(base, 16, 25) // blobs of 10 bytes: two fit
+			base := &countingStore{Memory: blobstore.NewMemory()}
+			r := blobstore.NewResident(base, 16, 25) // blobs of 10 bytes: two fit
 			before := base.count()
 			got, err, wantGets := c.run(t, r, base)
 			if code := status.Code(err); code != c.wantError {
@@ -175,12 +167,15 @@ func (errReader) Read([]byte) (int, error) { return 0, errors.New("broken") }
 // Disk evicted to stay in its bound is not served from memory.
 func TestResidentKeepsDiskBounded(t *testing.T) {
 	ctx := context.Background()
-	disk, err := NewDisk(t.TempDir(), 25)
+	disk, err := blobstore.NewDisk(t.TempDir(), 25)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewResident(disk, 16, 1<<20)
-	b, ok := r.(bounded)
+	r := blobstore.NewResident(disk, 16, 1<<20)
+	b, ok := r.(interface {
+		Evictions() int64
+		Size() int64
+	})
 	if !ok {
 		t.Fatal("a resident Disk does not report its size and evictions")
 	}
