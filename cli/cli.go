@@ -131,7 +131,8 @@ func Options() []kong.Option {
 	}
 }
 
-// Parse reads rbs's command line args into c: Args rewrites it, then New's
+// Parse reads rbs's command line args into c: a build command's is expanded
+// with the .bazelrc files (withRC), Args rewrites it, then New's
 // parser parses it, which it returns. A grammar that cannot be built is a
 // mistake in rbs, and panics, as kong.Must does. A command line used
 // wrongly (an unknown flag, a bad value, a missing argument, a bad #RBS
@@ -142,6 +143,9 @@ func Parse(c *CLI, args []string, opts ...kong.Option) (*kong.Kong, *kong.Contex
 	k, done, err := New(c, args, opts...)
 	if err != nil {
 		panic(err)
+	}
+	if args, err = withRC(k, args, os.Stderr); err != nil {
+		return k, nil, exitError{err, usageStatus}
 	}
 	args, err = Args(args)
 	if err != nil {

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,5 +218,56 @@ func TestNoSuchTargetSuggests(t *testing.T) {
 	out, err := w.rbs("", "build", "//app:cuont")
 	if err == nil || !strings.Contains(out, `no such target //app:cuont in package "app" (did you mean count?) (targets: count, count_test, `) {
 		t.Fatalf("build //app:cuont: %v\n%s", err, out)
+	}
+}
+
+// TestBazelrc: a build takes the flags of the workspace's .bazelrc, of the
+// files it imports and of ~/.bazelrc, and --config's; a flag rbs does not
+// take is one warning naming its file and line when a file gives it, and
+// an error when the command line does.
+func TestBazelrc(t *testing.T) {
+	w := newWorkspace(t)
+	home := t.TempDir()
+	w.write("rc/BUILD.bazel", `genrule(name = "g", outs = ["g.txt"], cmd = "echo $(GREETING) $(FROM_HOME) $(EXTRA) > $@")
+`)
+	w.write(".bazelrc", `# the workspace's
+build --define=GREETING=hello
+build --incompatible_strict_action_env
+build:loud --define=GREETING=LOUD
+import %workspace%/tools/extra.rc
+`)
+	w.write("tools/extra.rc", "build --define=EXTRA=imported\n")
+	if err := os.WriteFile(filepath.Join(home, ".bazelrc"), []byte("build --define=FROM_HOME=home\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + home}
+	warning := "WARNING: " + filepath.Join(w.dir, ".bazelrc") + ":3: rbs build does not take --incompatible_strict_action_env; ignored\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"build", "//rc:g"}, "hello home imported\n"},
+		{[]string{"build", "--config=loud", "//rc:g"}, "LOUD home imported\n"},
+		{[]string{"build", "--define=GREETING=given", "//rc:g"}, "given home imported\n"},
+	} {
+		out, err := w.rbsEnv(env, c.args...)
+		if err != nil {
+			t.Fatalf("rbs %s: %v\n%s", strings.Join(c.args, " "), err, out)
+		}
+		if strings.Count(out, warning) != 1 {
+			t.Errorf("rbs %s: want the warning %q once in:\n%s", strings.Join(c.args, " "), warning, out)
+		}
+		if got := w.read("rbs-bin/rc/g.txt"); got != c.want {
+			t.Errorf("rbs %s: g.txt holds %q, want %q", strings.Join(c.args, " "), got, c.want)
+		}
+	}
+	out, err := w.rbsEnv(env, "build", "--incompatible_strict_action_env", "//rc:g")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(out, "unknown flag --incompatible_strict_action_env") {
+		t.Fatalf("the flag on the command line: %v\n%s", err, out)
+	}
+	out, err = w.rbsEnv(env, "build", "--config=nope", "//rc:g")
+	if err == nil || !strings.Contains(out, "--config=nope: no rc file has a line for it") {
+		t.Fatalf("an undefined --config: %v\n%s", err, out)
 	}
 }

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/rbs-build/rbs/cli/bazelrc"
+	"github.com/rbs-build/rbs/starlark/label"
+)
+
+// rcCommands are the commands that .bazelrc lines apply to, each with the
+// commands whose lines it takes, most general first, as Bazel's inherit.
+var rcCommands = map[string][]string{
+	"build": {"common", "build"},
+	"test":  {"common", "build", "test"},
+	"run":   {"common", "build", "run"},
+	"clean": {"common", "build", "clean"},
+	"query": {"common", "query"},
+}
+
+// withRC expands the command line args of a build command (k's grammar)
+// with the workspace's .bazelrc and then ~/.bazelrc (see package
+// bazelrc). A flag of theirs that the command does not take is one
+// warning on stderr, naming its file and line.
+func withRC(k *kong.Kong, args []string, stderr io.Writer) ([]string, error) {
+	if len(args) == 0 {
+		return args, nil
+	}
+	chain, ok := rcCommands[args[0]]
+	if !ok {
+		return args, nil
+	}
+	node := child(k.Model.Node, args[0])
+	if node == nil {
+		return args, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	var files []bazelrc.File
+	workspace, err := label.FindWorkspace(dir)
+	if err == nil {
+		files = append(files, bazelrc.File{Path: filepath.Join(workspace, ".bazelrc"), Optional: true})
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		files = append(files, bazelrc.File{Path: filepath.Join(home, ".bazelrc"), Optional: true})
+	}
+	rc, err := bazelrc.Read(files, workspace, dir)
+	if err != nil {
+		return nil, err
+	}
+	var others []*kong.Node
+	// A common line's flag that another build command takes is not this
+	// one's to warn of; the other commands' grammar is built only then.
+	takenElsewhere := func(command, name string) bool {
+		if command != "common" {
+			return false
+		}
+		if others == nil {
+			var all CLI
+			full, err := kong.New(&all, Options()...)
+			if err != nil {
+				return false
+			}
+			for c := range rcCommands {
+				if n := child(full.Model.Node, c); n != nil {
+					others = append(others, n)
+				}
+			}
+		}
+		for _, n := range others {
+			if flagKind(n, name) != bazelrc.Unknown {
+				return true
+			}
+		}
+		return false
+	}
+	rest, err := rc.Expand(chain, args[1:], func(name string) bazelrc.Kind { return flagKind(node, name) }, takenElsewhere,
+		func(msg string) { fmt.Fprintln(stderr, "WARNING: "+msg) })
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{args[0]}, rest...), nil
+}
+
+// child is the command of n named name.
+func child(n *kong.Node, name string) *kong.Node {
+	for _, c := range n.Children {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// flagKind says whether command n, or a command above it, takes the flag
+// name (as written after its dashes): build settings (//pkg:flag,
+// @repo//pkg:flag) are taken by every build command.
+func flagKind(n *kong.Node, name string) bazelrc.Kind {
+	if strings.HasPrefix(name, "//") || strings.HasPrefix(name, "@") {
+		return bazelrc.Bool
+	}
+	for ; n != nil; n = n.Parent {
+		for _, f := range n.Flags {
+			names := append([]string{f.Name}, f.Aliases...)
+			if f.Tag.Negatable != "" {
+				names = append(names, "no-"+f.Name)
+			}
+			for _, fn := range names {
+				if fn != name {
+					continue
+				}
+				if f.IsBool() || f.IsCounter() {
+					return bazelrc.Bool
+				}
+				return bazelrc.Value
+			}
+		}
+	}
+	return bazelrc.Unknown
+}
