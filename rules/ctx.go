@@ -375,7 +375,7 @@ func (c *ruleContext) write(_ *starlark.Thread, b *starlark.Builtin, args starla
 		if !isArgs {
 			return nil, fmt.Errorf("write: content must be a string or Args, got %s", content.Type())
 		}
-		text = strings.Join(a.strings(), "\n") + "\n"
+		text = a.fileContent()
 	}
 	return starlark.None, c.addAction(&Action{Mnemonic: "FileWrite", Outputs: []*File{out}, Write: true, Content: text, Executable: executable})
 }
@@ -505,7 +505,10 @@ func fileList(what string, v starlark.Value) ([]*File, error) {
 	return nil, fmt.Errorf("%s: want a list or depset of Files, got %s", what, v.Type())
 }
 
-func argStrings(v starlark.Value) ([]string, error) {
+// argStrings is the command line the list v gives: strings, Files (their
+// paths) and Args. An Args that asks for a param file gets one (see
+// paramFiles) when act, the action it is for, is given.
+func (c *ruleContext) argStrings(v starlark.Value, act *Action) ([]string, error) {
 	l, ok := v.(*starlark.List)
 	if v == nil || v == starlark.None {
 		return nil, nil
@@ -513,18 +516,27 @@ func argStrings(v starlark.Value) ([]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("arguments: want a list, got %s", v.Type())
 	}
-	var out []string
+	var parts [][]string
+	var withFiles []int // the parts of Args that may go to a param file
 	for i := 0; i < l.Len(); i++ {
 		switch e := l.Index(i).(type) {
-		case starlark.String:
-			out = append(out, string(e))
-		case *File:
-			out = append(out, e.Path())
 		case *Args:
-			out = append(out, e.strings()...)
+			if e.paramArg != "" && act != nil {
+				withFiles = append(withFiles, len(parts))
+			}
+			parts = append(parts, e.items)
 		default:
-			out = append(out, e.String())
+			parts = append(parts, []string{argString(e)})
 		}
+	}
+	if len(withFiles) > 0 {
+		if err := c.paramFiles(act, l, parts, withFiles); err != nil {
+			return nil, err
+		}
+	}
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
 	}
 	return out, nil
 }
@@ -554,7 +566,7 @@ func (c *ruleContext) run(_ *starlark.Thread, b *starlark.Builtin, args starlark
 	default:
 		return nil, fmt.Errorf("run: executable must be a File or a string, got %s", executable.Type())
 	}
-	rest, err := argStrings(a.arguments)
+	rest, err := c.argStrings(a.arguments, act)
 	if err != nil {
 		return nil, fmt.Errorf("run: %v", err)
 	}
@@ -579,13 +591,13 @@ func (c *ruleContext) runShell(_ *starlark.Thread, b *starlark.Builtin, args sta
 	}
 	cmd, ok := starlark.AsString(command)
 	if !ok {
-		parts, err := argStrings(command)
+		parts, err := c.argStrings(command, nil)
 		if err != nil || len(parts) == 0 {
 			return nil, fmt.Errorf("run_shell: command must be a string")
 		}
 		cmd = strings.Join(parts, " ")
 	}
-	rest, err := argStrings(a.arguments)
+	rest, err := c.argStrings(a.arguments, act)
 	if err != nil {
 		return nil, fmt.Errorf("run_shell: %v", err)
 	}
@@ -616,125 +628,3 @@ func (c *ruleContext) addAction(a *Action) error {
 	return nil
 }
 
-// Args is ctx.actions.args(): a command line built up by add calls.
-type Args struct {
-	items []string
-}
-
-var _ starlark.HasAttrs = (*Args)(nil)
-
-func newArgs(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
-		return nil, err
-	}
-	return &Args{}, nil
-}
-
-func (a *Args) String() string        { return fmt.Sprintf("Args(%q)", a.items) }
-func (a *Args) Type() string          { return "Args" }
-func (a *Args) Freeze()               {}
-func (a *Args) Truth() starlark.Bool  { return true }
-func (a *Args) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: Args") }
-func (a *Args) strings() []string     { return a.items }
-func (a *Args) AttrNames() []string {
-	return []string{"add", "add_all", "add_joined", "set_param_file_format", "use_param_file"}
-}
-
-func (a *Args) Attr(name string) (starlark.Value, error) {
-	switch name {
-	case "add":
-		return starlark.NewBuiltin("add", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-			var first, second starlark.Value
-			var format string
-			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "arg_name_or_value", &first, "value?", &second, "format?", &format); err != nil {
-				return nil, err
-			}
-			for _, v := range []starlark.Value{first, second} {
-				if v == nil {
-					continue
-				}
-				s := argString(v)
-				if format != "" && v == lastNonNil(first, second) {
-					s = strings.Replace(format, "%s", s, 1)
-				}
-				a.items = append(a.items, s)
-			}
-			return a, nil
-		}), nil
-	case "add_all", "add_joined":
-		joined := name == "add_joined"
-		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-			var first, second starlark.Value
-			var format, before, sep string
-			var uniquify, omitEmpty, expandDirs bool
-			var mapEach starlark.Value
-			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "arg_name_or_values", &first, "values?", &second,
-				"join_with?", &sep, "format_each?", &format, "before_each?", &before, "uniquify?", &uniquify,
-				"omit_if_empty?", &omitEmpty, "expand_directories?", &expandDirs, "map_each?", &mapEach); err != nil {
-				return nil, err
-			}
-			values := first
-			var flag string
-			if second != nil {
-				flag, values = argString(first), second
-			}
-			var items []string
-			var list []starlark.Value
-			switch v := values.(type) {
-			case *Depset:
-				list = v.ToList()
-			case *starlark.List:
-				for i := 0; i < v.Len(); i++ {
-					list = append(list, v.Index(i))
-				}
-			default:
-				return nil, fmt.Errorf("%s: want a list or depset, got %s", name, values.Type())
-			}
-			for _, v := range list {
-				s := argString(v)
-				if format != "" {
-					s = strings.Replace(format, "%s", s, 1)
-				}
-				items = append(items, s)
-			}
-			if flag != "" && (len(items) > 0 || !omitEmpty) {
-				a.items = append(a.items, flag)
-			}
-			if joined {
-				if len(items) > 0 || !omitEmpty {
-					a.items = append(a.items, strings.Join(items, sep))
-				}
-				return a, nil
-			}
-			for _, s := range items {
-				if before != "" {
-					a.items = append(a.items, before)
-				}
-				a.items = append(a.items, s)
-			}
-			return a, nil
-		}), nil
-	case "set_param_file_format", "use_param_file":
-		return starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			return a, nil
-		}), nil
-	}
-	return nil, nil
-}
-
-func lastNonNil(a, b starlark.Value) starlark.Value {
-	if b != nil {
-		return b
-	}
-	return a
-}
-
-func argString(v starlark.Value) string {
-	switch x := v.(type) {
-	case starlark.String:
-		return string(x)
-	case *File:
-		return x.Path()
-	}
-	return v.String()
-}

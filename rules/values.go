@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/rbs-build/rbs/rbe/platform"
@@ -153,10 +154,23 @@ func (f *File) Attr(name string) (starlark.Value, error) {
 }
 
 // Depset is an immutable set of values built from direct elements and
-// transitive depsets, flattened in order on demand.
+// transitive depsets, flattened in order on demand. Its order is one of
+// depsetOrders.
 type Depset struct {
 	direct     []starlark.Value
 	transitive []*Depset
+	order      string
+}
+
+// depsetOrders are the orders a depset may have; "default" is postorder.
+var depsetOrders = []string{"default", "postorder", "preorder", "topological"}
+
+// kind is the depset's order; one made by rbs itself has the default.
+func (d *Depset) kind() string {
+	if d.order == "" {
+		return "default"
+	}
+	return d.order
 }
 
 var _ starlark.HasAttrs = (*Depset)(nil)
@@ -180,31 +194,58 @@ func (d *Depset) Attr(name string) (starlark.Value, error) {
 	}), nil
 }
 
-// ToList flattens the depset: transitive members first (postorder), then
-// direct ones, each value once.
+// ToList flattens the depset, each value once, as Bazel flattens it. Each
+// depset lays out its members when it is made, by its own order: its
+// transitive depsets and then its direct values (postorder and default),
+// or the other way round (preorder and topological). A walk goes through
+// those layouts, depth first, skipping a depset met before; for a
+// topological depset the walk goes through each layout backwards and its
+// result is reversed, so that a depset comes before what it includes.
 func (d *Depset) ToList() []starlark.Value {
 	var out []starlark.Value
 	seen := map[string]bool{}
 	visited := map[*Depset]bool{}
+	backwards := d.kind() == "topological"
 	var walk func(*Depset)
+	add := func(v starlark.Value) {
+		if k := key(v); !seen[k] {
+			seen[k] = true
+			out = append(out, v)
+		}
+	}
 	walk = func(x *Depset) {
 		if x == nil || visited[x] {
 			return
 		}
 		visited[x] = true
-		for _, t := range x.transitive {
-			walk(t)
+		directFirst := x.kind() == "preorder" || x.kind() == "topological"
+		if directFirst == backwards {
+			for i := range x.transitive {
+				walk(x.transitive[index(i, len(x.transitive), backwards)])
+			}
 		}
-		for _, v := range x.direct {
-			k := key(v)
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, v)
+		for i := range x.direct {
+			add(x.direct[index(i, len(x.direct), backwards)])
+		}
+		if directFirst != backwards {
+			for i := range x.transitive {
+				walk(x.transitive[index(i, len(x.transitive), backwards)])
 			}
 		}
 	}
 	walk(d)
+	if backwards {
+		slices.Reverse(out)
+	}
 	return out
+}
+
+// index is the i-th of n positions, counted from the end when backwards.
+func index(i, n int, backwards bool) int {
+	if backwards {
+		return n - 1 - i
+	}
+	return i
 }
 
 func key(v starlark.Value) string {
@@ -235,11 +276,14 @@ func newDepset(files []*File, transitive ...*Depset) *Depset {
 
 func depsetBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var direct, transitive *starlark.List
-	var order string
+	order := "default"
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "direct?", &direct, "order?", &order, "transitive?", &transitive); err != nil {
 		return nil, err
 	}
-	d := &Depset{}
+	if !slices.Contains(depsetOrders, order) {
+		return nil, fmt.Errorf("depset: invalid order %q: want one of %s", order, strings.Join(depsetOrders, ", "))
+	}
+	d := &Depset{order: order}
 	if direct != nil {
 		for i := 0; i < direct.Len(); i++ {
 			d.direct = append(d.direct, direct.Index(i))
@@ -250,6 +294,9 @@ func depsetBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 			t, ok := transitive.Index(i).(*Depset)
 			if !ok {
 				return nil, fmt.Errorf("depset: transitive must be a list of depsets, got %s", transitive.Index(i).Type())
+			}
+			if t.kind() != order && t.kind() != "default" && order != "default" {
+				return nil, fmt.Errorf("depset: order %q is incompatible with the order %q of a transitive depset", order, t.kind())
 			}
 			d.transitive = append(d.transitive, t)
 		}

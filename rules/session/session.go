@@ -105,10 +105,10 @@ func (d *debugLog) String() string {
 }
 
 // replay prints again what print() printed when the answer now given
-// without loading was made.
+// without loading was made; it is not kept a second time.
 func (d *debugLog) replay(recorded string) {
 	if recorded != "" {
-		io.WriteString(d, recorded)
+		io.WriteString(d.w, recorded)
 	}
 }
 
