@@ -627,4 +627,3 @@ func (c *ruleContext) addAction(a *Action) error {
 	c.actions = append(c.actions, a)
 	return nil
 }
-
