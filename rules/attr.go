@@ -23,11 +23,14 @@ const (
 	attrStringDict
 	attrOutput
 	attrOutputList
+	attrIntList
+	attrStringListDict
 )
 
 var attrKindNames = map[attrKind]string{
 	attrString: "string", attrInt: "int", attrBool: "bool", attrLabel: "label", attrLabelList: "label_list",
 	attrStringList: "string_list", attrStringDict: "string_dict", attrOutput: "output", attrOutputList: "output_list",
+	attrIntList: "int_list", attrStringListDict: "string_list_dict",
 }
 
 // Attr describes one attribute of a rule (attr.string(...) and friends).
@@ -120,9 +123,9 @@ func (a *Attr) zero() starlark.Value {
 		return starlark.MakeInt(0)
 	case attrBool:
 		return starlark.False
-	case attrLabelList, attrStringList, attrOutputList:
+	case attrLabelList, attrStringList, attrOutputList, attrIntList:
 		return starlark.NewList(nil)
-	case attrStringDict:
+	case attrStringDict, attrStringListDict:
 		return starlark.NewDict(0)
 	}
 	return starlark.None
@@ -182,20 +185,44 @@ func (a *Attr) check(name string, v starlark.Value) error {
 				return bad("a list of strings")
 			}
 		}
-	case attrStringDict:
+	case attrIntList:
+		if !listOf[starlark.Int](v) {
+			return bad("a list of ints")
+		}
+	case attrStringDict, attrStringListDict:
 		d, ok := v.(*starlark.Dict)
 		if !ok {
 			return bad("a dict of strings")
 		}
 		for _, kv := range d.Items() {
-			_, ok1 := kv[0].(starlark.String)
-			_, ok2 := kv[1].(starlark.String)
-			if !ok1 || !ok2 {
+			_, key := kv[0].(starlark.String)
+			_, value := kv[1].(starlark.String)
+			if a.kind == attrStringListDict {
+				value = listOf[starlark.String](kv[1])
+			}
+			switch {
+			case !key || !value && a.kind == attrStringDict:
 				return bad("a dict of strings")
+			case !value:
+				return bad("a dict of strings to lists of strings")
 			}
 		}
 	}
 	return nil
+}
+
+// listOf reports whether v is a list of T.
+func listOf[T starlark.Value](v starlark.Value) bool {
+	l, ok := v.(*starlark.List)
+	if !ok {
+		return false
+	}
+	for i := 0; i < l.Len(); i++ {
+		if _, ok := l.Index(i).(T); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func sortedKeys(m map[string]*Attr) []string {

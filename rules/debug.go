@@ -30,16 +30,29 @@ func (w *Workspace) debug(thread *starlark.Thread, msg string) {
 }
 
 // sourcePath is the path of a Starlark file as print() shows it: a
-// workspace file (a BUILD file's path from the root, or a module's label,
-// //pkg:file.bzl) as its absolute path; a file of an embedded repository by
-// its label.
+// workspace file (a BUILD file's path from the root, or a module's name,
+// //pkg/file.bzl) as its absolute path; a file of an embedded repository by
+// its name.
 func (w *Workspace) sourcePath(name string) string {
-	if strings.HasPrefix(name, "@") {
+	repo, p := starlarkFile(name)
+	if repo != "" {
 		return name
 	}
+	return filepath.Join(w.Root, filepath.FromSlash(p))
+}
+
+// starlarkFile splits the name a Starlark file runs under into its
+// repository and its path there: a module's name is //path or
+// @repo//path (loader.Module.String), a BUILD file's its path from the
+// workspace root.
+func starlarkFile(name string) (repo, p string) {
 	if rest, ok := strings.CutPrefix(name, "//"); ok {
-		pkg, file, _ := strings.Cut(rest, ":")
-		name = pkg + "/" + file
+		return "", rest
 	}
-	return filepath.Join(w.Root, filepath.FromSlash(name))
+	if rest, ok := strings.CutPrefix(name, "@"); ok {
+		if r, p, ok := strings.Cut(rest, "//"); ok {
+			return r, p
+		}
+	}
+	return "", name
 }

@@ -27,11 +27,30 @@ func (l Label) Freeze()               {}
 func (l Label) Truth() starlark.Bool  { return true }
 func (l Label) Hash() (uint32, error) { return starlark.String(l.String()).Hash() }
 func (l Label) AttrNames() []string {
-	return []string{"name", "package", "workspace_name", "workspace_root"}
+	return []string{"name", "package", "relative", "repo_name", "same_package_label", "workspace_name", "workspace_root"}
 }
 
 func (l Label) Attr(name string) (starlark.Value, error) {
 	switch name {
+	case "relative":
+		return starlark.NewBuiltin("relative", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var rel string
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &rel); err != nil {
+				return nil, err
+			}
+			return parseLabelIn(b.Name(), rel, l.Repo, l.Pkg)
+		}), nil
+	case "same_package_label":
+		return starlark.NewBuiltin("same_package_label", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var target string
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &target); err != nil {
+				return nil, err
+			}
+			if strings.Contains(target, ":") {
+				return nil, fmt.Errorf("%s: %q is a target name, not a label", b.Name(), target)
+			}
+			return parseLabelIn(b.Name(), ":"+target, l.Repo, l.Pkg)
+		}), nil
 	case "name":
 		return starlark.String(l.Name), nil
 	case "package":
@@ -49,6 +68,40 @@ func (l Label) Attr(name string) (starlark.Value, error) {
 
 func (l Label) CompareSameType(op syntax.Token, y starlark.Value, depth int) (bool, error) {
 	return starlark.Compare(op, starlark.String(l.String()), starlark.String(y.(Label).String()))
+}
+
+// parseLabelIn parses s as a label written in package pkg of repository
+// repo: an absolute label as it is, a relative one in that package.
+func parseLabelIn(fn, s, repo, pkg string) (Label, error) {
+	l, err := label.ParseRelative(s, pkg)
+	if err != nil {
+		return Label{}, fmt.Errorf("%s: %v", fn, err)
+	}
+	if !strings.HasPrefix(s, "@") && !strings.HasPrefix(s, "//") {
+		l.Repo = repo
+	}
+	return Label{l}, nil
+}
+
+// labelBuiltin is Label(s): s parsed as a label, a relative one in the
+// package of the file that calls Label.
+func labelBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var s string
+	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &s); err != nil {
+		return nil, err
+	}
+	repo, pkg := callerPackage(thread)
+	return parseLabelIn(b.Name(), s, repo, pkg)
+}
+
+// callerPackage is the repository and package of the Starlark file that
+// called the builtin running on thread.
+func callerPackage(thread *starlark.Thread) (repo, pkg string) {
+	repo, p := starlarkFile(thread.CallFrame(1).Pos.Filename())
+	if pkg = path.Dir(p); pkg == "." {
+		pkg = ""
+	}
+	return repo, pkg
 }
 
 // File is a source or generated file (ctx.file, ctx.outputs, declare_file).

@@ -176,6 +176,7 @@ func (w *Workspace) common() starlark.StringDict {
 	return starlark.StringDict{
 		"struct":      starlark.NewBuiltin("struct", starlarkstruct.Make),
 		"depset":      starlark.NewBuiltin("depset", depsetBuiltin),
+		"Label":       starlark.NewBuiltin("Label", labelBuiltin),
 		"select":      starlark.NewBuiltin("select", w.selectBuiltin),
 		"json":        starlarkjson.Module,
 		"DefaultInfo": defaultInfo,
