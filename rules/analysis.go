@@ -211,10 +211,10 @@ func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs
 		a := attrDefs[name]
 		v := ctx.values[name]
 		switch a.kind {
-		case attrLabel, attrLabelList:
+		case attrLabel, attrLabelList, attrLabelKeyedStringDict, attrStringKeyedLabelDict:
 			var targets []starlark.Value
 			var files []starlark.Value
-			for _, s := range labelStrings(v) {
+			for _, s := range a.labels(v) {
 				dl, err := label.ParseRelative(s, pkg.Name)
 				if err != nil {
 					return fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
@@ -257,8 +257,14 @@ func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs
 						ctx.file[name] = files[0]
 					}
 				}
-			} else {
+			} else if a.kind == attrLabelList {
 				attrs[name] = starlark.NewList(targets)
+			} else {
+				d, err := targetDict(a, v, targets)
+				if err != nil {
+					return fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
+				}
+				attrs[name] = d
 			}
 		case attrOutput, attrOutputList:
 			var outs []starlark.Value
@@ -284,6 +290,29 @@ func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs
 		}
 	}
 	return nil
+}
+
+// targetDict is what ctx.attr shows of a label_keyed_string_dict or
+// string_keyed_label_dict value v: its labels replaced by their targets,
+// which are in the order a.labels gives them.
+func targetDict(a *Attr, v starlark.Value, targets []starlark.Value) (*starlark.Dict, error) {
+	d, _ := v.(*starlark.Dict)
+	out := starlark.NewDict(len(targets))
+	if d == nil {
+		return out, nil
+	}
+	for i, kv := range d.Items() {
+		k, val := kv[0], kv[1]
+		if a.kind == attrLabelKeyedStringDict {
+			k = targets[i]
+		} else {
+			val = targets[i]
+		}
+		if err := out.SetKey(k, val); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // finish turns what an implementation returned into a Configured target and

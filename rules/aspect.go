@@ -150,7 +150,7 @@ func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspe
 			return nil, err
 		}
 		at := def.Rule.attrs[name]
-		if at.kind != attrLabel && at.kind != attrLabelList {
+		if !at.isLabel() {
 			ruleAttrs[name] = v
 			continue
 		}

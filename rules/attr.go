@@ -25,12 +25,15 @@ const (
 	attrOutputList
 	attrIntList
 	attrStringListDict
+	attrLabelKeyedStringDict
+	attrStringKeyedLabelDict
 )
 
 var attrKindNames = map[attrKind]string{
 	attrString: "string", attrInt: "int", attrBool: "bool", attrLabel: "label", attrLabelList: "label_list",
 	attrStringList: "string_list", attrStringDict: "string_dict", attrOutput: "output", attrOutputList: "output_list",
 	attrIntList: "int_list", attrStringListDict: "string_list_dict",
+	attrLabelKeyedStringDict: "label_keyed_string_dict", attrStringKeyedLabelDict: "string_keyed_label_dict",
 }
 
 // Attr describes one attribute of a rule (attr.string(...) and friends).
@@ -125,7 +128,7 @@ func (a *Attr) zero() starlark.Value {
 		return starlark.False
 	case attrLabelList, attrStringList, attrOutputList, attrIntList:
 		return starlark.NewList(nil)
-	case attrStringDict, attrStringListDict:
+	case attrStringDict, attrStringListDict, attrLabelKeyedStringDict, attrStringKeyedLabelDict:
 		return starlark.NewDict(0)
 	}
 	return starlark.None
@@ -189,6 +192,22 @@ func (a *Attr) check(name string, v starlark.Value) error {
 		if !listOf[starlark.Int](v) {
 			return bad("a list of ints")
 		}
+	case attrLabelKeyedStringDict, attrStringKeyedLabelDict:
+		d, ok := v.(*starlark.Dict)
+		if !ok {
+			return bad("a dict")
+		}
+		for _, kv := range d.Items() {
+			l, s := kv[0], kv[1]
+			if a.kind == attrStringKeyedLabelDict {
+				l, s = s, l
+			}
+			_, isString := s.(starlark.String)
+			_, isLabel := l.(Label)
+			if _, ok := l.(starlark.String); !isString || !ok && !isLabel {
+				return bad("a dict of labels and strings")
+			}
+		}
 	case attrStringDict, attrStringListDict:
 		d, ok := v.(*starlark.Dict)
 		if !ok {
@@ -209,6 +228,46 @@ func (a *Attr) check(name string, v starlark.Value) error {
 		}
 	}
 	return nil
+}
+
+// isLabel reports whether the attribute names targets, which analysis
+// analyses first.
+func (a *Attr) isLabel() bool {
+	switch a.kind {
+	case attrLabel, attrLabelList, attrLabelKeyedStringDict, attrStringKeyedLabelDict:
+		return true
+	}
+	return false
+}
+
+// labels returns the labels v, a value of the attribute, names: every
+// one a select() may give.
+func (a *Attr) labels(v starlark.Value) []string {
+	if a.kind != attrLabelKeyedStringDict && a.kind != attrStringKeyedLabelDict {
+		return labelStrings(v)
+	}
+	var out []string
+	switch x := v.(type) {
+	case *Selector:
+		for _, p := range x.parts {
+			values := []starlark.Value{p}
+			if d, ok := p.(*selectDict); ok {
+				values = d.values
+			}
+			for _, v := range values {
+				out = append(out, a.labels(v)...)
+			}
+		}
+	case *starlark.Dict:
+		for _, kv := range x.Items() {
+			if a.kind == attrLabelKeyedStringDict {
+				out = append(out, labelStrings(kv[0])...)
+			} else {
+				out = append(out, labelStrings(kv[1])...)
+			}
+		}
+	}
+	return out
 }
 
 // listOf reports whether v is a list of T.

@@ -206,15 +206,14 @@ func (c *ruleContext) runfiles(_ *starlark.Thread, b *starlark.Builtin, args sta
 	return &Runfiles{files: d}, nil
 }
 
-// attrTargets returns the analysed targets of a label or label_list
-// attribute.
+// attrTargets returns the analysed targets of a label attribute.
 func (c *ruleContext) attrTargets(name string) []*Configured {
 	a := c.def.Rule.attrs[name]
-	if a == nil || (a.kind != attrLabel && a.kind != attrLabelList) {
+	if a == nil || !a.isLabel() {
 		return nil
 	}
 	var out []*Configured
-	for _, s := range labelStrings(c.values[name]) {
+	for _, s := range a.labels(c.values[name]) {
 		l, err := label.ParseRelative(s, c.pkg.Name)
 		if err == nil {
 			out = append(out, c.deps[l.String()])

@@ -274,10 +274,10 @@ func DepLabels(t *TargetDef) []label.Label {
 	var out []label.Label
 	for _, name := range sortedKeys(t.Rule.attrs) {
 		a := t.Rule.attrs[name]
-		if a.kind != attrLabel && a.kind != attrLabelList {
+		if !a.isLabel() {
 			continue
 		}
-		for _, s := range labelStrings(t.Attrs[name]) {
+		for _, s := range a.labels(t.Attrs[name]) {
 			if s == defaultCondition {
 				continue // an alias that always matches, as a select() key
 			}
