@@ -226,6 +226,9 @@ func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs
 					}
 					return fmt.Errorf("%s: attribute %s: %w", def.Label, name, err)
 				}
+				if missing := a.missingProviders(dep); missing != nil {
+					return fmt.Errorf("%s: attribute %s: %s does not have the providers it needs: %s", def.Label, name, dl, strings.Join(missing, ", "))
+				}
 				ctx.deps[dl.String()] = dep
 				extra, err := an.aspectsOn(a.aspects, dl, dep)
 				if err != nil {

@@ -47,6 +47,11 @@ type Attr struct {
 	values     []string
 	// aspects are the aspects a label attribute carries to its targets.
 	aspects []*AspectClass
+	// providers are the groups of providers a label attribute's targets
+	// must have all of one of; none: any target.
+	providers [][]*Provider
+	// fixed is configurable = False: the value may not be a select().
+	fixed bool
 }
 
 var _ starlark.Value = (*Attr)(nil)
@@ -73,11 +78,17 @@ func attrConstructor(kind attrKind, name string) *starlark.Builtin {
 		var doc string
 		var mandatory, executable, allowEmpty, nonEmpty bool
 		var allowFiles, cfg, providers, values, singleFile, aspects starlark.Value
+		var configurable starlark.Value = starlark.True
 		err := starlark.UnpackArgs(b.Name(), args, kwargs,
 			"default?", &def, "doc?", &doc, "mandatory?", &mandatory, "allow_files?", &allowFiles,
 			"allow_single_file?", &singleFile, "executable?", &executable, "cfg?", &cfg, "providers?", &providers,
-			"values?", &values, "allow_empty?", &allowEmpty, "non_empty?", &nonEmpty, "aspects?", &aspects)
+			"values?", &values, "allow_empty?", &allowEmpty, "non_empty?", &nonEmpty, "aspects?", &aspects,
+			"configurable?", &configurable)
 		if err != nil {
+			return nil, err
+		}
+		a.fixed = configurable == starlark.False
+		if a.providers, err = providerGroups(b.Name(), providers); err != nil {
 			return nil, err
 		}
 		if l, ok := aspects.(*starlark.List); ok {
@@ -114,6 +125,71 @@ func attrConstructor(kind attrKind, name string) *starlark.Builtin {
 	})
 }
 
+// providerGroups reads an attribute's providers: a list of providers (one
+// group) or a list of lists of them (any one group).
+func providerGroups(fn string, v starlark.Value) ([][]*Provider, error) {
+	l, ok := v.(*starlark.List)
+	if !ok || l.Len() == 0 {
+		return nil, nil
+	}
+	group := func(v starlark.Value) ([]*Provider, error) {
+		var out []*Provider
+		items := []starlark.Value{v}
+		if inner, ok := v.(*starlark.List); ok {
+			items = nil
+			for i := 0; i < inner.Len(); i++ {
+				items = append(items, inner.Index(i))
+			}
+		}
+		for _, x := range items {
+			p, ok := x.(*Provider)
+			if !ok {
+				return nil, fmt.Errorf("%s: providers must be providers or lists of them, got %s", fn, x.Type())
+			}
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	if _, nested := l.Index(0).(*starlark.List); !nested {
+		g, err := group(l)
+		return [][]*Provider{g}, err
+	}
+	var out [][]*Provider
+	for i := 0; i < l.Len(); i++ {
+		g, err := group(l.Index(i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// missingProviders returns, when c has all the providers of none of the
+// attribute's groups, the names of the first group's; nil when it may be
+// used. A file is checked by allow_files, not by providers.
+func (a *Attr) missingProviders(c *Configured) []string {
+	if len(a.providers) == 0 || c.Def == nil {
+		return nil
+	}
+	var first []string
+	for i, g := range a.providers {
+		var missing []string
+		for _, p := range g {
+			if _, ok := c.Providers[p]; !ok && p != defaultInfo {
+				missing = append(missing, p.name)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if i == 0 {
+			first = missing
+		}
+	}
+	return first
+}
+
 // zero returns the value an attribute takes when a target does not set it.
 func (a *Attr) zero() starlark.Value {
 	if a.def != nil {
@@ -138,6 +214,9 @@ func (a *Attr) zero() starlark.Value {
 // value it may take.
 func (a *Attr) check(name string, v starlark.Value) error {
 	if s, ok := v.(*Selector); ok {
+		if a.fixed {
+			return fmt.Errorf("attribute %s is not configurable: it cannot be a select()", name)
+		}
 		for _, p := range s.parts {
 			values := []starlark.Value{p}
 			if d, ok := p.(*selectDict); ok {

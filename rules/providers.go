@@ -14,6 +14,9 @@ import (
 type Provider struct {
 	name   string
 	fields []string // nil: any field
+	// positional names the fields positional arguments set, for the
+	// providers Bazel makes so (TemplateVariableInfo({...})).
+	positional []string
 }
 
 var (
@@ -30,10 +33,13 @@ func (p *Provider) Name() string          { return p.name }
 
 // CallInternal makes an instance from keyword arguments.
 func (p *Provider) CallInternal(_ *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	if len(args) > 0 {
+	if len(args) > len(p.positional) {
 		return nil, fmt.Errorf("%s: only keyword arguments are allowed", p.name)
 	}
 	fields := starlark.StringDict{}
+	for i, v := range args {
+		fields[p.positional[i]] = v
+	}
 	for _, kv := range kwargs {
 		name := string(kv[0].(starlark.String))
 		if p.fields != nil && !contains(p.fields, name) {
@@ -86,6 +92,18 @@ func (i *ProviderInstance) Attr(name string) (starlark.Value, error) {
 	}
 	return nil, nil
 }
+
+// platformCommon is the platform_common module: the providers of
+// toolchains, make variables and platforms. rbs's constraint_setting,
+// constraint_value and platform rules give the last three (a platform's
+// constraints as a list of ConstraintValueInfo).
+var platformCommon = &starlarkstruct.Module{Name: "platform_common", Members: starlark.StringDict{
+	"ToolchainInfo":         &Provider{name: "ToolchainInfo"},
+	"TemplateVariableInfo":  &Provider{name: "TemplateVariableInfo", fields: []string{"variables"}, positional: []string{"variables"}},
+	"ConstraintSettingInfo": &Provider{name: "ConstraintSettingInfo", fields: []string{"label", "default_constraint_value", "has_default_constraint_value"}},
+	"ConstraintValueInfo":   &Provider{name: "ConstraintValueInfo", fields: []string{"label", "constraint"}},
+	"PlatformInfo":          &Provider{name: "PlatformInfo", fields: []string{"label", "constraints"}},
+}}
 
 // defaultInfo is DefaultInfo.
 var defaultInfo = &Provider{name: "DefaultInfo", fields: []string{"files", "runfiles", "executable", "default_runfiles", "data_runfiles"}}

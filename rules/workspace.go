@@ -201,6 +201,7 @@ func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env["rule"] = starlark.NewBuiltin("rule", ruleBuiltin)
 	env["attr"] = attrModule()
 	env["provider"] = starlark.NewBuiltin("provider", providerBuiltin)
+	env["platform_common"] = platformCommon
 	env["config"] = configModule()
 	env["macro"] = starlark.NewBuiltin("macro", macroBuiltin)
 	env["aspect"] = starlark.NewBuiltin("aspect", aspectBuiltin)
