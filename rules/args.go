@@ -204,14 +204,10 @@ var directoryExpander = func() starlark.Value {
 	return starlarkstruct.FromStringDict(starlark.String("DirectoryExpander"), starlark.StringDict{"expand": expand})
 }()
 
-// addAll is Args.add_all.
-func (a *Args) addAll(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	v := vector{omitIfEmpty: true, expandDirs: true}
-	var before, terminate starlark.Value = starlark.None, starlark.None
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, v.params("before_each?", &before, "terminate_with?", &terminate)...); err != nil {
-		return nil, err
-	}
-	flag, items, err := v.strings(thread, b.Name())
+// addTo appends to a the flag and what words makes of the values' strings,
+// unless there are none and omit_if_empty says to add nothing.
+func (v *vector) addTo(thread *starlark.Thread, fn string, a *Args, words func([]string) []string) (starlark.Value, error) {
+	flag, items, err := v.strings(thread, fn)
 	if err != nil {
 		return nil, err
 	}
@@ -221,17 +217,31 @@ func (a *Args) addAll(thread *starlark.Thread, b *starlark.Builtin, args starlar
 	if flag != "" {
 		a.items = append(a.items, flag)
 	}
-	beforeEach, _ := starlark.AsString(before)
-	for _, s := range items {
-		if before != starlark.None {
-			a.items = append(a.items, beforeEach)
-		}
-		a.items = append(a.items, s)
-	}
-	if t, ok := starlark.AsString(terminate); ok {
-		a.items = append(a.items, t)
-	}
+	a.items = append(a.items, words(items)...)
 	return starlark.None, nil
+}
+
+// addAll is Args.add_all.
+func (a *Args) addAll(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	v := vector{omitIfEmpty: true, expandDirs: true}
+	var before, terminate starlark.Value = starlark.None, starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, v.params("before_each?", &before, "terminate_with?", &terminate)...); err != nil {
+		return nil, err
+	}
+	return v.addTo(thread, b.Name(), a, func(items []string) []string {
+		var out []string
+		beforeEach, _ := starlark.AsString(before)
+		for _, s := range items {
+			if before != starlark.None {
+				out = append(out, beforeEach)
+			}
+			out = append(out, s)
+		}
+		if t, ok := starlark.AsString(terminate); ok {
+			out = append(out, t)
+		}
+		return out
+	})
 }
 
 // addJoined is Args.add_joined.
@@ -246,18 +256,9 @@ func (a *Args) addJoined(thread *starlark.Thread, b *starlark.Builtin, args star
 	if err != nil {
 		return nil, err
 	}
-	flag, items, err := v.strings(thread, b.Name())
-	if err != nil {
-		return nil, err
-	}
-	if len(items) == 0 && v.omitIfEmpty {
-		return starlark.None, nil
-	}
-	if flag != "" {
-		a.items = append(a.items, flag)
-	}
-	a.items = append(a.items, f.apply(strings.Join(items, join)))
-	return starlark.None, nil
+	return v.addTo(thread, b.Name(), a, func(items []string) []string {
+		return []string{f.apply(strings.Join(items, join))}
+	})
 }
 
 func (a *Args) useParamFile(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
