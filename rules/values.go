@@ -21,7 +21,7 @@ var (
 	_ starlark.Comparable = Label{}
 )
 
-func (l Label) String() string        { return l.Label.String() }
+func (l Label) String() string        { return l.shown().String() }
 func (l Label) Type() string          { return "Label" }
 func (l Label) Freeze()               {}
 func (l Label) Truth() starlark.Bool  { return true }
@@ -30,7 +30,26 @@ func (l Label) AttrNames() []string {
 	return []string{"name", "package", "relative", "repo_name", "same_package_label", "workspace_name", "workspace_root"}
 }
 
+// shown is the label as rules see it: a target of a well-known
+// repository, which rbs addresses as a package under external/, in its
+// repository (@platforms//os:linux), as Bazel shows it.
+func (l Label) shown() label.Label {
+	if l.Repo != "" {
+		return l.Label
+	}
+	rest, ok := strings.CutPrefix(l.Pkg, externalDir+"/")
+	if !ok {
+		return l.Label
+	}
+	repo, pkg, _ := strings.Cut(rest, "/")
+	if _, known := repositories()[repo]; !known || repo == "rbs" {
+		return l.Label
+	}
+	return label.Label{Repo: repo, Pkg: pkg, Name: l.Name}
+}
+
 func (l Label) Attr(name string) (starlark.Value, error) {
+	l = Label{l.shown()}
 	switch name {
 	case "relative":
 		return starlark.NewBuiltin("relative", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
