@@ -226,6 +226,9 @@ func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs
 					}
 					return fmt.Errorf("%s: attribute %s: %w", def.Label, name, err)
 				}
+				if dep.Def == nil && !a.allowFiles {
+					return fmt.Errorf("%s: attribute %s: %s is a file, and the attribute takes no files (it has no allow_files)", def.Label, name, dl)
+				}
 				if missing := a.missingProviders(dep); missing != nil {
 					return fmt.Errorf("%s: attribute %s: %s does not have the providers it needs: %s", def.Label, name, dl, strings.Join(missing, ", "))
 				}

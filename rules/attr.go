@@ -167,9 +167,9 @@ func providerGroups(fn string, v starlark.Value) ([][]*Provider, error) {
 
 // missingProviders returns, when c has all the providers of none of the
 // attribute's groups, the names of the first group's; nil when it may be
-// used. A file has none: it may be used when the attribute takes files.
+// used. A file has none: allow_files decides whether it may be used.
 func (a *Attr) missingProviders(c *Configured) []string {
-	if len(a.providers) == 0 || c.Def == nil && a.allowFiles {
+	if len(a.providers) == 0 || c.Def == nil {
 		return nil
 	}
 	var first []string
