@@ -24,16 +24,17 @@ import (
 
 // BuildFlags are shared by build, test and run.
 type BuildFlags struct {
-	Jobs        int          `short:"j" help:"Actions run at once (default: the number of CPUs)."`
-	KeepGoing   bool         `name:"keep_going" aliases:"keep-going" short:"k" help:"Go on past a failed action, building (and testing) everything that does not depend on it, as Bazel's --keep_going."`
-	Remote      string       `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
-	RemoteCache string       `name:"remote_cache" aliases:"remote-cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
-	TokenFile   string       `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
-	TLSCA       string       `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
-	Platform    platformFlag `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
-	Define      []string     `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
-	Mode        string       `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
-	Set         []string     `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
+	Jobs            int          `short:"j" help:"Actions run at once (default: the number of CPUs)."`
+	KeepGoing       bool         `name:"keep_going" aliases:"keep-going" short:"k" help:"Go on past a failed action, building (and testing) everything that does not depend on it, as Bazel's --keep_going."`
+	Remote          string       `help:"Execute on an rbs cluster or any REAPI server at this address (grpc://, grpcs:// or HOST:PORT)." env:"RBS_REMOTE"`
+	RemoteCache     string       `name:"remote_cache" aliases:"remote-cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
+	TokenFile       string       `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
+	TLSCA           string       `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
+	Platform        platformFlag `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
+	Define          []string     `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
+	Mode            string       `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
+	ExtraToolchains []string     `name:"extra_toolchains" aliases:"extra-toolchains" help:"Register toolchains before the workspace's (a label, or PKG:all). Repeatable." placeholder:"PATTERN"`
+	Set             []string     `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
 
 	// stamp keeps the state of what each build read and wrote, so that
 	// the same build asked again can be found up to date: rbs build's.
@@ -55,6 +56,12 @@ func (f BuildFlags) configuration(opts *session.Options) error {
 		}
 		opts.Defines[k] = v
 	}
+	for _, p := range f.ExtraToolchains {
+		if err := rules.CheckRegistered(p); err != nil {
+			return fmt.Errorf("--extra_toolchains %v", err)
+		}
+	}
+	opts.ExtraToolchains = f.ExtraToolchains
 	for _, s := range f.Set {
 		name, value, ok := strings.Cut(s, "=")
 		l, err := label.Parse(name)

@@ -61,6 +61,9 @@ type analyzer struct {
 	// aspects are the aspects' results by aspect and target; nil while
 	// one is being worked out.
 	aspects map[string]*aspectResult
+	// toolchains are the registered toolchains and platforms, read on
+	// first use.
+	toolchains *toolchainSetup
 }
 
 // analyzerKey is the thread local holding the analyzer while a rule's
@@ -182,6 +185,10 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 		ctx.outputs["executable"] = exe
 	}
 	ctx.attr = starlarkstruct.FromStringDict(starlark.String("attr"), attrs)
+	var err error
+	if ctx.toolchains, err = an.resolveToolchains(def.Label, def.Rule.Name(), def.Rule.toolchains); err != nil {
+		return nil, err
+	}
 
 	thread := &starlark.Thread{Name: "analysis of " + def.Label.String(), Print: an.ws.debug}
 	thread.SetLocal(analyzerKey, an)

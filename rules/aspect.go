@@ -29,6 +29,7 @@ type AspectClass struct {
 	attrAspects []string
 	attrs       map[string]*Attr
 	required    []*Provider // the providers a target needs to be visited
+	toolchains  []toolchainReq
 }
 
 var _ starlark.Value = (*AspectClass)(nil)
@@ -45,7 +46,7 @@ func (a *AspectClass) Freeze()               {}
 func (a *AspectClass) Truth() starlark.Bool  { return true }
 func (a *AspectClass) Hash() (uint32, error) { return starlark.String(a.Name()).Hash() }
 
-func aspectBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+func aspectBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var impl starlark.Callable
 	var attrAspects *starlark.List
 	var attrs *starlark.Dict
@@ -56,7 +57,11 @@ func aspectBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		"fragments?", &fragments, "toolchains?", &toolchains, "apply_to_generating_rules?", &applyTo, "doc?", &doc); err != nil {
 		return nil, err
 	}
-	a := &AspectClass{impl: impl, attrs: map[string]*Attr{}}
+	reqs, err := toolchainReqs(thread, b.Name(), toolchains)
+	if err != nil {
+		return nil, err
+	}
+	a := &AspectClass{impl: impl, attrs: map[string]*Attr{}, toolchains: reqs}
 	if attrAspects != nil {
 		names, err := stringList(attrAspects)
 		if err != nil {
@@ -178,6 +183,9 @@ func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspe
 		return nil, fmt.Errorf("aspect %s on %s: %w", a.Name(), def.Label, err)
 	}
 	ctx.attr = starlarkstruct.FromStringDict(starlark.String("attr"), own)
+	if ctx.toolchains, err = an.resolveToolchains(def.Label, "aspect "+a.Name()+" on "+def.Rule.Name(), a.toolchains); err != nil {
+		return nil, err
+	}
 	thread := &starlark.Thread{Name: "aspect " + a.Name() + " on " + def.Label.String(), Print: an.ws.debug}
 	thread.SetLocal(analyzerKey, an)
 	ret, err := starlark.Call(thread, a.impl, starlark.Tuple{&Target{configured: dep}, ctx}, nil)

@@ -230,20 +230,3 @@ func (an *analyzer) ccScanIncludes(_ *starlark.Thread, b *starlark.Builtin, args
 	}
 	return starlark.NewList(used), nil
 }
-
-// cppToolchainTypes are the names of the C++ toolchain type.
-var cppToolchainTypes = []string{"@bazel_tools//tools/cpp:toolchain_type", "@rules_cc//cc:toolchain_type"}
-
-// ccToolchains is ctx.toolchains: the one toolchain rbs resolves, the
-// system C/C++ one, under the C++ toolchain type's names, as
-// ToolchainInfo(cc = CcToolchainInfo).
-func ccToolchains() starlark.Value {
-	tc, _ := ccToolchainBuiltin(nil, nil, nil, nil)
-	info := starlarkstruct.FromStringDict(starlark.String("ToolchainInfo"), starlark.StringDict{"cc": tc})
-	d := starlark.NewDict(len(cppToolchainTypes))
-	for _, t := range cppToolchainTypes {
-		d.SetKey(starlark.String(t), info)
-	}
-	d.Freeze()
-	return d
-}

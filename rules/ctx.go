@@ -80,7 +80,9 @@ type ruleContext struct {
 	values map[string]starlark.Value
 	// aspect is ctx.rule when the context is an aspect's; nil for a rule's.
 	aspect starlark.Value
-	frozen bool
+	// toolchains is ctx.toolchains.
+	toolchains *toolchainContext
+	frozen     bool
 }
 
 var _ starlark.HasAttrs = (*ruleContext)(nil)
@@ -129,7 +131,7 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 	case "features", "disabled_features":
 		return features(c.def.Features, name == "disabled_features"), nil
 	case "toolchains":
-		return ccToolchains(), nil
+		return c.toolchains, nil
 	case "rule":
 		if c.aspect == nil {
 			return nil, fmt.Errorf("ctx.rule is an aspect's: %s is a rule's context", c.def.Label)

@@ -95,14 +95,15 @@ func (i *ProviderInstance) Attr(name string) (starlark.Value, error) {
 
 // platformCommon is the platform_common module: the providers of
 // toolchains, make variables and platforms. rbs's constraint_setting,
-// constraint_value and platform rules give the last three (a platform's
-// constraints as a list of ConstraintValueInfo).
+// constraint_value, platform and toolchain_type rules give the last four
+// (a platform's constraints as a list of ConstraintValueInfo).
 var platformCommon = &starlarkstruct.Module{Name: "platform_common", Members: starlark.StringDict{
 	"ToolchainInfo":         &Provider{name: "ToolchainInfo"},
 	"TemplateVariableInfo":  &Provider{name: "TemplateVariableInfo", fields: []string{"variables"}, positional: []string{"variables"}},
 	"ConstraintSettingInfo": &Provider{name: "ConstraintSettingInfo", fields: []string{"label", "default_constraint_value", "has_default_constraint_value"}},
 	"ConstraintValueInfo":   &Provider{name: "ConstraintValueInfo", fields: []string{"label", "constraint"}},
 	"PlatformInfo":          &Provider{name: "PlatformInfo", fields: []string{"label", "constraints"}},
+	"ToolchainTypeInfo":     &Provider{name: "ToolchainTypeInfo", fields: []string{"type_label"}},
 }}
 
 // defaultInfo is DefaultInfo.

@@ -22,6 +22,8 @@ type RuleClass struct {
 	doc        string
 	// setting makes the rule's targets build settings; nil for none.
 	setting *buildSetting
+	// toolchains are the toolchain types it asks for.
+	toolchains []toolchainReq
 }
 
 var _ starlark.Callable = (*RuleClass)(nil)
@@ -49,7 +51,7 @@ var commonAttrs = map[string]bool{
 	"local": true, "args": true, "env": true, "exec_properties": true,
 }
 
-func ruleBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+func ruleBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var impl starlark.Callable
 	var attrs *starlark.Dict
 	var executable, test bool
@@ -64,7 +66,11 @@ func ruleBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if cfg != nil && cfg != starlark.None {
 		return nil, fmt.Errorf("rule: cfg (a transition) is not supported by rbs: a target is built in the one configuration of its build")
 	}
-	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test, test: test, doc: doc}
+	reqs, err := toolchainReqs(thread, b.Name(), toolchains)
+	if err != nil {
+		return nil, err
+	}
+	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test, test: test, doc: doc, toolchains: reqs}
 	switch s := setting.(type) {
 	case nil, starlark.NoneType:
 	case *buildSetting:

@@ -17,8 +17,10 @@ import (
 // `### "regex"` must fail with an error matching regex; others must succeed
 // (their implementations assert with fail()). A line "# platform: P"
 // analyses the case for the target platform P; "# define: K=V",
-// "# set: //pkg:flag=V" and "# compilation_mode: M" set the rest of the
-// configuration.
+// "# set: //pkg:flag=V", "# compilation_mode: M" and
+// "# extra_toolchains: P" set the rest of the configuration. After the
+// BUILD file, a line "# FILE: PATH" starts another file of the workspace
+// (MODULE.bazel, a package's BUILD).
 func TestRuleAPI(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.rbs")
 	if err != nil || len(files) == 0 {
@@ -29,6 +31,7 @@ func TestRuleAPI(t *testing.T) {
 	defineLine := regexp.MustCompile(`(?m)^# define: (\S+)\s*$`)
 	settingLine := regexp.MustCompile(`(?m)^# set: (//\S+?)=(\S*)\s*$`)
 	modeLine := regexp.MustCompile(`(?m)^# compilation_mode: (\S+)\s*$`)
+	extraLine := regexp.MustCompile(`(?m)^# extra_toolchains: (\S+)\s*$`)
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -44,7 +47,8 @@ func TestRuleAPI(t *testing.T) {
 				dir := t.TempDir()
 				write(t, dir, "MODULE.bazel", "")
 				write(t, dir, "defs.rbs", defs)
-				write(t, dir, "BUILD", build)
+				files := strings.Split(build, "\n# FILE: ")
+				write(t, dir, "BUILD", files[0])
 				write(t, dir, "data/BUILD", `exports_files(["a.txt", "b.txt"])`)
 				write(t, dir, "data/a.txt", "a\n")
 				write(t, dir, "data/b.txt", "b\n")
@@ -53,6 +57,10 @@ func TestRuleAPI(t *testing.T) {
 				write(t, dir, "lib/hello.cc", "#include \"lib/hello.h\"\nint hello() { return HELLO; }\n")
 				write(t, dir, "main.cc", "#include \"lib/hello.h\"\nint main() { return hello() - 1; }\n")
 				write(t, dir, "test.cc", "#include \"lib/hello.h\"\nint main() { return hello() == 1 ? 0 : 1; }\n")
+				for _, f := range files[1:] {
+					name, content, _ := strings.Cut(f, "\n")
+					write(t, dir, name, content)
+				}
 				cfg := Config{Defines: map[string]string{}, Settings: map[string]string{}}
 				if m := platformLine.FindStringSubmatch(chunk); m != nil {
 					if cfg.Platform, err = platform.Parse(m[1]); err != nil {
@@ -71,6 +79,9 @@ func TestRuleAPI(t *testing.T) {
 				}
 				if m := modeLine.FindStringSubmatch(chunk); m != nil {
 					cfg.CompilationMode = m[1]
+				}
+				for _, m := range extraLine.FindAllStringSubmatch(chunk, -1) {
+					cfg.ExtraToolchains = append(cfg.ExtraToolchains, m[1])
 				}
 				err := analyzeAll(dir, cfg)
 				want := expect.FindStringSubmatch(chunk)

@@ -38,6 +38,9 @@ type Config struct {
 	// Debug receives what print() prints in BUILD and .bzl files, and
 	// in rule implementations; nil is standard error.
 	Debug io.Writer
+	// ExtraToolchains are the --extra_toolchains patterns, registered
+	// before the workspace's toolchains.
+	ExtraToolchains []string
 }
 
 // ParseDefine reads a --define value, NAME=VALUE.
@@ -313,13 +316,17 @@ func isConstraint(key string) bool {
 // platformMatches reports whether a key is a constraint of the target
 // platform: @platforms//os:OS or @platforms//cpu:ARCH, with Bazel's names
 // (x86_64, aarch64, arm64, ...).
-func (w *Workspace) platformMatches(key string) bool {
+func (w *Workspace) platformMatches(key string) bool { return platformHas(w.Platform, key) }
+
+// platformHas reports whether platform p has constraint value key, one of
+// @platforms//os:* or @platforms//cpu:*.
+func platformHas(p platform.Platform, key string) bool {
 	if os, ok := strings.CutPrefix(key, "@platforms//os:"); ok {
-		return os == w.Platform.OS || (os == "osx" || os == "macos") && w.Platform.OS == "darwin"
+		return os == p.OS || (os == "osx" || os == "macos") && (p.OS == "darwin" || p.OS == "osx" || p.OS == "macos")
 	}
 	if cpu, ok := strings.CutPrefix(key, "@platforms//cpu:"); ok {
-		p, err := platform.Parse(w.Platform.OS + "-" + cpu)
-		return err == nil && p.Arch == w.Platform.Arch
+		q, err := platform.Parse("linux-" + cpu)
+		return err == nil && q.Arch == p.Arch
 	}
 	return false
 }

@@ -80,6 +80,21 @@ type Workspace struct {
 
 	mu   sync.Mutex
 	pkgs map[string]*pkgEntry
+
+	regOnce sync.Once
+	reg     registrations // guarded by mu once read
+	regErr  error
+}
+
+// registered reads the workspace file's registrations, once.
+func (w *Workspace) registered() (registrations, error) {
+	w.regOnce.Do(func() {
+		reg, err := readRegistrations(w.Root)
+		w.mu.Lock()
+		w.reg, w.regErr = reg, err
+		w.mu.Unlock()
+	})
+	return w.reg, w.regErr
 }
 
 type pkgEntry struct {
@@ -107,6 +122,7 @@ func (w *Workspace) loadBuiltins() error {
 		nativeMembers := w.nativeFunctions()
 		nativeMembers["config_setting"] = configSettingRule
 		nativeMembers["alias"] = aliasRule
+		nativeMembers["toolchain"] = toolchainRule
 		build := starlark.StringDict{}
 		for k, v := range nativeMembers {
 			build[k] = v
@@ -184,9 +200,16 @@ func (w *Workspace) common() starlark.StringDict {
 }
 
 // moduleEnv is what .rbs and .bzl files see; rbs's own C/C++ rules also
-// see the toolchain and the include scanner.
+// see the toolchain and the include scanner, and the local toolchains of
+// @bazel_tools see this machine's C/C++ toolchain and shell.
 func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env := w.common()
+	if m.Repo == "bazel_tools" && m.Path == "tools/local_toolchains.bzl" {
+		env["cc_toolchain"] = starlark.NewBuiltin("cc_toolchain", ccToolchainBuiltin)
+		env["shell_path"] = starlark.NewBuiltin("shell_path", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			return starlark.String(shellPath()), nil
+		})
+	}
 	if m.Repo == "rbs" && m.Path == "cc/rules.rbs" {
 		env["cc_toolchain"] = starlark.NewBuiltin("cc_toolchain", ccToolchainBuiltin)
 		env["cc_shell_split"] = starlark.NewBuiltin("cc_shell_split", shellSplitBuiltin)
@@ -203,6 +226,7 @@ func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env["provider"] = starlark.NewBuiltin("provider", providerBuiltin)
 	env["platform_common"] = platformCommon
 	env["config"] = configModule()
+	env["config_common"] = configCommon
 	env["macro"] = starlark.NewBuiltin("macro", macroBuiltin)
 	env["aspect"] = starlark.NewBuiltin("aspect", aspectBuiltin)
 	if w.native != nil {
@@ -323,7 +347,8 @@ func (w *Workspace) Package(pkg string) (*Package, error) {
 
 // Read returns the workspace's files that loading has read so far, as
 // absolute paths: the directories of its packages and their BUILD files,
-// and the modules they loaded (the embedded repositories' are rbs's own).
+// the modules they loaded (the embedded repositories' are rbs's own), and
+// the workspace files read for their registrations.
 func (w *Workspace) Read() []string {
 	var files []string
 	w.mu.Lock()
@@ -336,6 +361,7 @@ func (w *Workspace) Read() []string {
 			}
 		}
 	}
+	files = append(files, w.reg.files...)
 	w.mu.Unlock()
 	for _, m := range w.loader.Modules() {
 		if m.Repo == "" {

@@ -57,11 +57,12 @@ type Options struct {
 	// Stamp keeps, for each build that succeeds, the state of the files
 	// it read and wrote (see UpToDate and Remember): rbs build's.
 	Stamp bool
-	// Defines, Settings and CompilationMode are the rest of the
-	// configuration (rules.Config).
+	// Defines, Settings, CompilationMode and ExtraToolchains are the
+	// rest of the configuration (rules.Config).
 	Defines         map[string]string
 	Settings        map[string]string
 	CompilationMode string
+	ExtraToolchains []string
 }
 
 // Session is one command in a workspace.
@@ -122,7 +123,7 @@ func Open(opts Options) (*Session, error) {
 		opts.Debug = os.Stderr
 	}
 	debug := &debugLog{w: opts.Debug}
-	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode, Debug: debug})
+	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode, ExtraToolchains: opts.ExtraToolchains, Debug: debug})
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ type stampKey struct {
 	Defines         map[string]string
 	Settings        map[string]string
 	CompilationMode string
+	ExtraToolchains []string
 	Remote          string
 	RemoteCache     bool
 	KeepGoing       bool
@@ -55,7 +56,8 @@ func (s *Session) stampFile(patterns []string) (string, error) {
 	key := stampKey{
 		Rbs: exe, Root: s.ws.Root, Dir: s.opts.Dir, Patterns: patterns,
 		Platform: s.ws.Platform.String(), Defines: s.opts.Defines, Settings: s.opts.Settings, CompilationMode: s.opts.CompilationMode,
-		Remote: s.opts.Remote.Target, RemoteCache: s.opts.RemoteCache, KeepGoing: s.opts.KeepGoing, Env: env,
+		ExtraToolchains: s.opts.ExtraToolchains,
+		Remote:          s.opts.Remote.Target, RemoteCache: s.opts.RemoteCache, KeepGoing: s.opts.KeepGoing, Env: env,
 	}
 	rbs := stamp.New()
 	if err := rbs.Add(exe); err != nil {
