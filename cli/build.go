@@ -332,15 +332,16 @@ func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 	cmd := exec.Command(prog, append(defaultArgs, args...)...)
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// As under bazel run: RUNFILES_DIR is the runfiles tree's root, and
-	// the program runs in the workspace's directory in it;
+	// As under bazel run: RUNFILES_DIR is the runfiles tree's root
+	// (RUNFILES_MANIFEST_FILE its manifest), and the program runs in the
+	// workspace's directory in it;
 	// BUILD_WORKSPACE_DIRECTORY and BUILD_WORKING_DIRECTORY are the
 	// workspace root and the directory rbs run was started in.
 	wd, err := os.Getwd()
 	if err != nil {
 		return err
 	}
-	cmd.Env = append(os.Environ(), "RUNFILES_DIR="+filepath.Dir(dir), "BUILD_WORKSPACE_DIRECTORY="+s.Root(), "BUILD_WORKING_DIRECTORY="+wd)
+	cmd.Env = append(os.Environ(), "RUNFILES_DIR="+filepath.Dir(dir), "RUNFILES_MANIFEST_FILE="+filepath.Join(filepath.Dir(dir), "MANIFEST"), "BUILD_WORKSPACE_DIRECTORY="+s.Root(), "BUILD_WORKING_DIRECTORY="+wd)
 	if err := cmd.Run(); err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			return exitError{ee, ee.ExitCode()}

@@ -54,9 +54,9 @@ type analyzer struct {
 	ws      *Workspace
 	done    map[string]*Configured
 	stack   []string
-	byFile  map[string]*File   // every generated file by exec path
-	runfile map[string][]*File // an executable's runfiles by exec path
-	actions map[string]*Action // producing action by output exec path
+	byFile  map[string]*File     // every generated file by exec path
+	runfile map[string][]Runfile // an executable's runfiles tree by exec path
+	actions map[string]*Action   // producing action by output exec path
 	scan    *includeScan
 	// aspects are the aspects' results by aspect and target; nil while
 	// one is being worked out.
@@ -70,7 +70,8 @@ type analyzer struct {
 // implementation runs.
 const analyzerKey = "rbs.analyzer"
 
-func (an *analyzer) runfilesOf(f *File) []*File { return an.runfile[f.Path()] }
+// runfilesOf are the files of executable f's runfiles tree.
+func (an *analyzer) runfilesOf(f *File) []*File { return RunfileFiles(an.runfile[f.Path()]) }
 
 // analyze returns the configured target for a label.
 func (an *analyzer) analyze(l label.Label) (*Configured, error) {
@@ -406,11 +407,7 @@ func (an *analyzer) finish(ctx *ruleContext, ret starlark.Value) (*Configured, e
 		}
 	}
 	if c.Executable != nil {
-		var rf []*File
-		if c.Runfiles != nil {
-			rf = c.Runfiles.files.Files()
-		}
-		an.runfile[c.Executable.Path()] = rf
+		an.runfile[c.Executable.Path()] = c.runfiles().layout(an.ws.Name, c.Executable)
 	}
 	return c, nil
 }

@@ -185,9 +185,17 @@ func (c *ruleContext) runfiles(_ *starlark.Thread, b *starlark.Builtin, args sta
 		"collect_data?", &collectData, "collect_default?", &collectDefault, "symlinks?", &symlinks, "root_symlinks?", &rootSymlinks); err != nil {
 		return nil, err
 	}
-	d := &Depset{}
+	r := emptyRunfiles()
+	d := r.files
 	if transitive != nil {
 		d.transitive = append(d.transitive, transitive)
+	}
+	var err error
+	if r.symlinks, err = symlinkDepset("symlinks", symlinks); err != nil {
+		return nil, err
+	}
+	if r.rootSymlinks, err = symlinkDepset("root_symlinks", rootSymlinks); err != nil {
+		return nil, err
 	}
 	if files != nil {
 		for i := 0; i < files.Len(); i++ {
@@ -198,14 +206,16 @@ func (c *ruleContext) runfiles(_ *starlark.Thread, b *starlark.Builtin, args sta
 			d.direct = append(d.direct, f)
 		}
 	}
-	if collectData || collectDefault {
-		for _, name := range []string{"data", "deps", "srcs"} {
-			for _, dep := range c.attrTargets(name) {
-				d.transitive = append(d.transitive, dep.runfiles().files)
-			}
+	if !collectData && !collectDefault {
+		return r, nil
+	}
+	all := []*Runfiles{r}
+	for _, name := range []string{"data", "deps", "srcs"} {
+		for _, dep := range c.attrTargets(name) {
+			all = append(all, dep.runfiles())
 		}
 	}
-	return &Runfiles{files: d}, nil
+	return mergeRunfiles(all), nil
 }
 
 // attrTargets returns the analysed targets of a label attribute.

@@ -28,16 +28,23 @@ type registration struct {
 	pos     string
 }
 
-// registrations are a workspace's, in the order they take precedence.
+// registrations are a workspace's, in the order they take precedence,
+// with the names the workspace files give.
 type registrations struct {
 	toolchains, platforms []registration
 	// files are the workspace files read.
 	files []string
+	// mainRepo is the main repository's name in runfiles trees: _main
+	// with a MODULE.bazel, else WORKSPACE's workspace(name = ...), else
+	// __main__. module is the name MODULE.bazel's module() gives it
+	// (its repo_name, else its name), by which a runfiles library finds
+	// it too.
+	mainRepo, module string
 }
 
 // readRegistrations reads the registrations of the workspace at root.
 func readRegistrations(root string) (registrations, error) {
-	var r registrations
+	r := registrations{mainRepo: "__main__"}
 	if err := r.readModule(filepath.Join(root, "MODULE.bazel")); err != nil {
 		return r, err
 	}
@@ -65,6 +72,7 @@ func (r *registrations) readModule(file string) error {
 		return err
 	}
 	r.files = append(r.files, file)
+	r.mainRepo = "_main"
 	register := func(name string, to *[]registration) *starlark.Builtin {
 		return starlark.NewBuiltin(name, func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 			for _, kv := range kwargs {
@@ -83,7 +91,20 @@ func (r *registrations) readModule(file string) error {
 		})
 	}
 	env := starlark.StringDict{
-		"module":                       starlark.NewBuiltin("module", ignoredCall),
+		"module": starlark.NewBuiltin("module", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var name, version, repoName string
+			var level int
+			var compat starlark.Value
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name?", &name, "version?", &version,
+				"compatibility_level?", &level, "repo_name?", &repoName, "bazel_compatibility?", &compat); err != nil {
+				return nil, err
+			}
+			r.module = name
+			if repoName != "" {
+				r.module = repoName
+			}
+			return starlark.None, nil
+		}),
 		"register_toolchains":          register("register_toolchains", &r.toolchains),
 		"register_execution_platforms": register("register_execution_platforms", &r.platforms),
 		"use_extension": starlark.NewBuiltin("use_extension", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
@@ -129,7 +150,8 @@ func (moduleProxy) Attr(name string) (starlark.Value, error) {
 
 // readWorkspace reads the registrations of a WORKSPACE file: its
 // top-level register_toolchains and register_execution_platforms calls
-// whose arguments are string literals.
+// whose arguments are string literals, and the name workspace() gives
+// the main repository when there is no MODULE.bazel.
 func (r *registrations) readWorkspace(file string) error {
 	src, err := os.ReadFile(file)
 	if err != nil {
@@ -155,6 +177,17 @@ func (r *registrations) readWorkspace(file string) error {
 		}
 		var to *[]registration
 		switch fn.Name {
+		case "workspace":
+			for _, a := range call.Args {
+				if kw, ok := a.(*syntax.BinaryExpr); ok && kw.Op == syntax.EQ {
+					id, _ := kw.X.(*syntax.Ident)
+					lit, ok := kw.Y.(*syntax.Literal)
+					if id != nil && id.Name == "name" && ok && lit.Token == syntax.STRING && r.mainRepo == "__main__" {
+						r.mainRepo = lit.Value.(string)
+					}
+				}
+			}
+			continue
 		case "register_toolchains":
 			to = &r.toolchains
 		case "register_execution_platforms":

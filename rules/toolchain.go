@@ -197,10 +197,7 @@ func (an *analyzer) setup() (*toolchainSetup, error) {
 	if an.toolchains != nil {
 		return an.toolchains, nil
 	}
-	reg, err := an.ws.registered()
-	if err != nil {
-		return nil, err
-	}
+	reg := an.ws.reg
 	s := &toolchainSetup{target: osArchPlatform("target platform "+an.ws.Platform.String(), an.ws.Platform), resolved: map[string]map[string]label.Label{}}
 	var regs []registration
 	for _, p := range an.ws.cfg.ExtraToolchains {

@@ -32,7 +32,7 @@ var Embedded embed.FS
 // @bazel_skylib …), in rbs's own terms: their files give rbs's rules under
 // the names those repositories use, so nothing is fetched.
 //
-//go:embed wellknown
+//go:embed all:wellknown
 var wellKnown embed.FS
 
 // repositories are the repositories load() reaches: @rbs and the
@@ -63,7 +63,10 @@ var builtinModules = []loader.Module{
 // Workspace is a source tree with its packages, loaded on demand.
 type Workspace struct {
 	Root string
-	// Name is the workspace's name, used for runfiles trees.
+	// Name is the main repository's name in runfiles trees and
+	// ctx.workspace_name: _main in a workspace with a MODULE.bazel, as
+	// under Bazel's modules, else WORKSPACE's workspace(name), else
+	// __main__.
 	Name string
 	// Platform is the target platform: select() picks its branches by it,
 	// and generated files live under its BinDir.
@@ -81,20 +84,8 @@ type Workspace struct {
 	mu   sync.Mutex
 	pkgs map[string]*pkgEntry
 
-	regOnce sync.Once
-	reg     registrations // guarded by mu once read
-	regErr  error
-}
-
-// registered reads the workspace file's registrations, once.
-func (w *Workspace) registered() (registrations, error) {
-	w.regOnce.Do(func() {
-		reg, err := readRegistrations(w.Root)
-		w.mu.Lock()
-		w.reg, w.regErr = reg, err
-		w.mu.Unlock()
-	})
-	return w.reg, w.regErr
+	// reg is what the workspace files register.
+	reg registrations
 }
 
 type pkgEntry struct {
@@ -109,7 +100,11 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	if cfg.Platform.IsZero() {
 		cfg.Platform = platform.Host()
 	}
-	w := &Workspace{Root: root, Name: "__main__", Platform: cfg.Platform, cfg: cfg, pkgs: map[string]*pkgEntry{}}
+	reg, err := readRegistrations(root)
+	if err != nil {
+		return nil, err
+	}
+	w := &Workspace{Root: root, Name: reg.mainRepo, Platform: cfg.Platform, cfg: cfg, pkgs: map[string]*pkgEntry{}, reg: reg}
 	w.loader = loader.New(root, repositories(), w.moduleEnv, nameRules)
 	w.loader.Print = w.debug
 	return w, nil
@@ -361,8 +356,8 @@ func (w *Workspace) Read() []string {
 			}
 		}
 	}
-	files = append(files, w.reg.files...)
 	w.mu.Unlock()
+	files = append(files, w.reg.files...)
 	for _, m := range w.loader.Modules() {
 		if m.Repo == "" {
 			files = append(files, filepath.Join(w.Root, filepath.FromSlash(m.Path)))
@@ -557,8 +552,9 @@ type Analysis struct {
 	Targets map[string]*Configured
 	// Producer maps a generated file's exec path to the action making it.
 	Producer map[string]*Action
-	// Runfiles maps an executable's exec path to its runfiles.
-	Runfiles map[string][]*File
+	// Runfiles maps an executable's exec path to its runfiles tree,
+	// the executable included.
+	Runfiles map[string][]Runfile
 	// Read are the source files analysis read (to scan C and C++
 	// sources for their #include lines), from the workspace root: a change
 	// to one may change what it makes.
@@ -567,7 +563,7 @@ type Analysis struct {
 
 // Analyze analyses the targets and everything they depend on.
 func (w *Workspace) Analyze(targets []label.Label) (*Analysis, error) {
-	an := &analyzer{ws: w, done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]*File{}, actions: map[string]*Action{}}
+	an := &analyzer{ws: w, done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]Runfile{}, actions: map[string]*Action{}}
 	an.scan = &includeScan{an: an, found: map[string][]string{}, read: map[string]bool{}}
 	an.aspects = map[string]*aspectResult{}
 	for _, l := range targets {

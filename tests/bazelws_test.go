@@ -142,28 +142,99 @@ source "${RUNFILES_DIR:-/dev/null}/$f" 2>/dev/null || \
 
 // A shell test and binary written for Bazel find their data through
 // @bazel_tools//tools/bash/runfiles, under rbs test (locally and on a
-// cluster) and rbs run.
+// cluster) and rbs run: under the main repository's name (_main, in a
+// workspace with a MODULE.bazel) and its module's, through the tree or its
+// manifest, with the data of their data, and at the paths of a rule's
+// symlinks and root symlinks.
 func TestBashRunfilesLibrary(t *testing.T) {
 	ws := newWorkspace(t)
+	ws.write("rf/links.bzl", `
+def _impl(ctx):
+    f = ctx.file.src
+    return [DefaultInfo(runfiles = ctx.runfiles(symlinks = {"renamed/d.txt": f}, root_symlinks = {"top/d.txt": f}))]
+
+linked = rule(implementation = _impl, attrs = {"src": attr.label(allow_single_file = True)})
+`)
 	ws.write("rf/BUILD.bazel", `load("@rules_shell//shell:sh_test.bzl", "sh_test")
 load("@rules_shell//shell:sh_binary.bzl", "sh_binary")
-sh_test(name = "find_test", srcs = ["find.sh"], data = ["data.txt"], deps = ["@bazel_tools//tools/bash/runfiles"])
-sh_binary(name = "find", srcs = ["find.sh"], data = ["data.txt"], deps = ["@bazel_tools//tools/bash/runfiles"])
+load(":links.bzl", "linked")
+filegroup(name = "group", srcs = ["data.txt"], data = ["more.txt"])
+linked(name = "links", src = "data.txt")
+sh_test(name = "find_test", srcs = ["find.sh"], data = [":group", ":links"], deps = ["@bazel_tools//tools/bash/runfiles"])
+sh_binary(name = "find", srcs = ["find.sh"], data = [":group", ":links"], deps = ["@bazel_tools//tools/bash/runfiles"])
 `)
-	ws.write("rf/find.sh", "#!/usr/bin/env bash\n"+bazelRunfilesInit+`p=$(rlocation __main__/rf/data.txt) || { echo "no data.txt in $RUNFILES_DIR"; exit 1; }
-cat "$p"
-if rlocation __main__/rf/nosuch.txt; then echo "found a file that is not there"; exit 1; fi
+	ws.write("rf/find.sh", "#!/usr/bin/env bash\n"+bazelRunfilesInit+`for p in _main/rf/data.txt rbs_example/rf/data.txt _main/rf/more.txt _main/renamed/d.txt top/d.txt; do
+  f=$(rlocation $p) || { echo "no $p in $RUNFILES_DIR"; exit 1; }
+  echo "$p: $(cat "$f")"
+done
+grep -q "^_main/rf/more.txt " "$RUNFILES_MANIFEST_FILE" || { echo "no manifest at $RUNFILES_MANIFEST_FILE"; exit 1; }
+f=$(RUNFILES_DIR= rlocation rbs_example/rf/more.txt) || { echo "not found through the manifest"; exit 1; }
+echo "through the manifest: $(cat "$f")"
+if rlocation _main/rf/nosuch.txt; then echo "found a file that is not there"; exit 1; fi
 `)
+	ws.write("rf/more.txt", "more data\n")
 	ws.write("rf/data.txt", "found the data\n")
 	if out := ws.mustRbs("test", "//rf:find_test"); !strings.Contains(out, "1 passed") {
 		t.Fatalf("rbs test of a script using Bazel's runfiles library:\n%s", out)
 	}
-	if out := ws.mustRbs("run", "//rf:find"); !strings.Contains(out, "found the data\n") {
-		t.Fatalf("rbs run of a script using Bazel's runfiles library:\n%s", out)
+	want := []string{"_main/rf/data.txt: found the data\n", "rbs_example/rf/data.txt: found the data\n", "_main/rf/more.txt: more data\n",
+		"_main/renamed/d.txt: found the data\n", "top/d.txt: found the data\n", "through the manifest: more data\n"}
+	out := ws.mustRbs("run", "//rf:find")
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Fatalf("rbs run of a script using Bazel's runfiles library: no %q in:\n%s", w, out)
+		}
+	}
+	if log := ws.read("rbs-out/testlogs/rf/find_test/test.log"); !strings.Contains(log, strings.Join(want, "")) {
+		t.Fatalf("the test's log:\n%s", log)
 	}
 	srv := startServer(t)
 	startWorker(t, srv, "w1", "--action-slots", "2")
 	if out := ws.mustRbs("test", "--remote", srv.Addr, "//rf:find_test"); !strings.Contains(out, "1 passed") {
 		t.Fatalf("the same test on a cluster:\n%s", out)
+	}
+}
+
+// A Python test and binary written for Bazel find their data through the
+// runfiles library of @rules_python (or @bazel_tools), under both names of
+// the main repository, through the tree or its manifest; data of data
+// comes with them.
+func TestPythonRunfilesLibrary(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write("pyrf/BUILD.bazel", `load("@rules_python//python:defs.bzl", "py_binary", "py_library", "py_test")
+py_library(name = "lib", srcs = ["lib.py"], data = ["lib_data.txt"])
+py_test(name = "find_test", srcs = ["find.py"], main = "find.py", data = ["data.txt"], deps = [":lib", "@rules_python//python/runfiles"])
+py_binary(name = "find", srcs = ["find.py"], data = ["data.txt"], deps = [":lib", "@rules_python//python/runfiles"])
+`)
+	ws.write("pyrf/lib.py", "NAME = 'lib'\n")
+	ws.write("pyrf/lib_data.txt", "the library's data\n")
+	ws.write("pyrf/data.txt", "found the data\n")
+	ws.write("pyrf/find.py", `import os
+from python.runfiles import runfiles
+from bazel_tools.tools.python.runfiles import runfiles as tools_runfiles
+from pyrf import lib
+
+r = runfiles.Create()
+for p in ["_main/pyrf/data.txt", "rbs_example/pyrf/data.txt", "_main/pyrf/lib_data.txt"]:
+    f = r.Rlocation(p)
+    if f is None:
+        raise SystemExit("no %s" % p)
+    print("%s: %s" % (p, open(f).read().strip()))
+m = tools_runfiles.CreateManifestBased(os.environ["RUNFILES_MANIFEST_FILE"])
+print("through the manifest: %s" % open(m.Rlocation("rbs_example/pyrf/lib_data.txt")).read().strip())
+if r.Rlocation("_main/pyrf/nosuch.txt") is not None:
+    raise SystemExit("found a file that is not there")
+print("env", sorted(r.EnvVars()), lib.NAME)
+`)
+	want := "_main/pyrf/data.txt: found the data\nrbs_example/pyrf/data.txt: found the data\n_main/pyrf/lib_data.txt: the library's data\n" +
+		"through the manifest: the library's data\nenv ['RUNFILES_DIR'] lib\n"
+	if out := ws.mustRbs("test", "//pyrf:find_test"); !strings.Contains(out, "1 passed") {
+		t.Fatalf("rbs test of a Python test using the runfiles library:\n%s", out)
+	}
+	if log := ws.read("rbs-out/testlogs/pyrf/find_test/test.log"); !strings.Contains(log, want) {
+		t.Fatalf("the test's log, want %q:\n%s", want, log)
+	}
+	if out := ws.mustRbs("run", "//pyrf:find"); !strings.Contains(out, want) {
+		t.Fatalf("rbs run, want %q:\n%s", want, out)
 	}
 }

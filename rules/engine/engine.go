@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/executor"
 	"github.com/rbs-build/rbs/rbe/merkle"
 	"github.com/rbs-build/rbs/rules"
@@ -352,22 +353,38 @@ func writeIfChanged(path string, b []byte, executable bool) error {
 // relative to the exec root.
 func RunfilesDir(exe *rules.File) string { return exe.Path() + ".runfiles" }
 
-// MakeRunfiles lays out the runfiles tree of an executable on disk: a
-// directory per workspace with a symlink per file at its short path.
-func MakeRunfiles(root, wsName string, exe *rules.File, files []*rules.File) (string, error) {
+// MakeRunfiles lays out the runfiles tree of an executable on disk, a
+// symlink per file, with its repository mapping (_repo_mapping) and its
+// manifest (MANIFEST, and EXE.runfiles_manifest beside it: a line
+// "PATH TARGET" per file). It returns the main repository's directory in
+// it.
+func MakeRunfiles(root, wsName string, exe *rules.File, tree []rules.Runfile, repoMapping string) (string, error) {
 	dir := filepath.Join(root, RunfilesDir(exe))
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
-	for _, f := range append([]*rules.File{exe}, files...) {
-		for _, p := range rules.RunfilesPaths(wsName, f) {
-			dst := filepath.Join(dir, filepath.FromSlash(p))
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return "", err
-			}
-			if err := os.Symlink(filepath.Join(root, filepath.FromSlash(f.Path())), dst); err != nil && !os.IsExist(err) {
-				return "", err
-			}
+	var manifest strings.Builder
+	for _, r := range tree {
+		dst := filepath.Join(dir, filepath.FromSlash(r.Path))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", err
+		}
+		target := filepath.Join(root, filepath.FromSlash(r.File.Path()))
+		if err := os.Symlink(target, dst); err != nil && !os.IsExist(err) {
+			return "", err
+		}
+		fmt.Fprintf(&manifest, "%s %s\n", r.Path, target)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, wsName), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "_repo_mapping"), []byte(repoMapping), 0o644); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&manifest, "_repo_mapping %s\n", filepath.Join(dir, "_repo_mapping"))
+	for _, p := range []string{filepath.Join(dir, "MANIFEST"), dir + "_manifest"} {
+		if err := os.WriteFile(p, []byte(manifest.String()), 0o644); err != nil {
+			return "", err
 		}
 	}
 	return filepath.Join(dir, wsName), nil
@@ -376,11 +393,15 @@ func MakeRunfiles(root, wsName string, exe *rules.File, files []*rules.File) (st
 // RunTest runs a test executable in its runfiles tree as an action: cached
 // like any action when the test passes, so an unchanged passing test does
 // not run again.
-func (e *Engine) RunTest(ctx context.Context, wsName string, exe *rules.File, runfiles []*rules.File, args []string, desc string) (*executor.Result, error) {
+func (e *Engine) RunTest(ctx context.Context, wsName string, exe *rules.File, tree []rules.Runfile, repoMapping string, args []string, desc string) (*executor.Result, error) {
 	rf := RunfilesDir(exe) + "/" + wsName
 	// RUNFILES_DIR and TEST_SRCDIR are the runfiles tree's root, as Bazel
-	// sets them, for the runfiles libraries.
-	script := fmt.Sprintf("RUNFILES_DIR=\"$PWD\"/%s TEST_SRCDIR=\"$PWD\"/%[1]s; export RUNFILES_DIR TEST_SRCDIR; cd %s && exec ./%s \"$@\"",
+	// sets them, for the runfiles libraries; RUNFILES_MANIFEST_FILE its
+	// manifest, written where the tree lands.
+	script := fmt.Sprintf(`RUNFILES_DIR="$PWD"/%s TEST_SRCDIR="$PWD"/%[1]s RUNFILES_MANIFEST_FILE="$PWD"/%[1]s/MANIFEST
+export RUNFILES_DIR TEST_SRCDIR RUNFILES_MANIFEST_FILE
+(cd "$RUNFILES_DIR" && find . ! -type d ! -path ./MANIFEST | sed "s|^\./\(.*\)|\1 $RUNFILES_DIR/\1|" | LC_ALL=C sort) > "$RUNFILES_MANIFEST_FILE"
+cd %s && exec ./%s "$@"`,
 		shellQuote(RunfilesDir(exe)), shellQuote(rf), shellQuote(exe.ShortPath))
 	act := &executor.Action{
 		Description: desc,
@@ -393,26 +414,20 @@ func (e *Engine) RunTest(ctx context.Context, wsName string, exe *rules.File, ru
 			"TEST_TMPDIR":    "/tmp",
 		},
 	}
-	seen := map[string]bool{}
-	for _, f := range append([]*rules.File{exe}, runfiles...) {
-		for _, rp := range rules.RunfilesPaths(wsName, f) {
-			p := RunfilesDir(exe) + "/" + rp
-			if seen[p] {
-				continue
-			}
-			seen[p] = true
-			abs := filepath.Join(e.Root, filepath.FromSlash(f.Path()))
-			info, err := os.Stat(abs)
-			if err != nil {
-				return nil, err
-			}
-			mf, err := merkle.FileFromDisk(p, abs, info.Mode()&0o111 != 0)
-			if err != nil {
-				return nil, err
-			}
-			act.Inputs = append(act.Inputs, mf)
+	for _, r := range tree {
+		abs := filepath.Join(e.Root, filepath.FromSlash(r.File.Path()))
+		info, err := os.Stat(abs)
+		if err != nil {
+			return nil, err
 		}
+		mf, err := merkle.FileFromDisk(RunfilesDir(exe)+"/"+r.Path, abs, info.Mode()&0o111 != 0)
+		if err != nil {
+			return nil, err
+		}
+		act.Inputs = append(act.Inputs, mf)
 	}
+	mapping := []byte(repoMapping)
+	act.Inputs = append(act.Inputs, merkle.File{Path: RunfilesDir(exe) + "/_repo_mapping", Digest: digest.FromBytes(mapping), Data: mapping})
 	return e.Exec.Run(ctx, act, e.Root)
 }
 

@@ -243,8 +243,8 @@ func (s *Session) endProgress() {
 type Summary struct {
 	Targets []*rules.Configured
 	Stats   engine.Stats
-	// Runfiles maps an executable's exec path to its runfiles.
-	Runfiles map[string][]*rules.File
+	// Runfiles maps an executable's exec path to its runfiles tree.
+	Runfiles map[string][]rules.Runfile
 
 	// record, when set, is what Remember keeps of the build.
 	record *record
@@ -285,7 +285,7 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 		sum.Targets = append(sum.Targets, c)
 		files = append(files, c.Files...)
 		if c.Executable != nil {
-			files = append(files, an.Runfiles[c.Executable.Path()]...)
+			files = append(files, rules.RunfileFiles(an.Runfiles[c.Executable.Path()])...)
 		}
 	}
 	if noBuild {
@@ -379,7 +379,7 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 	if errors.As(err, &failed) {
 		// Keep going: run the tests that were built.
 		sum.Targets = slices.DeleteFunc(sum.Targets, func(c *rules.Configured) bool {
-			return slices.ContainsFunc(append([]*rules.File{c.Executable}, sum.Runfiles[c.Executable.Path()]...), func(f *rules.File) bool { return failed.Unbuilt[f.Path()] })
+			return slices.ContainsFunc(rules.RunfileFiles(sum.Runfiles[c.Executable.Path()]), func(f *rules.File) bool { return failed.Unbuilt[f.Path()] })
 		})
 	} else if err != nil {
 		return nil, err
@@ -416,10 +416,10 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 	return results, nil
 }
 
-func (s *Session) runTest(ctx context.Context, e *engine.Engine, c *rules.Configured, runfiles []*rules.File, args []string) TestResult {
+func (s *Session) runTest(ctx context.Context, e *engine.Engine, c *rules.Configured, runfiles []rules.Runfile, args []string) TestResult {
 	start := time.Now()
 	r := TestResult{Label: c.Label, Log: filepath.Join(OutDir, "testlogs", c.Label.Pkg, c.Label.Name, "test.log")}
-	res, err := e.RunTest(ctx, s.ws.Name, c.Executable, runfiles, args, "Testing "+c.Label.String())
+	res, err := e.RunTest(ctx, s.ws.Name, c.Executable, runfiles, s.ws.RepoMapping(), args, "Testing "+c.Label.String())
 	var log []byte
 	if err != nil {
 		log = []byte(err.Error() + "\n")
@@ -480,7 +480,7 @@ func (s *Session) Runnable(ctx context.Context, target string) (program, dir str
 		}
 		return "", "", nil, fmt.Errorf("%s is not executable: rbs run takes a target with an executable, such as a py_binary, sh_binary or cc_binary", c.Label)
 	}
-	dir, err = engine.MakeRunfiles(s.ws.Root, s.ws.Name, c.Executable, sum.Runfiles[c.Executable.Path()])
+	dir, err = engine.MakeRunfiles(s.ws.Root, s.ws.Name, c.Executable, sum.Runfiles[c.Executable.Path()], s.ws.RepoMapping())
 	if err != nil {
 		return "", "", nil, err
 	}
@@ -519,10 +519,8 @@ func (s *Session) Outputs(ctx context.Context, pattern string) ([]Staged, error)
 		}
 		if exe := c.Executable; exe != nil {
 			add(exe.ShortPath, exe)
-			for _, f := range append([]*rules.File{exe}, sum.Runfiles[exe.Path()]...) {
-				for _, p := range rules.RunfilesPaths(s.ws.Name, f) {
-					add(exe.ShortPath+".runfiles/"+p, f)
-				}
+			for _, r := range sum.Runfiles[exe.Path()] {
+				add(exe.ShortPath+".runfiles/"+r.Path, r.File)
 			}
 		}
 	}

@@ -1,0 +1,1 @@
+from .runfiles import Create, CreateDirectoryBased, CreateManifestBased, Runfiles  # noqa: F401
