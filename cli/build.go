@@ -33,6 +33,8 @@ type BuildFlags struct {
 	Platform        platformFlag `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
 	Define          []string     `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
 	Mode            string       `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
+	Copt            []string     `help:"A flag for every C and C++ compilation (ctx.fragments.cpp.copts). Repeatable." placeholder:"FLAG"`
+	Features        []string     `help:"Enable a feature for every target (ctx.features), or turn one off (-NAME). Repeatable." placeholder:"NAME"`
 	ExtraToolchains []string     `name:"extra_toolchains" aliases:"extra-toolchains" help:"Register toolchains before the workspace's (a label, or PKG:all). Repeatable." placeholder:"PATTERN"`
 	Set             []string     `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
 
@@ -61,7 +63,7 @@ func (f BuildFlags) configuration(opts *session.Options) error {
 			return fmt.Errorf("--extra_toolchains %v", err)
 		}
 	}
-	opts.ExtraToolchains = f.ExtraToolchains
+	opts.ExtraToolchains, opts.Copts, opts.Features = f.ExtraToolchains, f.Copt, f.Features
 	for _, s := range f.Set {
 		name, value, ok := strings.Cut(s, "=")
 		l, err := label.Parse(name)

@@ -49,10 +49,25 @@ func (c *Configured) defaultInfo() *ProviderInstance {
 	return &ProviderInstance{p: defaultInfo, fields: fields}
 }
 
-// analyzer analyses targets once each, depth first, detecting cycles.
+// analyzer analyses targets once each in each configuration, depth
+// first, detecting cycles: ws is the configuration it analyses in, and
+// the state is shared by the analyzers of every configuration.
 type analyzer struct {
-	ws      *Workspace
-	done    map[string]*Configured
+	*analysisState
+	ws *Workspace
+}
+
+// in is the analyzer of configuration w.
+func (an *analyzer) in(w *Workspace) *analyzer {
+	if w == an.ws {
+		return an
+	}
+	return &analyzer{analysisState: an.analysisState, ws: w}
+}
+
+// analysisState is what the analyzers of one analysis share.
+type analysisState struct {
+	done    map[string]*Configured // by configuration and label (targetKey)
 	stack   []string
 	byFile  map[string]*File     // every generated file by exec path
 	runfile map[string][]Runfile // an executable's runfiles tree by exec path
@@ -73,10 +88,27 @@ const analyzerKey = "rbs.analyzer"
 // runfilesOf are the files of executable f's runfiles tree.
 func (an *analyzer) runfilesOf(f *File) []*File { return RunfileFiles(an.runfile[f.Path()]) }
 
+// targetKey is how configured target l of configuration w is known: its
+// label in the build's own configuration, else the label after the
+// configuration's output directory.
+func (w *Workspace) targetKey(l label.Label) string {
+	if w.outDir == "" {
+		return l.String()
+	}
+	return w.outDir + " " + l.String()
+}
+
 // analyze returns the configured target for a label.
 func (an *analyzer) analyze(l label.Label) (*Configured, error) {
+	return an.analyzeEdge(l, true)
+}
+
+// analyzeEdge is analyze, with the transition of the target's rule taken
+// when incoming is set: the target is then analysed in the configuration
+// it makes.
+func (an *analyzer) analyzeEdge(l label.Label, incoming bool) (*Configured, error) {
 	l = canonical(l)
-	key := l.String()
+	key := an.ws.targetKey(l)
 	if c, ok := an.done[key]; ok {
 		return c, nil
 	}
@@ -105,6 +137,20 @@ func (an *analyzer) analyze(l label.Label) (*Configured, error) {
 		}
 		an.done[key] = c
 		return c, nil
+	}
+	if incoming && def.Rule.cfg != nil {
+		to, err := an.incoming(def)
+		if err != nil {
+			return nil, err
+		}
+		if to != an.ws {
+			c, err := an.in(to).analyzeEdge(l, false)
+			if err != nil {
+				return nil, err
+			}
+			an.done[key] = c
+			return c, nil
+		}
 	}
 	an.stack = append(an.stack, key)
 	var c *Configured
@@ -206,6 +252,7 @@ func (an *analyzer) newContext(pkg *Package, def *TargetDef) *ruleContext {
 	return &ruleContext{
 		an: an, def: def, pkg: pkg, declared: map[string]*File{}, deps: map[string]*Configured{}, values: map[string]starlark.Value{},
 		file: starlark.StringDict{}, files: starlark.StringDict{}, exe: starlark.StringDict{}, outputs: starlark.StringDict{},
+		splitAttr: starlark.StringDict{},
 	}
 }
 
@@ -222,41 +269,77 @@ func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs
 		case attrLabel, attrLabelList, attrLabelKeyedStringDict, attrStringKeyedLabelDict:
 			var targets []starlark.Value
 			var files []starlark.Value
-			for _, s := range a.labels(v) {
-				dl, err := label.ParseRelative(s, pkg.Name)
-				if err != nil {
+			configs := []configuration{{ws: an.ws}}
+			split := false
+			if a.cfg != nil {
+				var err error
+				if configs, split, err = an.transition(a.cfg, transitionAttrs(def, ctx.values)); err != nil {
 					return fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
 				}
-				dep, err := an.analyze(dl)
-				if err != nil {
-					if strings.HasPrefix(err.Error(), "dependency cycle") {
+			}
+			var splitTargets *starlark.Dict
+			if split {
+				splitTargets = starlark.NewDict(len(configs))
+			}
+			for _, cfg := range configs {
+				dan := an.in(cfg.ws)
+				var these []starlark.Value
+				for _, s := range a.labels(v) {
+					dl, err := label.ParseRelative(s, pkg.Name)
+					if err != nil {
+						return fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
+					}
+					dep, err := dan.analyze(dl)
+					if err != nil {
+						if strings.HasPrefix(err.Error(), "dependency cycle") {
+							return err
+						}
+						return fmt.Errorf("%s: attribute %s: %w", def.Label, name, err)
+					}
+					if dep.Def == nil && !a.allowFiles {
+						return fmt.Errorf("%s: attribute %s: %s is a file, and the attribute takes no files (it has no allow_files)", def.Label, name, dl)
+					}
+					if missing := a.missingProviders(dep); missing != nil {
+						return fmt.Errorf("%s: attribute %s: %s does not have the providers it needs: %s", def.Label, name, dl, strings.Join(missing, ", "))
+					}
+					ctx.deps[dl.String()] = dep
+					extra, err := dan.aspectsOn(a.aspects, dl, dep)
+					if err != nil {
 						return err
 					}
-					return fmt.Errorf("%s: attribute %s: %w", def.Label, name, err)
-				}
-				if dep.Def == nil && !a.allowFiles {
-					return fmt.Errorf("%s: attribute %s: %s is a file, and the attribute takes no files (it has no allow_files)", def.Label, name, dl)
-				}
-				if missing := a.missingProviders(dep); missing != nil {
-					return fmt.Errorf("%s: attribute %s: %s does not have the providers it needs: %s", def.Label, name, dl, strings.Join(missing, ", "))
-				}
-				ctx.deps[dl.String()] = dep
-				extra, err := an.aspectsOn(a.aspects, dl, dep)
-				if err != nil {
-					return err
-				}
-				targets = append(targets, &Target{configured: dep, extra: extra})
-				for _, f := range dep.Files {
-					files = append(files, f)
-				}
-				if a.executable {
-					if dep.Executable == nil {
-						return fmt.Errorf("%s: attribute %s: %s is not executable", def.Label, name, dl)
+					these = append(these, &Target{configured: dep, extra: extra})
+					for _, f := range dep.Files {
+						files = append(files, f)
 					}
-					ctx.exe[name] = dep.Executable
+					if a.executable {
+						if dep.Executable == nil {
+							return fmt.Errorf("%s: attribute %s: %s is not executable", def.Label, name, dl)
+						}
+						ctx.exe[name] = dep.Executable
+					}
+				}
+				targets = append(targets, these...)
+				if split {
+					var shown starlark.Value = starlark.NewList(these)
+					if a.kind == attrLabel {
+						shown = starlark.None
+						if len(these) == 1 {
+							shown = these[0]
+						}
+					}
+					splitTargets.SetKey(starlark.String(cfg.key), shown)
 				}
 			}
 			ctx.files[name] = starlark.NewList(files)
+			if split {
+				ctx.splitAttr[name] = splitTargets
+				if a.kind == attrLabel {
+					// As in Bazel, a label split over configurations is a
+					// list of its targets.
+					attrs[name] = starlark.NewList(targets)
+					continue
+				}
+			}
 			if a.kind == attrLabel {
 				attrs[name] = starlark.None
 				if len(targets) == 1 {

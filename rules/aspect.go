@@ -119,7 +119,7 @@ func (an *analyzer) aspectsOn(aspects []*AspectClass, l label.Label, dep *Config
 // apply visits dep, named l, with aspect a, after the targets it
 // propagates to; once per aspect and target.
 func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspectResult, error) {
-	key := fmt.Sprintf("%p %s", a, l)
+	key := fmt.Sprintf("%p %s", a, an.ws.targetKey(l))
 	if r, ok := an.aspects[key]; ok {
 		if r == nil {
 			return nil, fmt.Errorf("aspect %s: a cycle through %s", a.Name(), l)

@@ -52,6 +52,9 @@ type Attr struct {
 	providers [][]*Provider
 	// fixed is configurable = False: the value may not be a select().
 	fixed bool
+	// cfg is the transition a label attribute's dependencies take; nil
+	// for none.
+	cfg *Transition
 }
 
 var _ starlark.Value = (*Attr)(nil)
@@ -88,6 +91,9 @@ func attrConstructor(kind attrKind, name string) *starlark.Builtin {
 			return nil, err
 		}
 		a.fixed = configurable == starlark.False
+		if a.cfg, err = cfgValue(b.Name(), cfg); err != nil {
+			return nil, err
+		}
 		if a.providers, err = providerGroups(b.Name(), providers); err != nil {
 			return nil, err
 		}

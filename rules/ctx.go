@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
+	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/starlark/label"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -30,6 +32,9 @@ type Action struct {
 	Copy          *File
 	Substitutions []Substitution
 	Executable    bool
+	// Platform is the platform of the configuration the action's target
+	// is built in, where it runs; zero for the build's own.
+	Platform platform.Platform
 }
 
 // Substitution is one replacement of an expand_template action: every
@@ -82,7 +87,10 @@ type ruleContext struct {
 	aspect starlark.Value
 	// toolchains is ctx.toolchains.
 	toolchains *toolchainContext
-	frozen     bool
+	// splitAttr is ctx.split_attr: the targets of each attribute a split
+	// transition configures, by the split's keys.
+	splitAttr starlark.StringDict
+	frozen    bool
 }
 
 var _ starlark.HasAttrs = (*ruleContext)(nil)
@@ -94,7 +102,7 @@ func (c *ruleContext) Truth() starlark.Bool  { return true }
 func (c *ruleContext) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: ctx") }
 func (c *ruleContext) AttrNames() []string {
 	return []string{"actions", "attr", "bin_dir", "build_file_path", "build_setting_value", "disabled_features", "executable", "expand_location", "features",
-		"file", "files", "genfiles_dir", "label", "outputs", "rule", "runfiles", "toolchains", "var", "workspace_name"}
+		"file", "files", "fragments", "genfiles_dir", "label", "outputs", "rule", "runfiles", "split_attr", "toolchains", "var", "workspace_name"}
 }
 
 func (c *ruleContext) Attr(name string) (starlark.Value, error) {
@@ -119,7 +127,7 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 	case "workspace_name":
 		return starlark.String(c.an.ws.Name), nil
 	case "bin_dir", "genfiles_dir":
-		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(BinDir(c.an.ws.Platform))}), nil
+		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(c.an.ws.binDir())}), nil
 	case "build_file_path":
 		return starlark.String(path.Join(c.pkg.Name, "BUILD")), nil
 	case "var":
@@ -129,7 +137,16 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 	case "expand_location":
 		return starlark.NewBuiltin("expand_location", c.expandLocationBuiltin), nil
 	case "features", "disabled_features":
-		return features(c.def.Features, name == "disabled_features"), nil
+		return features(append(slices.Clone(c.an.ws.cfg.Features), c.def.Features...), name == "disabled_features"), nil
+	case "split_attr":
+		return mod("split_attr", c.splitAttr), nil
+	case "fragments":
+		copts := stringsValue(c.an.ws.cfg.Copts)
+		copts.Freeze()
+		return mod("fragments", starlark.StringDict{"cpp": mod("cpp", starlark.StringDict{
+			"copts":            copts,
+			"compilation_mode": starlark.String(c.an.ws.compilationMode()),
+		})}), nil
 	case "toolchains":
 		return c.toolchains, nil
 	case "rule":
@@ -146,14 +163,19 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
-// features lists the enabled features of a target's features attribute,
-// or with disabled those it turns off ("-name").
+// features lists the features enabled by --features and a target's
+// features attribute, those neither turns off ("-name"), or with disabled
+// those turned off; each once.
 func features(all []string, disabled bool) *starlark.List {
 	out := []starlark.Value{}
+	seen := map[string]bool{}
 	for _, f := range all {
-		if off := strings.HasPrefix(f, "-"); off == disabled {
-			out = append(out, starlark.String(strings.TrimPrefix(f, "-")))
+		name, off := strings.CutPrefix(f, "-")
+		if off != disabled || seen[name] || !disabled && slices.Contains(all, "-"+name) {
+			continue
 		}
+		seen[name] = true
+		out = append(out, starlark.String(name))
 	}
 	return starlark.NewList(out)
 }
@@ -331,7 +353,7 @@ func (c *ruleContext) declare(name string, dir bool) (*File, error) {
 	if f, ok := c.declared[short]; ok {
 		return f, nil
 	}
-	f := &File{ShortPath: short, Generated: true, Bin: BinDir(c.an.ws.Platform), Owner: c.def.Label, IsDirectory: dir}
+	f := &File{ShortPath: short, Generated: true, Bin: c.an.ws.binDir(), Owner: c.def.Label, IsDirectory: dir}
 	c.declared[short] = f
 	return f, nil
 }
@@ -455,6 +477,9 @@ type actionArgs struct {
 
 func (c *ruleContext) collect(a *actionArgs) (*Action, error) {
 	act := &Action{Mnemonic: a.mnemonic, Progress: a.progress, Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}}
+	if c.an.ws.outDir != "" {
+		act.Platform = c.an.ws.Platform
+	}
 	if act.Mnemonic == "" {
 		act.Mnemonic = "Action"
 	}

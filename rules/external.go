@@ -53,7 +53,7 @@ func (an *analyzer) externalFile(pkg *Package, l label.Label) (*Configured, erro
 	if err != nil {
 		return nil, fmt.Errorf("no such target %s: no rule and no file of that name in the package", l)
 	}
-	f := &File{ShortPath: path.Join(pkg.Name, l.Name), Generated: true, Bin: BinDir(an.ws.Platform), Owner: l}
+	f := &File{ShortPath: path.Join(pkg.Name, l.Name), Generated: true, Bin: an.ws.binDir(), Owner: l}
 	a := &Action{Owner: l, Mnemonic: "ExternalFile", Progress: "Writing " + f.ShortPath, Outputs: []*File{f}, Write: true, Content: string(b)}
 	an.actions[f.Path()] = a
 	an.byFile[f.Path()] = f

@@ -24,6 +24,8 @@ type RuleClass struct {
 	setting *buildSetting
 	// toolchains are the toolchain types it asks for.
 	toolchains []toolchainReq
+	// cfg is the transition its targets take; nil for none.
+	cfg *Transition
 }
 
 var _ starlark.Callable = (*RuleClass)(nil)
@@ -63,14 +65,18 @@ func ruleBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		"build_setting?", &setting); err != nil {
 		return nil, err
 	}
-	if cfg != nil && cfg != starlark.None {
-		return nil, fmt.Errorf("rule: cfg (a transition) is not supported by rbs: a target is built in the one configuration of its build")
+	incoming, err := cfgValue(b.Name(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	if incoming == execTransition {
+		return nil, fmt.Errorf("rule: cfg must be a transition() on a rule; \"exec\" is for attributes")
 	}
 	reqs, err := toolchainReqs(thread, b.Name(), toolchains)
 	if err != nil {
 		return nil, err
 	}
-	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test, test: test, doc: doc, toolchains: reqs}
+	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test, test: test, doc: doc, toolchains: reqs, cfg: incoming}
 	switch s := setting.(type) {
 	case nil, starlark.NoneType:
 	case *buildSetting:

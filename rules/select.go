@@ -41,6 +41,10 @@ type Config struct {
 	// ExtraToolchains are the --extra_toolchains patterns, registered
 	// before the workspace's toolchains.
 	ExtraToolchains []string
+	// Copts and Features are --copt (ctx.fragments.cpp.copts, given to
+	// every C and C++ compilation) and --features (ctx.features of every
+	// target).
+	Copts, Features []string
 }
 
 // ParseDefine reads a --define value, NAME=VALUE.

@@ -187,8 +187,8 @@ type declaredToolchain struct {
 type toolchainSetup struct {
 	toolchains []*declaredToolchain
 	exec       []platformDef
-	target     platformDef
-	// resolved are the resolutions made, by the types asked for.
+	// resolved are the resolutions made, by configuration and the types
+	// asked for.
 	resolved map[string]map[string]label.Label
 }
 
@@ -198,7 +198,7 @@ func (an *analyzer) setup() (*toolchainSetup, error) {
 		return an.toolchains, nil
 	}
 	reg := an.ws.reg
-	s := &toolchainSetup{target: osArchPlatform("target platform "+an.ws.Platform.String(), an.ws.Platform), resolved: map[string]map[string]label.Label{}}
+	s := &toolchainSetup{resolved: map[string]map[string]label.Label{}}
 	var regs []registration
 	for _, p := range an.ws.cfg.ExtraToolchains {
 		regs = append(regs, registration{pattern: p, pos: "--extra_toolchains"})
@@ -428,10 +428,11 @@ func (an *analyzer) resolveToolchains(owner label.Label, kind string, reqs []too
 		mandatory[types[i]] = mandatory[types[i]] || r.mandatory
 		tc.types = append(tc.types, Label{l}.shown().String())
 	}
-	key := strings.Join(types, " ")
+	key := an.ws.outDir + " " + strings.Join(types, " ")
 	chosen, ok := s.resolved[key]
 	if !ok {
-		if chosen, err = an.chooseToolchains(s, types, mandatory); err != nil {
+		target := osArchPlatform("target platform "+an.ws.Platform.String(), an.ws.Platform)
+		if chosen, err = an.chooseToolchains(s, target, types, mandatory); err != nil {
 			return nil, fmt.Errorf("while resolving toolchains for target %s: %v", owner, err)
 		}
 		s.resolved[key] = chosen
@@ -463,7 +464,7 @@ func canonicalParse(s string) label.Label {
 
 // chooseToolchains picks, on the first execution platform that satisfies
 // every mandatory type, the first fitting toolchain of each type.
-func (an *analyzer) chooseToolchains(s *toolchainSetup, types []string, mandatory map[string]bool) (map[string]label.Label, error) {
+func (an *analyzer) chooseToolchains(s *toolchainSetup, target platformDef, types []string, mandatory map[string]bool) (map[string]label.Label, error) {
 	for _, e := range s.exec {
 		chosen := map[string]label.Label{}
 		ok := true
@@ -472,7 +473,7 @@ func (an *analyzer) chooseToolchains(s *toolchainSetup, types []string, mandator
 				continue
 			}
 			for _, d := range s.toolchains {
-				if d.typ != t || !e.satisfiesAll(d.exec) || !s.target.satisfiesAll(d.target) {
+				if d.typ != t || !e.satisfiesAll(d.exec) || !target.satisfiesAll(d.target) {
 					continue
 				}
 				fits, err := an.settingsHold(d)
@@ -500,7 +501,7 @@ func (an *analyzer) chooseToolchains(s *toolchainSetup, types []string, mandator
 		}
 	}
 	return nil, fmt.Errorf("no matching toolchains found for types %s (%s; execution platforms: %s)",
-		strings.Join(missing, ", "), s.target.name, execNames(s.exec))
+		strings.Join(missing, ", "), target.name, execNames(s.exec))
 }
 
 func execNames(ps []platformDef) string {

@@ -60,19 +60,30 @@ var builtinModules = []loader.Module{
 	{Repo: "rbs", Path: "cc/rules.rbs"},
 }
 
-// Workspace is a source tree with its packages, loaded on demand.
+// Workspace is a source tree with its packages, loaded on demand, in one
+// configuration: the build's, or one a transition made (see
+// transition.go), which shares the tree with it.
 type Workspace struct {
+	*tree
+	// Platform is the target platform: select() picks its branches by it,
+	// and generated files live under its BinDir.
+	Platform platform.Platform
+	cfg      Config
+	// outDir names a configuration a transition made: its generated files
+	// live in rbs-out/OUTDIR/bin. It is "" for the build's own.
+	outDir string
+}
+
+// tree is what the configurations of a workspace share: its files, its
+// packages and the modules they load.
+type tree struct {
 	Root string
 	// Name is the main repository's name in runfiles trees and
 	// ctx.workspace_name: _main in a workspace with a MODULE.bazel, as
 	// under Bazel's modules, else WORKSPACE's workspace(name), else
 	// __main__.
-	Name string
-	// Platform is the target platform: select() picks its branches by it,
-	// and generated files live under its BinDir.
-	Platform platform.Platform
-	cfg      Config
-	loader   *loader.Loader
+	Name   string
+	loader *loader.Loader
 	// native and build (the predeclared names of BUILD files) are made
 	// with the built-in rules, once the first package is evaluated: a
 	// command answered without loading never evaluates them.
@@ -86,6 +97,9 @@ type Workspace struct {
 
 	// reg is what the workspace files register.
 	reg registrations
+	// configs are the configurations transitions made, by outDir
+	// (guarded by mu).
+	configs map[string]*Workspace
 }
 
 type pkgEntry struct {
@@ -104,7 +118,7 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Workspace{Root: root, Name: reg.mainRepo, Platform: cfg.Platform, cfg: cfg, pkgs: map[string]*pkgEntry{}, reg: reg}
+	w := &Workspace{tree: &tree{Root: root, Name: reg.mainRepo, pkgs: map[string]*pkgEntry{}, reg: reg, configs: map[string]*Workspace{}}, Platform: cfg.Platform, cfg: cfg}
 	w.loader = loader.New(root, repositories(), w.moduleEnv, nameRules)
 	w.loader.Print = w.debug
 	return w, nil
@@ -222,6 +236,7 @@ func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env["platform_common"] = platformCommon
 	env["config"] = configModule()
 	env["config_common"] = configCommon
+	env["transition"] = starlark.NewBuiltin("transition", transitionBuiltin)
 	env["macro"] = starlark.NewBuiltin("macro", macroBuiltin)
 	env["aspect"] = starlark.NewBuiltin("aspect", aspectBuiltin)
 	if w.native != nil {
@@ -563,7 +578,7 @@ type Analysis struct {
 
 // Analyze analyses the targets and everything they depend on.
 func (w *Workspace) Analyze(targets []label.Label) (*Analysis, error) {
-	an := &analyzer{ws: w, done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]Runfile{}, actions: map[string]*Action{}}
+	an := &analyzer{ws: w, analysisState: &analysisState{done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]Runfile{}, actions: map[string]*Action{}}}
 	an.scan = &includeScan{an: an, found: map[string][]string{}, read: map[string]bool{}}
 	an.aspects = map[string]*aspectResult{}
 	for _, l := range targets {

@@ -259,6 +259,9 @@ func (e *Engine) run(ctx context.Context, a *rules.Action) (ran, cached bool, er
 		return false, false, writeIfChanged(filepath.Join(e.Root, a.Outputs[0].Path()), a.Substitute(b), a.Executable)
 	}
 	act := &executor.Action{Description: a.Description(), Args: a.Args, Env: a.Env, Platform: e.Platform}
+	if !a.Platform.IsZero() {
+		act.Platform = a.Platform.Properties()
+	}
 	for _, o := range a.Outputs {
 		if o.IsDirectory {
 			act.OutputDirs = append(act.OutputDirs, o.Path())

@@ -57,12 +57,13 @@ type Options struct {
 	// Stamp keeps, for each build that succeeds, the state of the files
 	// it read and wrote (see UpToDate and Remember): rbs build's.
 	Stamp bool
-	// Defines, Settings, CompilationMode and ExtraToolchains are the
-	// rest of the configuration (rules.Config).
+	// Defines, Settings, CompilationMode, ExtraToolchains, Copts and
+	// Features are the rest of the configuration (rules.Config).
 	Defines         map[string]string
 	Settings        map[string]string
 	CompilationMode string
 	ExtraToolchains []string
+	Copts, Features []string
 }
 
 // Session is one command in a workspace.
@@ -123,7 +124,7 @@ func Open(opts Options) (*Session, error) {
 		opts.Debug = os.Stderr
 	}
 	debug := &debugLog{w: opts.Debug}
-	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode, ExtraToolchains: opts.ExtraToolchains, Debug: debug})
+	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode, ExtraToolchains: opts.ExtraToolchains, Copts: opts.Copts, Features: opts.Features, Debug: debug})
 	if err != nil {
 		return nil, err
 	}

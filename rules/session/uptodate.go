@@ -30,6 +30,7 @@ type stampKey struct {
 	Settings        map[string]string
 	CompilationMode string
 	ExtraToolchains []string
+	Copts, Features []string
 	Remote          string
 	RemoteCache     bool
 	KeepGoing       bool
@@ -56,8 +57,8 @@ func (s *Session) stampFile(patterns []string) (string, error) {
 	key := stampKey{
 		Rbs: exe, Root: s.ws.Root, Dir: s.opts.Dir, Patterns: patterns,
 		Platform: s.ws.Platform.String(), Defines: s.opts.Defines, Settings: s.opts.Settings, CompilationMode: s.opts.CompilationMode,
-		ExtraToolchains: s.opts.ExtraToolchains,
-		Remote:          s.opts.Remote.Target, RemoteCache: s.opts.RemoteCache, KeepGoing: s.opts.KeepGoing, Env: env,
+		ExtraToolchains: s.opts.ExtraToolchains, Copts: s.opts.Copts, Features: s.opts.Features,
+		Remote: s.opts.Remote.Target, RemoteCache: s.opts.RemoteCache, KeepGoing: s.opts.KeepGoing, Env: env,
 	}
 	rbs := stamp.New()
 	if err := rbs.Add(exe); err != nil {
