@@ -290,13 +290,16 @@ func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs
 						return fmt.Errorf("%s: attribute %s: %v", def.Label, name, err)
 					}
 					dep, err := dan.analyze(dl)
+					if err != nil && a.cfg != nil && a.cfg.allowFailures && !strings.HasPrefix(err.Error(), "dependency cycle") {
+						dep, err = failedTarget(canonical(dl), err), nil
+					}
 					if err != nil {
 						if strings.HasPrefix(err.Error(), "dependency cycle") {
 							return err
 						}
 						return fmt.Errorf("%s: attribute %s: %w", def.Label, name, err)
 					}
-					if dep.Def == nil && !a.allowFiles {
+					if dep.Def == nil && !a.allowFiles && dep.Providers[analysisFailureInfo] == nil {
 						return fmt.Errorf("%s: attribute %s: %s is a file, and the attribute takes no files (it has no allow_files)", def.Label, name, dl)
 					}
 					if missing := a.missingProviders(dep); missing != nil {
@@ -458,6 +461,11 @@ func (an *analyzer) finish(ctx *ruleContext, ret starlark.Value) (*Configured, e
 		}
 	} else {
 		c.Files = predeclared(ctx)
+	}
+	if def.Rule.analysisTest && ctx.aspect == nil {
+		if err := analysisTestScript(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	if def.Rule.executable && c.Executable == nil && ctx.aspect == nil {
 		c.Executable = ctx.outputs["executable"].(*File)

@@ -26,6 +26,10 @@ type RuleClass struct {
 	toolchains []toolchainReq
 	// cfg is the transition its targets take; nil for none.
 	cfg *Transition
+	// analysisTest marks a rule of analysis_test = True: a test whose
+	// implementation returns AnalysisTestResultInfo, from which rbs
+	// writes the test's script.
+	analysisTest bool
 }
 
 var _ starlark.Callable = (*RuleClass)(nil)
@@ -59,10 +63,11 @@ func ruleBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	var executable, test bool
 	var doc string
 	var outputs, toolchains, fragments, provides, cfg, setting starlark.Value
+	var analysisTest, testable bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "implementation", &impl, "attrs?", &attrs,
 		"executable?", &executable, "test?", &test, "doc?", &doc, "outputs?", &outputs,
 		"toolchains?", &toolchains, "fragments?", &fragments, "provides?", &provides, "cfg?", &cfg,
-		"build_setting?", &setting); err != nil {
+		"build_setting?", &setting, "analysis_test?", &analysisTest, "_skylark_testable?", &testable); err != nil {
 		return nil, err
 	}
 	incoming, err := cfgValue(b.Name(), cfg)
@@ -76,7 +81,8 @@ func ruleBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if err != nil {
 		return nil, err
 	}
-	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test, test: test, doc: doc, toolchains: reqs, cfg: incoming}
+	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test || analysisTest, test: test || analysisTest,
+		analysisTest: analysisTest, doc: doc, toolchains: reqs, cfg: incoming}
 	switch s := setting.(type) {
 	case nil, starlark.NoneType:
 	case *buildSetting:

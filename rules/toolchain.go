@@ -40,7 +40,7 @@ var toolchainRule = &RuleClass{
 }
 
 // defaultToolchains are registered after the workspace's.
-var defaultToolchains = []string{"@bazel_tools//tools/sh:all", "@bazel_tools//tools/cpp:all"}
+var defaultToolchains = []string{"@bazel_tools//tools/sh:all", "@bazel_tools//tools/cpp:all", "@bazel_skylib//toolchains/unittest:all"}
 
 // toolchainReq is one toolchain type a rule asks for.
 type toolchainReq struct {

@@ -44,6 +44,9 @@ type Transition struct {
 	inputs, outputs []string // setting names: nativeOption+NAME, or canonical labels
 	shown           map[string]string
 	exec            bool
+	// allowFailures is analysis_test_transition's allow_analysis_failures:
+	// a target that fails analysis gives AnalysisFailureInfo instead.
+	allowFailures bool
 }
 
 var _ starlark.Value = (*Transition)(nil)

@@ -237,6 +237,9 @@ func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env["config"] = configModule()
 	env["config_common"] = configCommon
 	env["transition"] = starlark.NewBuiltin("transition", transitionBuiltin)
+	env["analysis_test_transition"] = starlark.NewBuiltin("analysis_test_transition", analysisTestTransition)
+	env["AnalysisTestResultInfo"] = analysisTestResultInfo
+	env["AnalysisFailureInfo"] = analysisFailureInfo
 	env["macro"] = starlark.NewBuiltin("macro", macroBuiltin)
 	env["aspect"] = starlark.NewBuiltin("aspect", aspectBuiltin)
 	if w.native != nil {

@@ -132,3 +132,103 @@ executable_template(
 		t.Fatalf("--//pkg:greeting=hola: %v\n%s", err, out)
 	}
 }
+
+// A rule repository tests itself with @bazel_skylib//lib:unittest.bzl
+// through rbs test: unit tests of Starlark code, analysis tests of a
+// rule's providers and actions (in a configuration of their own, through
+// config_settings), a failure test, loading tests, and test suites. A
+// failing assertion fails its test with skylib's message.
+func TestSkylibUnittest(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write("MODULE.bazel", `module(name = "demo")
+bazel_dep(name = "bazel_skylib", version = "1.7.1")
+`)
+	ws.write("greet/defs.bzl", `GreetingInfo = provider(fields = ["text"])
+
+def _greeting_impl(ctx):
+    if ctx.attr.who == "nobody":
+        fail("nobody to greet")
+    out = ctx.actions.declare_file(ctx.label.name + ".txt")
+    text = "%s, %s (%s)" % (ctx.attr.salutation, ctx.attr.who, ctx.var["COMPILATION_MODE"])
+    ctx.actions.write(out, text)
+    ctx.actions.run_shell(outputs = [ctx.actions.declare_file(ctx.label.name + ".len")], command = "echo ok > $1", arguments = [ctx.label.name], mnemonic = "Measure")
+    return [GreetingInfo(text = text), DefaultInfo(files = depset([out]))]
+
+greeting = rule(implementation = _greeting_impl, attrs = {"who": attr.string(), "salutation": attr.string(default = "hello")})
+
+def shout(s):
+    return s.upper() + "!"
+`)
+	ws.write("greet/tests.bzl", `load("@bazel_skylib//lib:unittest.bzl", "analysistest", "asserts", "loadingtest", "unittest")
+load("@bazel_skylib//lib:new_sets.bzl", "sets")
+load(":defs.bzl", "GreetingInfo", "greeting", "shout")
+
+def _shout_test_impl(ctx):
+    env = unittest.begin(ctx)
+    asserts.equals(env, "HI!", shout("hi"))
+    asserts.true(env, shout("") == "!")
+    asserts.set_equals(env, sets.make([1, 2]), sets.make([2, 1]))
+    return unittest.end(env)
+
+shout_test = unittest.make(_shout_test_impl)
+
+def _wrong_test_impl(ctx):
+    env = unittest.begin(ctx)
+    asserts.equals(env, "HI", shout("hi"), "shouting adds a mark")
+    return unittest.end(env)
+
+wrong_test = unittest.make(_wrong_test_impl)
+
+def _provider_test_impl(ctx):
+    env = analysistest.begin(ctx)
+    target = analysistest.target_under_test(env)
+    asserts.equals(env, "hello, world (fastbuild)", target[GreetingInfo].text)
+    mnemonics = [a.mnemonic for a in analysistest.target_actions(env)]
+    asserts.equals(env, ["FileWrite", "Measure"], mnemonics)
+    return analysistest.end(env)
+
+provider_test = analysistest.make(_provider_test_impl)
+
+def _opt_test_impl(ctx):
+    env = analysistest.begin(ctx)
+    asserts.equals(env, "hello, world (opt)", analysistest.target_under_test(env)[GreetingInfo].text)
+    asserts.true(env, "-opt-" in analysistest.target_bin_dir_path(env))
+    return analysistest.end(env)
+
+opt_test = analysistest.make(_opt_test_impl, config_settings = {"//command_line_option:compilation_mode": "opt"})
+
+def _fails_test_impl(ctx):
+    env = analysistest.begin(ctx)
+    asserts.expect_failure(env, "nobody to greet")
+    return analysistest.end(env)
+
+fails_test = analysistest.make(_fails_test_impl, expect_failure = True)
+
+def greet_test_suite(name):
+    greeting(name = "world", who = "world", tags = ["manual"])
+    greeting(name = "nobody", who = "nobody", tags = ["manual"])
+    provider_test(name = "provider_test", target_under_test = ":world")
+    opt_test(name = "opt_test", target_under_test = ":world")
+    fails_test(name = "fails_test", target_under_test = ":nobody")
+    unittest.suite(name + "_units", shout_test)
+    native.test_suite(name = name, tests = [":provider_test", ":opt_test", ":fails_test", ":" + name + "_units"])
+    env = loadingtest.make("loading")
+    loadingtest.equals(env, "pkg", "greet", native.package_name())
+`)
+	ws.write("greet/BUILD", `load(":tests.bzl", "greet_test_suite", "wrong_test")
+greet_test_suite(name = "greet_tests")
+wrong_test(name = "wrong_test", tags = ["manual"])
+`)
+	out := ws.mustRbs("test", "//greet:greet_tests", "//greet:loading_tests")
+	if !strings.Contains(out, "5 tests: 5 passed") {
+		t.Fatalf("rbs test of the suites:\n%s", out)
+	}
+	out, err := ws.rbs("", "test", "//greet:wrong_test")
+	if err == nil || !strings.Contains(out, "1 failed") {
+		t.Fatalf("a failing assertion passed:\n%s", out)
+	}
+	want := `In test _wrong_test_impl: shouting adds a mark (Expected "HI", but got "HI!")`
+	if log := ws.read("rbs-out/testlogs/greet/wrong_test/test.log"); !strings.Contains(log, want) {
+		t.Fatalf("the failing test's log, want %q:\n%s", want, log)
+	}
+}

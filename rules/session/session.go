@@ -357,6 +357,9 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 	if err != nil {
 		return nil, err
 	}
+	if labels, err = s.ws.SuiteTests(labels); err != nil {
+		return nil, err
+	}
 	var tests []label.Label
 	for _, l := range labels {
 		pkg, err := s.ws.Package(l.Pkg)
@@ -436,6 +439,10 @@ func (s *Session) runTest(ctx context.Context, e *engine.Engine, c *rules.Config
 	return r
 }
 
+// tagsMatch reports whether a test with tags passes --test_tag_filters:
+// it has one of the tags asked for (if any is), and none of those refused
+// (-tag). A test tagged manual runs when named, as in Bazel: the
+// wildcards that name tests skip it.
 func tagsMatch(tags, filters []string) bool {
 	has := map[string]bool{}
 	for _, t := range tags {
@@ -457,9 +464,6 @@ func tagsMatch(tags, filters []string) bool {
 		if has[f] {
 			matched = true
 		}
-	}
-	if has["manual"] && !matched {
-		return false
 	}
 	return !wantAny || matched
 }
