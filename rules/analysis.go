@@ -79,6 +79,9 @@ type analysisState struct {
 	// toolchains are the registered toolchains and platforms, read on
 	// first use.
 	toolchains *toolchainSetup
+	// repoFiles are the files of local repositories analysis read, as
+	// absolute paths.
+	repoFiles []string
 }
 
 // analyzerKey is the thread local holding the analyzer while a rule's

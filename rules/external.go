@@ -12,13 +12,29 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/rbs-build/rbs/starlark/label"
 )
 
 // externalDir is the package directory of the repositories' packages.
-const externalDir = "external"
+const externalDir = label.ExternalDir
+
+// onDisk is the directory of package name on this machine: in the
+// workspace, or in a local repository; false for rbs's own repositories.
+func (w *Workspace) onDisk(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, externalDir+"/")
+	if !ok {
+		return filepath.Join(w.Root, filepath.FromSlash(name)), true
+	}
+	repo, dir, _ := strings.Cut(rest, "/")
+	r, ok := w.reg.repos[repo]
+	if !ok {
+		return "", false
+	}
+	return filepath.Join(r.dir, filepath.FromSlash(dir)), true
+}
 
 // canonical is l with a repository's package addressed under external/.
 func canonical(l label.Label) label.Label {
@@ -29,14 +45,14 @@ func canonical(l label.Label) label.Label {
 }
 
 // externalPackage returns the files and the directory in them of package
-// name when it is one of a well-known repository's ("external/REPO/PKG").
-func externalPackage(name string) (fs.FS, string, bool) {
+// name when it is one of another repository's ("external/REPO/PKG").
+func (w *Workspace) externalPackage(name string) (fs.FS, string, bool) {
 	rest, ok := strings.CutPrefix(name, externalDir+"/")
 	if !ok {
 		return nil, "", false
 	}
 	repo, dir, _ := strings.Cut(rest, "/")
-	fsys, ok := repositories()[repo]
+	fsys, ok := w.repos[repo]
 	if !ok || repo == "rbs" {
 		return nil, "", false
 	}
@@ -47,11 +63,15 @@ func externalPackage(name string) (fs.FS, string, bool) {
 }
 
 // externalFile is the target of file name in external package pkg: the
-// file written from rbs's copy of it.
+// file written from the repository's copy of it (rbs's, or a local
+// repository's, which the analysis then counts as read).
 func (an *analyzer) externalFile(pkg *Package, l label.Label) (*Configured, error) {
 	b, err := fs.ReadFile(pkg.fsys, path.Join(pkg.fsDir, l.Name))
 	if err != nil {
 		return nil, fmt.Errorf("no such target %s: no rule and no file of that name in the package", l)
+	}
+	if dir, ok := an.ws.onDisk(pkg.Name); ok {
+		an.repoFiles = append(an.repoFiles, filepath.Join(dir, filepath.FromSlash(l.Name)))
 	}
 	f := &File{ShortPath: path.Join(pkg.Name, l.Name), Generated: true, Bin: an.ws.binDir(), Owner: l}
 	a := &Action{Owner: l, Mnemonic: "ExternalFile", Progress: "Writing " + f.ShortPath, Outputs: []*File{f}, Write: true, Content: string(b)}

@@ -1,12 +1,14 @@
 package rules
 
-// What the workspace file registers: the toolchains and execution
-// platforms of register_toolchains and register_execution_platforms, in
-// MODULE.bazel (evaluated, as Bazel evaluates it) and then in WORKSPACE
-// or WORKSPACE.bazel (whose top-level calls with literal arguments are
-// read; the file is not run, as its load()s name repositories rbs does
-// not fetch). rbs does not fetch modules: bazel_dep, use_extension and the
-// overrides are read and have no effect yet.
+// What the workspace files declare: the toolchains and execution platforms
+// of register_toolchains and register_execution_platforms, and the local
+// repositories (localrepo.go), in MODULE.bazel (evaluated, as Bazel
+// evaluates it) and then in WORKSPACE or WORKSPACE.bazel (whose top-level
+// calls with literal arguments are read; the file is not run, as its
+// load()s name repositories rbs does not fetch). rbs does not fetch
+// modules: a bazel_dep without a local_path_override is served by rbs's
+// own copy when rbs has one, and use_extension and the other overrides
+// are read and have no effect yet.
 
 import (
 	"errors"
@@ -40,16 +42,18 @@ type registrations struct {
 	// (its repo_name, else its name), by which a runfiles library finds
 	// it too.
 	mainRepo, module string
+	// repos are the repositories in directories of this machine.
+	repos map[string]localRepo
 }
 
 // readRegistrations reads the registrations of the workspace at root.
 func readRegistrations(root string) (registrations, error) {
 	r := registrations{mainRepo: "__main__"}
-	if err := r.readModule(filepath.Join(root, "MODULE.bazel")); err != nil {
+	if err := r.readModule(root, filepath.Join(root, "MODULE.bazel")); err != nil {
 		return r, err
 	}
 	for _, name := range []string{"WORKSPACE.bazel", "WORKSPACE"} {
-		err := r.readWorkspace(filepath.Join(root, name))
+		err := r.readWorkspace(root, filepath.Join(root, name))
 		if !errors.Is(err, os.ErrNotExist) {
 			return r, err
 		}
@@ -59,11 +63,13 @@ func readRegistrations(root string) (registrations, error) {
 
 // moduleCalls are the MODULE.bazel functions that rbs takes without
 // acting on them yet.
-var moduleCalls = []string{"bazel_dep", "local_path_override", "single_version_override", "multiple_version_override",
+var moduleCalls = []string{"single_version_override", "multiple_version_override",
 	"archive_override", "git_override", "use_repo", "inject_repo", "override_repo", "include"}
 
-// readModule evaluates a MODULE.bazel, if there is one.
-func (r *registrations) readModule(file string) error {
+// readModule evaluates a MODULE.bazel, if there is one. A bazel_dep with
+// a local_path_override is a repository in that directory, under the
+// dependency's repo_name (else its name).
+func (r *registrations) readModule(root, file string) error {
 	src, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -117,6 +123,36 @@ func (r *registrations) readModule(file string) error {
 	for _, name := range moduleCalls {
 		env[name] = starlark.NewBuiltin(name, ignoredCall)
 	}
+	type dep struct{ repo, pos string }
+	deps := map[string]dep{}
+	type override struct{ dir, pos string }
+	overrides := map[string]override{}
+	var order []string
+	env["bazel_dep"] = starlark.NewBuiltin("bazel_dep", func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var name, version, repoName string
+		var level int
+		var dev bool
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "version?", &version, "max_compatibility_level?", &level,
+			"repo_name?", &repoName, "dev_dependency?", &dev); err != nil {
+			return nil, err
+		}
+		if repoName == "" {
+			repoName = name
+		}
+		deps[name] = dep{repo: repoName, pos: t.CallFrame(1).Pos.String()}
+		return starlark.None, nil
+	})
+	env["local_path_override"] = starlark.NewBuiltin("local_path_override", func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var name, dir string
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "module_name", &name, "path", &dir); err != nil {
+			return nil, err
+		}
+		if _, dup := overrides[name]; !dup {
+			order = append(order, name)
+		}
+		overrides[name] = override{dir: dir, pos: t.CallFrame(1).Pos.String()}
+		return starlark.None, nil
+	})
 	thread := &starlark.Thread{Name: "MODULE.bazel"}
 	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, file, src, env); err != nil {
 		var ee *starlark.EvalError
@@ -124,6 +160,16 @@ func (r *registrations) readModule(file string) error {
 			return fmt.Errorf("%s", ee.Backtrace())
 		}
 		return err
+	}
+	for _, name := range order {
+		o := overrides[name]
+		d, ok := deps[name]
+		if !ok {
+			return fmt.Errorf("%s: local_path_override of module %s, which no bazel_dep names", o.pos, name)
+		}
+		if err := r.addLocal(root, d.repo, o.dir, nil, o.pos); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -150,9 +196,10 @@ func (moduleProxy) Attr(name string) (starlark.Value, error) {
 
 // readWorkspace reads the registrations of a WORKSPACE file: its
 // top-level register_toolchains and register_execution_platforms calls
-// whose arguments are string literals, and the name workspace() gives
-// the main repository when there is no MODULE.bazel.
-func (r *registrations) readWorkspace(file string) error {
+// whose arguments are string literals, its local_repository and
+// new_local_repository calls, and the name workspace() gives the main
+// repository when there is no MODULE.bazel.
+func (r *registrations) readWorkspace(root, file string) error {
 	src, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -177,15 +224,31 @@ func (r *registrations) readWorkspace(file string) error {
 		}
 		var to *[]registration
 		switch fn.Name {
-		case "workspace":
-			for _, a := range call.Args {
-				if kw, ok := a.(*syntax.BinaryExpr); ok && kw.Op == syntax.EQ {
-					id, _ := kw.X.(*syntax.Ident)
-					lit, ok := kw.Y.(*syntax.Literal)
-					if id != nil && id.Name == "name" && ok && lit.Token == syntax.STRING && r.mainRepo == "__main__" {
-						r.mainRepo = lit.Value.(string)
+		case "local_repository", "new_local_repository":
+			start, _ := call.Span()
+			kw := literalKwargs(call)
+			var build []byte
+			if fn.Name == "new_local_repository" {
+				switch {
+				case kw["build_file_content"] != "":
+					build = []byte(kw["build_file_content"])
+				case kw["build_file"] != "":
+					b, err := readBuildFile(root, kw["build_file"])
+					if err != nil {
+						return fmt.Errorf("%s: %v", start, err)
 					}
+					build = b
+				default:
+					return fmt.Errorf("%s: new_local_repository %s needs build_file or build_file_content", start, kw["name"])
 				}
+			}
+			if err := r.addLocal(root, kw["name"], kw["path"], build, start.String()); err != nil {
+				return err
+			}
+			continue
+		case "workspace":
+			if name := literalKwargs(call)["name"]; name != "" && r.mainRepo == "__main__" {
+				r.mainRepo = name
 			}
 			continue
 		case "register_toolchains":
@@ -236,6 +299,23 @@ func parseRegistered(s string) (repo string, p label.Pattern, err error) {
 		return "", p, fmt.Errorf("recursive patterns in other repositories are not supported")
 	}
 	return repo, p, nil
+}
+
+// literalKwargs are a call's keyword arguments given as string literals.
+func literalKwargs(call *syntax.CallExpr) map[string]string {
+	out := map[string]string{}
+	for _, a := range call.Args {
+		kw, ok := a.(*syntax.BinaryExpr)
+		if !ok || kw.Op != syntax.EQ {
+			continue
+		}
+		id, _ := kw.X.(*syntax.Ident)
+		lit, ok := kw.Y.(*syntax.Literal)
+		if id != nil && ok && lit.Token == syntax.STRING {
+			out[id.Name] = lit.Value.(string)
+		}
+	}
+	return out
 }
 
 // expandRegistered expands a registered pattern to the labels it names,

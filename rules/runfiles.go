@@ -208,7 +208,7 @@ func (w *Workspace) RepoMapping() string {
 	if w.reg.module != "" && w.reg.module != w.Name {
 		lines = append(lines, ","+w.reg.module+","+w.Name)
 	}
-	for repo := range repositories() {
+	for repo := range w.repos {
 		if repo != "rbs" {
 			lines = append(lines, ","+repo+","+repo)
 		}

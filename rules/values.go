@@ -42,9 +42,6 @@ func (l Label) shown() label.Label {
 		return l.Label
 	}
 	repo, pkg, _ := strings.Cut(rest, "/")
-	if _, known := repositories()[repo]; !known || repo == "rbs" {
-		return l.Label
-	}
 	return label.Label{Repo: repo, Pkg: pkg, Name: l.Name}
 }
 
@@ -96,7 +93,7 @@ func parseLabelIn(fn, s, repo, pkg string) (Label, error) {
 	if err != nil {
 		return Label{}, fmt.Errorf("%s: %v", fn, err)
 	}
-	if !strings.HasPrefix(s, "@") && !strings.HasPrefix(s, "//") {
+	if !strings.HasPrefix(s, "@") {
 		l.Repo = repo
 	}
 	return Label{l}, nil

@@ -100,6 +100,9 @@ type tree struct {
 	// configs are the configurations transitions made, by outDir
 	// (guarded by mu).
 	configs map[string]*Workspace
+	// repos are the repositories load() and labels reach: rbs's own and
+	// the workspace's local ones.
+	repos map[string]fs.FS
 }
 
 type pkgEntry struct {
@@ -118,8 +121,9 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Workspace{tree: &tree{Root: root, Name: reg.mainRepo, pkgs: map[string]*pkgEntry{}, reg: reg, configs: map[string]*Workspace{}}, Platform: cfg.Platform, cfg: cfg}
-	w.loader = loader.New(root, repositories(), w.moduleEnv, nameRules)
+	w := &Workspace{tree: &tree{Root: root, Name: reg.mainRepo, pkgs: map[string]*pkgEntry{}, reg: reg, configs: map[string]*Workspace{},
+		repos: repoSet(reg.repos)}, Platform: cfg.Platform, cfg: cfg}
+	w.loader = loader.New(root, w.repos, w.moduleEnv, nameRules)
 	w.loader.Print = w.debug
 	return w, nil
 }
@@ -366,12 +370,13 @@ func (w *Workspace) Read() []string {
 	var files []string
 	w.mu.Lock()
 	for name := range w.pkgs {
-		if _, _, external := externalPackage(name); !external {
-			dir := filepath.Join(w.Root, filepath.FromSlash(name))
-			files = append(files, dir)
-			if file := label.BuildFile(dir); file != "" {
-				files = append(files, file)
-			}
+		dir, ok := w.onDisk(name)
+		if !ok {
+			continue
+		}
+		files = append(files, dir)
+		if file := label.BuildFile(dir); file != "" {
+			files = append(files, file)
 		}
 	}
 	w.mu.Unlock()
@@ -379,13 +384,15 @@ func (w *Workspace) Read() []string {
 	for _, m := range w.loader.Modules() {
 		if m.Repo == "" {
 			files = append(files, filepath.Join(w.Root, filepath.FromSlash(m.Path)))
+		} else if r, ok := w.reg.repos[m.Repo]; ok {
+			files = append(files, filepath.Join(r.dir, filepath.FromSlash(m.Path)))
 		}
 	}
 	return files
 }
 
 func (w *Workspace) evalPackage(name string) (*Package, error) {
-	if fsys, dir, ok := externalPackage(name); ok {
+	if fsys, dir, ok := w.externalPackage(name); ok {
 		return w.evalExternal(name, fsys, dir)
 	}
 	dir := filepath.Join(w.Root, filepath.FromSlash(name))
@@ -421,16 +428,24 @@ func (w *Workspace) evalExternal(name string, fsys fs.FS, dir string) (*Package,
 			break
 		}
 	}
+	repo, _, _ := strings.Cut(strings.TrimPrefix(name, externalDir+"/"), "/")
 	if file == "" {
-		repo, _, _ := strings.Cut(strings.TrimPrefix(name, externalDir+"/"), "/")
+		if r, ok := w.reg.repos[repo]; ok {
+			return nil, fmt.Errorf("no such package @%s//%s: %s has no BUILD file", repo, strings.TrimPrefix(dir, "."), filepath.Join(r.dir, dir))
+		}
 		return nil, fmt.Errorf("no such package @%s//%s: rbs's @%s has no such package", repo, strings.TrimPrefix(dir, "."), repo)
 	}
 	if err := w.loadBuiltins(); err != nil {
 		return nil, err
 	}
-	pkg := newPackage(name, "")
+	diskDir, _ := w.onDisk(name) // where glob() looks; "" for rbs's own files
+	pkg := newPackage(name, diskDir)
 	pkg.fsys, pkg.fsDir = fsys, dir
-	thread := w.loader.Thread(path.Join("//"+name, file), "", name, nil)
+	inRepo := dir
+	if inRepo == "." {
+		inRepo = ""
+	}
+	thread := w.loader.Thread(path.Join("//"+name, file), repo, inRepo, nil)
 	thread.SetLocal(packageKey, pkg)
 	if err := w.loader.ExecBuild(thread, path.Join(name, file), src, w.build); err != nil {
 		return nil, err
@@ -574,8 +589,9 @@ type Analysis struct {
 	// the executable included.
 	Runfiles map[string][]Runfile
 	// Read are the source files analysis read (to scan C and C++
-	// sources for their #include lines), from the workspace root: a change
-	// to one may change what it makes.
+	// sources for their #include lines, from the workspace root; the
+	// files of local repositories it wrote, absolute): a change to one may
+	// change what it makes.
 	Read []string
 }
 
@@ -589,5 +605,5 @@ func (w *Workspace) Analyze(targets []label.Label) (*Analysis, error) {
 			return nil, err
 		}
 	}
-	return &Analysis{Targets: an.done, Producer: an.actions, Runfiles: an.runfile, Read: an.scan.sources}, nil
+	return &Analysis{Targets: an.done, Producer: an.actions, Runfiles: an.runfile, Read: append(an.scan.sources, an.repoFiles...)}, nil
 }

@@ -238,3 +238,57 @@ print("env", sorted(r.EnvVars()), lib.NAME)
 		t.Fatalf("rbs run, want %q:\n%s", want, out)
 	}
 }
+
+// Repositories in directories of this machine, through the real CLI: a
+// bazel_dep with local_path_override whose rule a BUILD file uses, a
+// new_local_repository whose file a genrule reads and a test reads at run
+// time, and an edit in the repository that the next build sees.
+func TestLocalRepositories(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write("MODULE.bazel", `module(name = "demo")
+bazel_dep(name = "greeter", version = "0.1")
+local_path_override(module_name = "greeter", path = "../greeter")
+`)
+	ws.write("WORKSPACE", `new_local_repository(name = "words", path = "../words", build_file_content = """
+exports_files(["word.txt"])
+""")
+`)
+	ws.write("../greeter/MODULE.bazel", `module(name = "greeter", version = "0.1")`)
+	ws.write("../greeter/BUILD.bazel", "")
+	ws.write("../greeter/defs.bzl", `load("//private:prefix.bzl", "PREFIX")
+
+def _greet_impl(ctx):
+    out = ctx.actions.declare_file(ctx.label.name + ".txt")
+    ctx.actions.run_shell(
+        inputs = [ctx.file.src],
+        outputs = [out],
+        command = "printf '%s' \"$(cat $1)\" > $2" % PREFIX,
+        arguments = [ctx.file.src.path, out.path],
+    )
+    return [DefaultInfo(files = depset([out]))]
+
+greet = rule(implementation = _greet_impl, attrs = {"src": attr.label(allow_single_file = True)})
+`)
+	ws.write("../greeter/private/BUILD.bazel", "")
+	ws.write("../greeter/private/prefix.bzl", `PREFIX = "hello, %s"`)
+	ws.write("../words/word.txt", "world")
+	ws.write("lr/BUILD.bazel", `load("@greeter//:defs.bzl", "greet")
+load("@rules_shell//shell:sh_test.bzl", "sh_test")
+greet(name = "hi", src = "@words//:word.txt")
+sh_test(name = "word_test", srcs = ["word_test.sh"], data = ["@words//:word.txt"])
+`)
+	ws.write("lr/word_test.sh", "#!/bin/sh\ngrep -q world \"$RUNFILES_DIR/words/word.txt\"\n")
+	ws.mustRbs("build", "//lr:hi")
+	if got := ws.read("rbs-bin/lr/hi.txt"); got != "hello, world" {
+		t.Fatalf("hi.txt holds %q", got)
+	}
+	if out := ws.mustRbs("test", "//lr:word_test"); !strings.Contains(out, "1 passed") {
+		t.Fatalf("a test reading a local repository's file:\n%s", out)
+	}
+	ws.write("../words/word.txt", "there")
+	ws.write("../greeter/private/prefix.bzl", `PREFIX = "hi, %s"`)
+	ws.mustRbs("build", "//lr:hi")
+	if got := ws.read("rbs-bin/lr/hi.txt"); got != "hi, there" {
+		t.Fatalf("after editing the repositories, hi.txt holds %q", got)
+	}
+}

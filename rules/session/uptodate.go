@@ -177,7 +177,10 @@ func (r *record) analysed(p *plan, read []string) error {
 func (s *Session) abs(ps []string) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
-		out[i] = filepath.Join(s.ws.Root, filepath.FromSlash(p))
+		out[i] = p
+		if !filepath.IsAbs(p) {
+			out[i] = filepath.Join(s.ws.Root, filepath.FromSlash(p))
+		}
 	}
 	return out
 }

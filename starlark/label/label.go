@@ -6,6 +6,7 @@ package label
 
 import (
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -71,7 +72,14 @@ func ParseRelative(s, pkg string) (Label, error) {
 	if reason := checkPkg(pkg); reason != "" {
 		return Label{}, fmt.Errorf("invalid package %q for label %q: %s", pkg, s, reason)
 	}
-	if strings.HasPrefix(s, "@") || strings.HasPrefix(s, "//") {
+	if strings.HasPrefix(s, "//") {
+		l, err := Parse(s)
+		if repo := RepoDir(pkg); err == nil && repo != "" {
+			l.Pkg = path.Join(repo, l.Pkg)
+		}
+		return l, err
+	}
+	if strings.HasPrefix(s, "@") {
 		return Parse(s)
 	}
 	name := s
@@ -88,6 +96,24 @@ func ParseRelative(s, pkg string) (Label, error) {
 		return Label{}, fmt.Errorf("invalid label %q: %s", s, reason)
 	}
 	return Label{Pkg: pkg, Name: name}, nil
+}
+
+// ExternalDir is the directory under which rbs lays out the packages of
+// other repositories: package PKG of repository REPO is the package
+// external/REPO/PKG of the workspace, as Bazel places repositories.
+const ExternalDir = "external"
+
+// RepoDir is the directory of the repository that package pkg belongs to
+// when it is another repository's (external/REPO), else "". In such a
+// package, an absolute label //x:y names that repository's package x, as
+// Bazel resolves it.
+func RepoDir(pkg string) string {
+	rest, ok := strings.CutPrefix(pkg, ExternalDir+"/")
+	if !ok {
+		return ""
+	}
+	repo, _, _ := strings.Cut(rest, "/")
+	return ExternalDir + "/" + repo
 }
 
 // splitAbsolute splits what follows "//" in an absolute label into package

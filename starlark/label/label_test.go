@@ -122,6 +122,12 @@ func TestParseRelative(t *testing.T) {
 		{"//other", "pkg", Label{Pkg: "other", Name: "other"}},
 		{"//:x", "pkg", Label{Name: "x"}},
 		{"@rbs//python:rules.rbs", "pkg", Label{Repo: "rbs", Pkg: "python", Name: "rules.rbs"}},
+		// In another repository's package, //x names that repository's.
+		{"//other:x", "external/foo/lib", Label{Pkg: "external/foo/other", Name: "x"}},
+		{"//:x", "external/foo", Label{Pkg: "external/foo", Name: "x"}},
+		{":x", "external/foo/lib", Label{Pkg: "external/foo/lib", Name: "x"}},
+		{"@bar//y:z", "external/foo/lib", Label{Repo: "bar", Pkg: "y", Name: "z"}},
+		{"//externals:x", "externals/a", Label{Pkg: "externals", Name: "x"}},
 	}
 	for _, tt := range tests {
 		got, err := ParseRelative(tt.in, tt.pkg)

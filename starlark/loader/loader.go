@@ -46,15 +46,15 @@ func (m Module) Package() string {
 }
 
 // Resolve turns the label of a load() in package pkg of repository repo
-// into a Module. Both "//pkg:file.rbs" and the path form
-// "//pkg/file.rbs" are accepted.
+// into a Module: a label without a repository is one of repo. Both
+// "//pkg:file.rbs" and the path form "//pkg/file.rbs" are accepted.
 func Resolve(s, repo, pkg string) (Module, error) {
 	l, err := label.ParseRelative(s, pkg)
 	if err != nil {
 		return Module{}, err
 	}
-	if strings.HasPrefix(s, ":") || !strings.Contains(s, "//") {
-		l.Repo = repo
+	if !strings.HasPrefix(s, "@") {
+		l.Repo = repo // "//pkg:f" in a repository's file names its own package
 	}
 	p := path.Join(l.Pkg, l.Name)
 	if ext := path.Ext(l.Pkg); (ext == ".rbs" || ext == ".bzl") && l.Name == path.Base(l.Pkg) && !strings.Contains(s, ":") {
