@@ -406,11 +406,13 @@ func (c *QueryCmd) answer(s *session.Session) (string, error) {
 }
 
 // CleanCmd is `rbs clean`.
-type CleanCmd struct{}
+type CleanCmd struct {
+	Expunge bool `help:"Also drop the repositories fetched for this workspace (repository rules, module extensions)."`
+}
 
 // Run implements the command.
 func (c *CleanCmd) Run() error {
-	return withSession(session.Options{}, func(s *session.Session) error { return s.Clean() })
+	return withSession(session.Options{}, func(s *session.Session) error { return s.Clean(c.Expunge) })
 }
 
 // platformFlag is a --platform value, OS-ARCH, checked when the command

@@ -68,6 +68,6 @@ cat rbs-bin/app/stamped.txt
 echo
 echo "== 3. a job array on the worker's job slots, at most two tasks at once (examples/jobs/hello.sh)"
 id=$("$rbs" job submit --parsable --script "$root/examples/jobs/hello.sh")
-"$rbs" job wait "$id"
+"$rbs" job wait "$id" || { "$rbs" job show "$id"; exit 1; }
 for i in 0 1 2 3; do "$rbs" job logs "${id}_$i"; done
 "$rbs" job list --history

@@ -33,7 +33,11 @@ func (w *Workspace) onDisk(name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return filepath.Join(r.dir, filepath.FromSlash(dir)), true
+	rd, err := r.path()
+	if err != nil {
+		return "", false
+	}
+	return filepath.Join(rd, filepath.FromSlash(dir)), true
 }
 
 // canonical is l with a repository's package addressed under external/.
@@ -75,6 +79,9 @@ func (an *analyzer) externalFile(pkg *Package, l label.Label) (*Configured, erro
 	}
 	f := &File{ShortPath: path.Join(pkg.Name, l.Name), Generated: true, Bin: an.ws.binDir(), Owner: l}
 	a := &Action{Owner: l, Mnemonic: "ExternalFile", Progress: "Writing " + f.ShortPath, Outputs: []*File{f}, Write: true, Content: string(b)}
+	if info, err := fs.Stat(pkg.fsys, path.Join(pkg.fsDir, l.Name)); err == nil && info.Mode()&0o111 != 0 {
+		a.Executable = true
+	}
 	an.actions[f.Path()] = a
 	an.byFile[f.Path()] = f
 	return &Configured{Label: l, Files: []*File{f}, Actions: []*Action{a}}, nil

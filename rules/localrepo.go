@@ -23,15 +23,29 @@ import (
 	"github.com/rbs-build/rbs/starlark/label"
 )
 
-// localRepo is a repository in a directory of this machine.
+// localRepo is a repository in a directory of this machine: one given,
+// or one a repository rule makes when it is first used (lazy).
 type localRepo struct {
 	dir   string // absolute
 	build []byte // the root package's BUILD file, for new_local_repository; nil: its own
 	pos   string // where it is declared
+	lazy  *lazyDir
+}
+
+// path is the repository's directory; for a repository made by a rule,
+// once made.
+func (r localRepo) path() (string, error) {
+	if r.lazy != nil {
+		return r.lazy.path()
+	}
+	return r.dir, nil
 }
 
 // fsys is the repository's files, with its BUILD file given.
 func (r localRepo) fsys() fs.FS {
+	if r.lazy != nil {
+		return lazyFS{r.lazy}
+	}
 	base := os.DirFS(r.dir)
 	if r.build == nil {
 		return base

@@ -44,6 +44,10 @@ type registrations struct {
 	mainRepo, module string
 	// repos are the repositories in directories of this machine.
 	repos map[string]localRepo
+	// extensions and repoRules declare repositories with repository
+	// rules (extension.go).
+	extensions []*extUse
+	repoRules  []*repoRuleUse
 }
 
 // readRegistrations reads the registrations of the workspace at root.
@@ -64,7 +68,7 @@ func readRegistrations(root string) (registrations, error) {
 // moduleCalls are the MODULE.bazel functions that rbs takes without
 // acting on them yet.
 var moduleCalls = []string{"single_version_override", "multiple_version_override",
-	"archive_override", "git_override", "use_repo", "inject_repo", "override_repo", "include"}
+	"archive_override", "git_override", "inject_repo", "override_repo", "include"}
 
 // readModule evaluates a MODULE.bazel, if there is one. A bazel_dep with
 // a local_path_override is a repository in that directory, under the
@@ -113,13 +117,8 @@ func (r *registrations) readModule(root, file string) error {
 		}),
 		"register_toolchains":          register("register_toolchains", &r.toolchains),
 		"register_execution_platforms": register("register_execution_platforms", &r.platforms),
-		"use_extension": starlark.NewBuiltin("use_extension", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			return moduleProxy{}, nil
-		}),
-		"use_repo_rule": starlark.NewBuiltin("use_repo_rule", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			return starlark.NewBuiltin("repo_rule", ignoredCall), nil
-		}),
 	}
+	r.moduleRepoCalls(env)
 	for _, name := range moduleCalls {
 		env[name] = starlark.NewBuiltin(name, ignoredCall)
 	}
@@ -178,22 +177,6 @@ func ignoredCall(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark
 	return starlark.None, nil
 }
 
-// moduleProxy is what use_extension returns: its tags (ext.tag(...)) are
-// taken.
-type moduleProxy struct{}
-
-func (moduleProxy) String() string       { return "<module extension proxy>" }
-func (moduleProxy) Type() string         { return "module_extension_proxy" }
-func (moduleProxy) Freeze()              {}
-func (moduleProxy) Truth() starlark.Bool { return true }
-func (moduleProxy) Hash() (uint32, error) {
-	return 0, fmt.Errorf("unhashable type: module_extension_proxy")
-}
-func (moduleProxy) AttrNames() []string { return nil }
-func (moduleProxy) Attr(name string) (starlark.Value, error) {
-	return starlark.NewBuiltin(name, ignoredCall), nil
-}
-
 // readWorkspace reads the registrations of a WORKSPACE file: its
 // top-level register_toolchains and register_execution_platforms calls
 // whose arguments are string literals, its local_repository and
@@ -209,26 +192,21 @@ func (r *registrations) readWorkspace(root, file string) error {
 	if err != nil {
 		return err
 	}
+	if err := r.workspaceRepoCalls(f); err != nil {
+		return err
+	}
 	for _, stmt := range f.Stmts {
-		e, ok := stmt.(*syntax.ExprStmt)
-		if !ok {
-			continue
-		}
-		call, ok := e.X.(*syntax.CallExpr)
-		if !ok {
-			continue
-		}
-		fn, ok := call.Fn.(*syntax.Ident)
-		if !ok {
+		call, fn := topLevelCall(stmt)
+		if call == nil {
 			continue
 		}
 		var to *[]registration
-		switch fn.Name {
+		switch fn {
 		case "local_repository", "new_local_repository":
 			start, _ := call.Span()
 			kw := literalKwargs(call)
 			var build []byte
-			if fn.Name == "new_local_repository" {
+			if fn == "new_local_repository" {
 				switch {
 				case kw["build_file_content"] != "":
 					build = []byte(kw["build_file_content"])
@@ -299,6 +277,24 @@ func parseRegistered(s string) (repo string, p label.Pattern, err error) {
 		return "", p, fmt.Errorf("recursive patterns in other repositories are not supported")
 	}
 	return repo, p, nil
+}
+
+// topLevelCall is the call a statement is, and the name of the function
+// it calls; nil for any other statement.
+func topLevelCall(stmt syntax.Stmt) (*syntax.CallExpr, string) {
+	e, ok := stmt.(*syntax.ExprStmt)
+	if !ok {
+		return nil, ""
+	}
+	call, ok := e.X.(*syntax.CallExpr)
+	if !ok {
+		return nil, ""
+	}
+	fn, ok := call.Fn.(*syntax.Ident)
+	if !ok {
+		return nil, ""
+	}
+	return call, fn.Name
 }
 
 // literalKwargs are a call's keyword arguments given as string literals.

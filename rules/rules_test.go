@@ -62,7 +62,7 @@ func TestRuleAPI(t *testing.T) {
 					name, content, _ := strings.Cut(f, "\n")
 					write(t, dir, name, content)
 				}
-				cfg := Config{Defines: map[string]string{}, Settings: map[string]string{}}
+				cfg := Config{Defines: map[string]string{}, Settings: map[string]string{}, RepoDir: t.TempDir()}
 				if m := platformLine.FindStringSubmatch(chunk); m != nil {
 					if cfg.Platform, err = platform.Parse(m[1]); err != nil {
 						t.Fatal(err)

@@ -45,6 +45,9 @@ type Config struct {
 	// every C and C++ compilation) and --features (ctx.features of every
 	// target).
 	Copts, Features []string
+	// RepoDir is the repository cache: where repositories that rules
+	// make are kept.
+	RepoDir string
 }
 
 // ParseDefine reads a --define value, NAME=VALUE.

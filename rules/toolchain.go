@@ -551,20 +551,12 @@ func (c *toolchainContext) Hash() (uint32, error) {
 // Get is ctx.toolchains[TYPE]; an error for a type the rule did not ask
 // for (and so false for `TYPE in ctx.toolchains`).
 func (c *toolchainContext) Get(k starlark.Value) (starlark.Value, bool, error) {
-	var l label.Label
-	switch k := k.(type) {
-	case Label:
-		l = k.Label
-	case starlark.String:
-		var err error
-		if l, err = label.Parse(string(k)); err != nil {
-			return nil, false, fmt.Errorf("ctx.toolchains: %v", err)
-		}
-	default:
-		return nil, false, fmt.Errorf("ctx.toolchains: want a toolchain type's label, got %s", k.Type())
+	l, err := labelArg(k)
+	if err != nil {
+		return nil, false, fmt.Errorf("ctx.toolchains: %v", err)
 	}
-	t, err := c.an.toolchainType(l)
-	if v, ok := c.values[t.String()]; ok && err == nil {
+	t, terr := c.an.toolchainType(l)
+	if v, ok := c.values[t.String()]; ok && terr == nil {
 		return v, true, nil
 	}
 	return nil, false, fmt.Errorf("In %s rule %s, toolchain type %s was requested but only types [%s] are configured",

@@ -387,17 +387,9 @@ func (an *analyzer) platformOfLabels(v starlark.Value) (platform.Platform, error
 		}
 		first = l.Index(0)
 	}
-	var l label.Label
-	switch x := first.(type) {
-	case Label:
-		l = x.Label
-	case starlark.String:
-		var err error
-		if l, err = label.Parse(string(x)); err != nil {
-			return platform.Platform{}, err
-		}
-	default:
-		return platform.Platform{}, fmt.Errorf("want a platform's label, got %s", first.Type())
+	l, err := labelArg(first)
+	if err != nil {
+		return platform.Platform{}, err
 	}
 	if l.Repo == "platforms" && l.Pkg == "host" {
 		return platform.Parse(l.Name)

@@ -110,6 +110,17 @@ func labelBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	return parseLabelIn(b.Name(), s, repo, pkg)
 }
 
+// labelArg is a label given as a Label or as an absolute label string.
+func labelArg(v starlark.Value) (label.Label, error) {
+	switch x := v.(type) {
+	case Label:
+		return x.Label, nil
+	case starlark.String:
+		return label.Parse(string(x))
+	}
+	return label.Label{}, fmt.Errorf("want a label, got %s", v.Type())
+}
+
 // callerPackage is the repository and package of the Starlark file that
 // called the builtin running on thread.
 func callerPackage(thread *starlark.Thread) (repo, pkg string) {

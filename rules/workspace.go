@@ -121,8 +121,22 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Workspace{tree: &tree{Root: root, Name: reg.mainRepo, pkgs: map[string]*pkgEntry{}, reg: reg, configs: map[string]*Workspace{},
-		repos: repoSet(reg.repos)}, Platform: cfg.Platform, cfg: cfg}
+	w := &Workspace{tree: &tree{Root: root, Name: reg.mainRepo, pkgs: map[string]*pkgEntry{}, reg: reg, configs: map[string]*Workspace{}},
+		Platform: cfg.Platform, cfg: cfg}
+	for name, r := range w.ruleRepos() {
+		// A repository rbs provides itself (@bazel_skylib, @rules_cc, ...)
+		// is rbs's copy, whatever rule declares it, as before rules could.
+		if _, own := repositories()[name]; own {
+			continue
+		}
+		if _, given := w.reg.repos[name]; !given {
+			if w.reg.repos == nil {
+				w.reg.repos = map[string]localRepo{}
+			}
+			w.reg.repos[name] = r
+		}
+	}
+	w.repos = repoSet(w.reg.repos)
 	w.loader = loader.New(root, w.repos, w.moduleEnv, nameRules)
 	w.loader.Print = w.debug
 	return w, nil
@@ -240,6 +254,9 @@ func (w *Workspace) moduleEnv(m loader.Module) starlark.StringDict {
 	env["platform_common"] = platformCommon
 	env["config"] = configModule()
 	env["config_common"] = configCommon
+	env["repository_rule"] = starlark.NewBuiltin("repository_rule", repositoryRuleBuiltin)
+	env["module_extension"] = starlark.NewBuiltin("module_extension", moduleExtensionBuiltin)
+	env["tag_class"] = starlark.NewBuiltin("tag_class", tagClassBuiltin)
 	env["transition"] = starlark.NewBuiltin("transition", transitionBuiltin)
 	env["analysis_test_transition"] = starlark.NewBuiltin("analysis_test_transition", analysisTestTransition)
 	env["AnalysisTestResultInfo"] = analysisTestResultInfo
@@ -384,8 +401,8 @@ func (w *Workspace) Read() []string {
 	for _, m := range w.loader.Modules() {
 		if m.Repo == "" {
 			files = append(files, filepath.Join(w.Root, filepath.FromSlash(m.Path)))
-		} else if r, ok := w.reg.repos[m.Repo]; ok {
-			files = append(files, filepath.Join(r.dir, filepath.FromSlash(m.Path)))
+		} else if dir, ok := w.onDisk(externalDir + "/" + m.Repo); ok {
+			files = append(files, filepath.Join(dir, filepath.FromSlash(m.Path)))
 		}
 	}
 	return files

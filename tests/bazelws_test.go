@@ -1,7 +1,19 @@
 package tests
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -290,5 +302,146 @@ sh_test(name = "word_test", srcs = ["word_test.sh"], data = ["@words//:word.txt"
 	ws.mustRbs("build", "//lr:hi")
 	if got := ws.read("rbs-bin/lr/hi.txt"); got != "hi, there" {
 		t.Fatalf("after editing the repositories, hi.txt holds %q", got)
+	}
+}
+
+// Repositories made by repository rules and module extensions, through
+// the real CLI: fetched when first used, reused by the next build, fetched
+// again when their definition changes, and dropped by rbs clean
+// --expunge.
+func TestRepositoryRules(t *testing.T) {
+	ws := newWorkspace(t)
+	counter := filepath.Join(t.TempDir(), "fetches")
+	module := func(greeting string) string {
+		return fmt.Sprintf(`module(name = "demo")
+gen = use_extension("//rr:ext.bzl", "gen")
+gen.greeting(text = %q, counter = %q)
+use_repo(gen, generated = "gen_repo")
+`, greeting, counter)
+	}
+	ws.write("MODULE.bazel", module("hello"))
+	ws.write("rr/BUILD.bazel", `genrule(name = "g", srcs = ["@generated//:greeting.txt"], outs = ["g.txt"], cmd = "cp $< $@")
+`)
+	ws.write("rr/ext.bzl", `def _gen_repo_impl(rctx):
+    rctx.execute(["sh", "-c", "echo fetched >> " + rctx.attr.counter])
+    rctx.file("greeting.txt", rctx.attr.text + "\n")
+    rctx.file("BUILD.bazel", 'exports_files(["greeting.txt"])\n')
+
+gen_repo = repository_rule(implementation = _gen_repo_impl, attrs = {"text": attr.string(), "counter": attr.string()})
+
+def _gen_impl(mctx):
+    for tag in mctx.modules[0].tags.greeting:
+        gen_repo(name = "gen_repo", text = tag.text, counter = tag.counter)
+
+gen = module_extension(
+    implementation = _gen_impl,
+    tag_classes = {"greeting": tag_class(attrs = {"text": attr.string(), "counter": attr.string()})},
+)
+`)
+	fetches := func() int {
+		b, _ := os.ReadFile(counter)
+		return strings.Count(string(b), "fetched")
+	}
+	for i, c := range []struct {
+		before func()
+		want   string
+		n      int
+	}{
+		{func() {}, "hello\n", 1},
+		{func() { ws.write("rr/BUILD.bazel", "# edited\n"+ws.read("rr/BUILD.bazel")) }, "hello\n", 1},
+		{func() { ws.write("MODULE.bazel", module("bonjour")) }, "bonjour\n", 2},
+		{func() { ws.mustRbs("clean", "--expunge") }, "bonjour\n", 3},
+	} {
+		c.before()
+		ws.mustRbs("build", "//rr:g")
+		if got := ws.read("rbs-bin/rr/g.txt"); got != c.want || fetches() != c.n {
+			t.Fatalf("step %d: g.txt holds %q after %d fetches; want %q after %d", i, got, fetches(), c.want, c.n)
+		}
+	}
+}
+
+// http_archive and http_file against a local HTTP server, through the real
+// CLI: the archive checked against its sha256 (a wrong one is an error
+// naming both), strip_prefix and patches applied, a second build and a
+// build after rbs clean --expunge downloading nothing, and an integrity
+// checked file.
+func TestHTTPArchive(t *testing.T) {
+	var archive bytes.Buffer
+	gz := gzip.NewWriter(&archive)
+	tw := tar.NewWriter(gz)
+	for name, body := range map[string]string{
+		"lib-1.0/BUILD.bazel":  "exports_files([\"greeting.txt\"])\n",
+		"lib-1.0/defs.bzl":     "GREETING = \"hello\"\n",
+		"lib-1.0/greeting.txt": "hello from the archive\n",
+	} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	gz.Close()
+	tool := []byte("#!/bin/sh\necho tool\n")
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		switch r.URL.Path {
+		case "/lib-1.0.tar.gz":
+			w.Write(archive.Bytes())
+		case "/tool.sh":
+			w.Write(tool)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	sum := sha256.Sum256(archive.Bytes())
+	toolSum := sha256.Sum256(tool)
+	ws := newWorkspace(t)
+	module := func(sha string) string {
+		return fmt.Sprintf(`module(name = "demo")
+http_archive = use_repo_rule("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")
+http_archive(
+    name = "lib",
+    urls = ["%[1]s/missing.tar.gz", "%[1]s/lib-1.0.tar.gz"],
+    sha256 = %[2]q,
+    strip_prefix = "lib-1.0",
+    patches = ["//third_party:lib.patch"],
+    patch_args = ["-p1"],
+)
+`, srv.URL, sha)
+	}
+	ws.write("MODULE.bazel", module(hex.EncodeToString(sum[:])))
+	ws.write("WORKSPACE", fmt.Sprintf(`load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_file")
+http_file(name = "tool", url = "%s/tool.sh", integrity = "sha256-%s", executable = True)
+`, srv.URL, base64.StdEncoding.EncodeToString(toolSum[:])))
+	ws.write("third_party/BUILD.bazel", "")
+	ws.write("third_party/lib.patch", `--- a/greeting.txt
++++ b/greeting.txt
+@@ -1 +1 @@
+-hello from the archive
++hello from the patched archive
+`)
+	ws.write("ha/BUILD.bazel", `load("@lib//:defs.bzl", "GREETING")
+genrule(name = "g", srcs = ["@lib//:greeting.txt"], outs = ["g.txt"], cmd = "cp $< $@; echo " + GREETING + " >> $@")
+genrule(name = "t", srcs = ["@tool//file"], outs = ["t.txt"], cmd = "$(location @tool//file) > $@")
+`)
+	want := "hello from the patched archive\nhello\n"
+	ws.mustRbs("build", "//ha:g", "//ha:t")
+	if got := ws.read("rbs-bin/ha/g.txt"); got != want {
+		t.Fatalf("g.txt holds %q, want %q", got, want)
+	}
+	if got := ws.read("rbs-bin/ha/t.txt"); got != "tool\n" {
+		t.Fatalf("t.txt holds %q", got)
+	}
+	fetched := requests.Load()
+	ws.mustRbs("clean", "--expunge")
+	ws.mustRbs("build", "//ha:g", "//ha:t")
+	if got := ws.read("rbs-bin/ha/g.txt"); got != want || requests.Load() != fetched {
+		t.Fatalf("after rbs clean --expunge: g.txt %q, %d requests more (want none: the repository cache has both)", got, requests.Load()-fetched)
+	}
+	wrong := strings.Repeat("0", 64)
+	ws.write("MODULE.bazel", module(wrong))
+	out, err := ws.rbs("", "build", "//ha:g")
+	if err == nil || !strings.Contains(out, "checksum mismatch: want sha256") || !strings.Contains(out, "@lib") {
+		t.Fatalf("a wrong sha256: %v\n%s", err, out)
 	}
 }

@@ -6,6 +6,8 @@ package session
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -124,7 +126,12 @@ func Open(opts Options) (*Session, error) {
 		opts.Debug = os.Stderr
 	}
 	debug := &debugLog{w: opts.Debug}
-	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode, ExtraToolchains: opts.ExtraToolchains, Copts: opts.Copts, Features: opts.Features, Debug: debug})
+	repos, err := repoDir(opts, root)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode,
+		ExtraToolchains: opts.ExtraToolchains, Copts: opts.Copts, Features: opts.Features, RepoDir: repos, Debug: debug})
 	if err != nil {
 		return nil, err
 	}
@@ -201,15 +208,28 @@ func (s *Session) executor() (executor.Executor, error) {
 
 // cacheDir is where builds keep what outlives them: the local CAS and
 // action cache, file digests and stamps.
-func (s *Session) cacheDir() (string, error) {
-	if s.opts.CacheDir != "" {
-		return s.opts.CacheDir, nil
+func (s *Session) cacheDir() (string, error) { return cacheDirOf(s.opts) }
+
+func cacheDirOf(opts Options) (string, error) {
+	if opts.CacheDir != "" {
+		return opts.CacheDir, nil
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(base, "rbs", "build"), nil
+}
+
+// repoDir is the repository cache of the workspace at root: beside the
+// action cache, one directory per workspace.
+func repoDir(opts Options, root string) (string, error) {
+	cache, err := cacheDirOf(opts)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(root))
+	return filepath.Join(cache, "repos", hex.EncodeToString(sum[:8])), nil
 }
 
 func (s *Session) engine() (*engine.Engine, error) {
@@ -492,10 +512,18 @@ func (s *Session) Runnable(ctx context.Context, target string) (program, dir str
 	return filepath.Join(dir, filepath.FromSlash(c.Executable.ShortPath)), dir, c.Def.Args, nil
 }
 
-// Clean removes the build outputs (the local action cache stays).
-func (s *Session) Clean() error {
+// Clean removes the build outputs (the local action cache stays), and with
+// expunge the repositories fetched for the workspace too.
+func (s *Session) Clean(expunge bool) error {
 	os.Remove(filepath.Join(s.ws.Root, BinLink))
-	return os.RemoveAll(filepath.Join(s.ws.Root, OutDir))
+	if err := os.RemoveAll(filepath.Join(s.ws.Root, OutDir)); err != nil || !expunge {
+		return err
+	}
+	dir, err := repoDir(s.opts, s.ws.Root)
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
 }
 
 // Staged is a file of a built target as a job stages it: its place in the
