@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -35,6 +36,7 @@ type BuildFlags struct {
 	Mode            string       `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
 	Copt            []string     `help:"A flag for every C and C++ compilation (ctx.fragments.cpp.copts). Repeatable." placeholder:"FLAG"`
 	Features        []string     `help:"Enable a feature for every target (ctx.features), or turn one off (-NAME). Repeatable." placeholder:"NAME"`
+	Registry        []string     `help:"A registry of modules, in the Bazel Central Registry's layout (http, https or file URL), that MODULE.bazel's bazel_deps are looked up in, in order. Repeatable." placeholder:"URL"`
 	ExtraToolchains []string     `name:"extra_toolchains" aliases:"extra-toolchains" help:"Register toolchains before the workspace's (a label, or PKG:all). Repeatable." placeholder:"PATTERN"`
 	Set             []string     `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
 
@@ -63,7 +65,12 @@ func (f BuildFlags) configuration(opts *session.Options) error {
 			return fmt.Errorf("--extra_toolchains %v", err)
 		}
 	}
-	opts.ExtraToolchains, opts.Copts, opts.Features = f.ExtraToolchains, f.Copt, f.Features
+	for _, r := range f.Registry {
+		if u, err := url.Parse(r); err != nil || u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file" {
+			return fmt.Errorf("--registry %q: want an http, https or file URL", r)
+		}
+	}
+	opts.ExtraToolchains, opts.Copts, opts.Features, opts.Registries = f.ExtraToolchains, f.Copt, f.Features, f.Registry
 	for _, s := range f.Set {
 		name, value, ok := strings.Cut(s, "=")
 		l, err := label.Parse(name)

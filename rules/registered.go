@@ -48,6 +48,10 @@ type registrations struct {
 	// rules (extension.go).
 	extensions []*extUse
 	repoRules  []*repoRuleUse
+	// deps are MODULE.bazel's bazel_deps, and overrides its
+	// single_version_override and archive_override (registry.go).
+	deps      []moduleDep
+	overrides map[string]moduleOverride
 }
 
 // readRegistrations reads the registrations of the workspace at root.
@@ -67,8 +71,7 @@ func readRegistrations(root string) (registrations, error) {
 
 // moduleCalls are the MODULE.bazel functions that rbs takes without
 // acting on them yet.
-var moduleCalls = []string{"single_version_override", "multiple_version_override",
-	"archive_override", "git_override", "inject_repo", "override_repo", "include"}
+var moduleCalls = []string{"multiple_version_override", "git_override", "inject_repo", "override_repo", "include"}
 
 // readModule evaluates a MODULE.bazel, if there is one. A bazel_dep with
 // a local_path_override is a repository in that directory, under the
@@ -119,27 +122,17 @@ func (r *registrations) readModule(root, file string) error {
 		"register_execution_platforms": register("register_execution_platforms", &r.platforms),
 	}
 	r.moduleRepoCalls(env)
+	r.moduleOverrideCalls(env)
 	for _, name := range moduleCalls {
 		env[name] = starlark.NewBuiltin(name, ignoredCall)
 	}
-	type dep struct{ repo, pos string }
-	deps := map[string]dep{}
+	deps := map[string]moduleDep{}
 	type override struct{ dir, pos string }
 	overrides := map[string]override{}
 	var order []string
-	env["bazel_dep"] = starlark.NewBuiltin("bazel_dep", func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		var name, version, repoName string
-		var level int
-		var dev bool
-		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "version?", &version, "max_compatibility_level?", &level,
-			"repo_name?", &repoName, "dev_dependency?", &dev); err != nil {
-			return nil, err
-		}
-		if repoName == "" {
-			repoName = name
-		}
-		deps[name] = dep{repo: repoName, pos: t.CallFrame(1).Pos.String()}
-		return starlark.None, nil
+	env["bazel_dep"] = bazelDep(func(d moduleDep, _ bool) {
+		deps[d.name] = d
+		r.deps = append(r.deps, d)
 	})
 	env["local_path_override"] = starlark.NewBuiltin("local_path_override", func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var name, dir string

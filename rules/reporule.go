@@ -191,22 +191,33 @@ func (w *Workspace) fetch(s *repoSpec) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, fetchedMarker)); err == nil {
 		return dir, nil
 	}
+	return w.make(dir, func(tmp string) error {
+		rctx := &repoContext{ws: w, dir: tmp, spec: s}
+		thread := &starlark.Thread{Name: "fetching @" + s.name, Print: w.debug}
+		if _, err := starlark.Call(thread, s.rule.impl, starlark.Tuple{rctx}, nil); err != nil {
+			return fmt.Errorf("fetching repository @%s (%s at %s) failed: %w", s.name, s.rule.Name(), s.pos, loader.Describe(err))
+		}
+		return nil
+	})
+}
+
+// make makes repository directory dir with fill, aside and renamed into
+// place once filled and marked, so that a fetch cut short, or one racing
+// another build's, leaves no half-made repository.
+func (w *Workspace) make(dir string, fill func(tmp string) error) (string, error) {
 	if err := os.MkdirAll(w.cfg.RepoDir, 0o755); err != nil {
 		return "", err
 	}
-	// Made aside and renamed into place, so that a fetch cut short, or
-	// one racing another build's, leaves no half-made repository.
-	tmp, err := os.MkdirTemp(w.cfg.RepoDir, s.name+".tmp-")
+	tmp, err := os.MkdirTemp(w.cfg.RepoDir, filepath.Base(dir)+".tmp-")
 	if err != nil {
 		return "", err
 	}
-	rctx := &repoContext{ws: w, dir: tmp, spec: s}
-	thread := &starlark.Thread{Name: "fetching @" + s.name, Print: w.debug}
-	if _, err := starlark.Call(thread, s.rule.impl, starlark.Tuple{rctx}, nil); err != nil {
+	if err := fill(tmp); err != nil {
 		os.RemoveAll(tmp)
-		return "", fmt.Errorf("fetching repository @%s (%s at %s) failed: %w", s.name, s.rule.Name(), s.pos, loader.Describe(err))
+		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, fetchedMarker), nil, 0o644); err != nil {
+		os.RemoveAll(tmp)
 		return "", err
 	}
 	if _, err := os.Stat(filepath.Join(dir, fetchedMarker)); err == nil {

@@ -48,6 +48,8 @@ type Config struct {
 	// RepoDir is the repository cache: where repositories that rules
 	// make are kept.
 	RepoDir string
+	// Registries are the --registry URLs bazel_deps are looked up in.
+	Registries []string
 }
 
 // ParseDefine reads a --define value, NAME=VALUE.

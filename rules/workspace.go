@@ -136,6 +136,16 @@ func Open(root string, cfg Config) (*Workspace, error) {
 			w.reg.repos[name] = r
 		}
 	}
+	modules, err := w.registryModules()
+	if err != nil {
+		return nil, err
+	}
+	for name, r := range modules {
+		if w.reg.repos == nil {
+			w.reg.repos = map[string]localRepo{}
+		}
+		w.reg.repos[name] = r
+	}
 	w.repos = repoSet(w.reg.repos)
 	w.loader = loader.New(root, w.repos, w.moduleEnv, nameRules)
 	w.loader.Print = w.debug

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -443,5 +444,92 @@ genrule(name = "t", srcs = ["@tool//file"], outs = ["t.txt"], cmd = "$(location 
 	out, err := ws.rbs("", "build", "//ha:g")
 	if err == nil || !strings.Contains(out, "checksum mismatch: want sha256") || !strings.Contains(out, "@lib") {
 		t.Fatalf("a wrong sha256: %v\n%s", err, out)
+	}
+}
+
+// bazel_deps resolved from a registry in the Bazel Central Registry's
+// layout (a file:// URL the test writes), through the real CLI: the module
+// graph's dependencies looked up too, minimal version selection keeping
+// the highest version asked for, a registry patch checked and applied,
+// single_version_override pinning a version and archive_override
+// replacing a module's source.
+func TestRegistry(t *testing.T) {
+	reg := t.TempDir()
+	archive := func(name string, files map[string]string) (string, string) {
+		var buf bytes.Buffer
+		gz := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(gz)
+		for n, body := range files {
+			tw.WriteHeader(&tar.Header{Name: name + "/" + n, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+			tw.Write([]byte(body))
+		}
+		tw.Close()
+		gz.Close()
+		p := filepath.Join(reg, "archives", name+".tar.gz")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, buf.Bytes(), 0o644)
+		sum := sha256.Sum256(buf.Bytes())
+		return "file://" + p, "sha256-" + base64.StdEncoding.EncodeToString(sum[:])
+	}
+	module := func(name, version, moduleFile string, files map[string]string, patches map[string]string) {
+		url, integrity := archive(name+"-"+version, files)
+		dir := filepath.Join(reg, "modules", name, version)
+		os.MkdirAll(filepath.Join(dir, "patches"), 0o755)
+		os.WriteFile(filepath.Join(dir, "MODULE.bazel"), []byte(moduleFile), 0o644)
+		src := map[string]any{"url": url, "integrity": integrity, "strip_prefix": name + "-" + version}
+		if patches != nil {
+			sums := map[string]string{}
+			for n, body := range patches {
+				os.WriteFile(filepath.Join(dir, "patches", n), []byte(body), 0o644)
+				sum := sha256.Sum256([]byte(body))
+				sums[n] = "sha256-" + base64.StdEncoding.EncodeToString(sum[:])
+			}
+			src["patches"], src["patch_strip"] = sums, 1
+		}
+		b, _ := json.Marshal(src)
+		os.WriteFile(filepath.Join(dir, "source.json"), b, 0o644)
+	}
+	build := "exports_files([\"msg.txt\"])\n"
+	module("greet", "1.0", `module(name = "greet", version = "1.0")`, map[string]string{"BUILD.bazel": build, "msg.txt": "greet 1.0\n"}, nil)
+	module("greet", "1.1", `module(name = "greet", version = "1.1")`, map[string]string{"BUILD.bazel": build, "msg.txt": "greet 1.1\n"}, nil)
+	module("words", "2.0", `module(name = "words", version = "2.0")
+bazel_dep(name = "greet", version = "1.1")
+`, map[string]string{"BUILD.bazel": build, "msg.txt": "words\n"}, map[string]string{"fix.patch": `--- a/msg.txt
++++ b/msg.txt
+@@ -1 +1 @@
+-words
++patched words
+`})
+	ws := newWorkspace(t)
+	root := `module(name = "demo")
+bazel_dep(name = "greet", version = "1.0")
+bazel_dep(name = "words", version = "2.0")
+`
+	ws.write("MODULE.bazel", root)
+	ws.write(".bazelrc", "common --registry=file://"+reg+"\n")
+	ws.write("rg/BUILD.bazel", `genrule(name = "g", srcs = ["@greet//:msg.txt", "@words//:msg.txt"], outs = ["g.txt"], cmd = "cat $(SRCS) > $@")
+`)
+	ws.mustRbs("build", "//rg:g")
+	if got := ws.read("rbs-bin/rg/g.txt"); got != "greet 1.1\npatched words\n" {
+		t.Fatalf("g.txt holds %q: want greet 1.1, which words asks for, over the root's 1.0", got)
+	}
+	ws.write("MODULE.bazel", root+`single_version_override(module_name = "greet", version = "1.0")
+`)
+	ws.mustRbs("build", "//rg:g")
+	if got := ws.read("rbs-bin/rg/g.txt"); got != "greet 1.0\npatched words\n" {
+		t.Fatalf("after single_version_override, g.txt holds %q", got)
+	}
+	url, integrity := archive("greet-fork", map[string]string{"BUILD.bazel": build, "msg.txt": "greet from an archive\n"})
+	ws.write("MODULE.bazel", root+fmt.Sprintf(`archive_override(module_name = "greet", urls = [%q], integrity = %q, strip_prefix = "greet-fork")
+`, url, integrity))
+	ws.mustRbs("build", "//rg:g")
+	if got := ws.read("rbs-bin/rg/g.txt"); got != "greet from an archive\npatched words\n" {
+		t.Fatalf("after archive_override, g.txt holds %q", got)
+	}
+	ws.write("MODULE.bazel", root+`bazel_dep(name = "absent", version = "9.9")
+`)
+	out, err := ws.rbs("", "build", "//rg:g")
+	if err == nil || !strings.Contains(out, "bazel_dep absent 9.9: no registry has absent 9.9") {
+		t.Fatalf("a module no registry has: %v\n%s", err, out)
 	}
 }

@@ -59,13 +59,15 @@ type Options struct {
 	// Stamp keeps, for each build that succeeds, the state of the files
 	// it read and wrote (see UpToDate and Remember): rbs build's.
 	Stamp bool
-	// Defines, Settings, CompilationMode, ExtraToolchains, Copts and
-	// Features are the rest of the configuration (rules.Config).
+	// Defines, Settings, CompilationMode, ExtraToolchains, Copts,
+	// Features and Registries are the rest of the configuration
+	// (rules.Config).
 	Defines         map[string]string
 	Settings        map[string]string
 	CompilationMode string
 	ExtraToolchains []string
 	Copts, Features []string
+	Registries      []string
 }
 
 // Session is one command in a workspace.
@@ -131,7 +133,7 @@ func Open(opts Options) (*Session, error) {
 		return nil, err
 	}
 	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode,
-		ExtraToolchains: opts.ExtraToolchains, Copts: opts.Copts, Features: opts.Features, RepoDir: repos, Debug: debug})
+		ExtraToolchains: opts.ExtraToolchains, Copts: opts.Copts, Features: opts.Features, RepoDir: repos, Registries: opts.Registries, Debug: debug})
 	if err != nil {
 		return nil, err
 	}
