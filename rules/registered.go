@@ -71,7 +71,7 @@ func readRegistrations(root string) (registrations, error) {
 
 // moduleCalls are the MODULE.bazel functions that rbs takes without
 // acting on them yet.
-var moduleCalls = []string{"multiple_version_override", "git_override", "inject_repo", "override_repo", "include"}
+var moduleCalls = []string{"multiple_version_override", "git_override", "inject_repo", "override_repo", "include", "flag_alias"}
 
 // readModule evaluates a MODULE.bazel, if there is one. A bazel_dep with
 // a local_path_override is a repository in that directory, under the

@@ -115,7 +115,7 @@ func (l *Loader) ReadFile(repo, p string) ([]byte, error) {
 			names = append(names, "@"+r)
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("unknown repository @%s: rbs fetches no external repositories; it provides %s, whose files give rbs's own rules", repo, strings.Join(names, ", "))
+		return nil, fmt.Errorf("unknown repository @%s: no local_repository, repository rule, bazel_dep with a local_path_override or --registry declares it; the repositories are %s", repo, strings.Join(names, ", "))
 	}
 	return fs.ReadFile(fsys, p)
 }
