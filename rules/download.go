@@ -173,16 +173,28 @@ func readBounded(what string, r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
-// urlArgs reads download's url argument: a string or a list of them.
-func urlArgs(fn string, v starlark.Value) ([]string, error) {
-	if s, ok := starlark.AsString(v); ok {
-		return []string{s}, nil
+// downloadArgs reads the url (a string or a list of them), sha256 and
+// integrity arguments of fn, and downloads: the URLs, and the content's
+// path in the repository cache and its sha256.
+func (c *repoContext) downloadArgs(fn string, urlv starlark.Value, sha, integrity string) ([]string, string, string, error) {
+	urls := []string{}
+	if s, ok := starlark.AsString(urlv); ok {
+		urls = append(urls, s)
+	} else {
+		var err error
+		if urls, err = stringList(urlv); err != nil {
+			return nil, "", "", fmt.Errorf("%s: url: %v", fn, err)
+		}
 	}
-	urls, err := stringList(v)
+	sum, err := parseChecksum(sha, integrity)
 	if err != nil {
-		return nil, fmt.Errorf("%s: url: %v", fn, err)
+		return nil, "", "", fmt.Errorf("%s: %v", fn, err)
 	}
-	return urls, nil
+	src, got, err := c.download(urls, sum)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("%s: %v", fn, err)
+	}
+	return urls, src, got, nil
 }
 
 // downloadResult is what download returns: struct(success, sha256,
@@ -206,13 +218,9 @@ func (c *repoContext) downloadBuiltin(_ *starlark.Thread, b *starlark.Builtin, a
 		"allow_fail?", &allowFail, "canonical_id?", &canonicalID, "auth?", &authv, "headers?", &headers, "integrity?", &integrity, "block?", &block); err != nil {
 		return nil, err
 	}
-	urls, err := urlArgs(b.Name(), urlv)
+	urls, src, got, err := c.downloadArgs(b.Name(), urlv, sha, integrity)
 	if err != nil {
 		return nil, err
-	}
-	sum, err := parseChecksum(sha, integrity)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", b.Name(), err)
 	}
 	if o, _ := starlark.AsString(output); o == "" {
 		output = starlark.String(path.Base(urls[0]))
@@ -220,10 +228,6 @@ func (c *repoContext) downloadBuiltin(_ *starlark.Thread, b *starlark.Builtin, a
 	dst, err := c.writable(b.Name(), output)
 	if err != nil {
 		return nil, err
-	}
-	src, got, err := c.download(urls, sum)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", b.Name(), err)
 	}
 	content, err := os.ReadFile(src)
 	if err != nil {
@@ -246,17 +250,9 @@ func (c *repoContext) downloadAndExtract(_ *starlark.Thread, b *starlark.Builtin
 		"auth?", &authv, "headers?", &headers, "integrity?", &integrity, "rename_files?", &rename); err != nil {
 		return nil, err
 	}
-	urls, err := urlArgs(b.Name(), urlv)
+	urls, src, got, err := c.downloadArgs(b.Name(), urlv, sha, integrity)
 	if err != nil {
 		return nil, err
-	}
-	sum, err := parseChecksum(sha, integrity)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", b.Name(), err)
-	}
-	src, got, err := c.download(urls, sum)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", b.Name(), err)
 	}
 	dst, err := c.writable(b.Name(), output)
 	if err != nil {
