@@ -69,7 +69,7 @@ for r in 1 2 3; do
   time_it bazel-edit bz build //...
 done
 grep -h "Built\|processes" "$work/rbs-edit.out" "$work/bazel-edit.out" | sed 's/^/  /' >&2
-[ "$(cat "$work/rbs-ws/rbs-out/bin/p1/e.txt")" = "$(printf 'edit 3\ne')" ] || { echo "rbs built p1/e.txt wrong" >&2; exit 1; }
+[ "$(cat "$work/rbs-ws/rbs-bin/p1/e.txt")" = "$(printf 'edit 3\ne')" ] || { echo "rbs built p1/e.txt wrong" >&2; exit 1; }
 
 ratio() { awk -v b="$1" -v r="$2" 'BEGIN{printf "%.1fx", b/r}'; }
 row() {

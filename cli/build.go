@@ -31,7 +31,7 @@ type BuildFlags struct {
 	RemoteCache     string       `name:"remote_cache" aliases:"remote-cache" help:"Run actions locally, sharing results through the REAPI cache at this address."`
 	TokenFile       string       `name:"token-file" help:"File holding the bearer token of --remote (default: $RBS_REMOTE_TOKEN)." type:"existingfile"`
 	TLSCA           string       `name:"tls-ca" help:"CA of --remote's certificate." type:"existingfile"`
-	Platform        platformFlag `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/OS-ARCH/bin (this machine's to rbs-out/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
+	Platform        platformFlag `help:"Target platform, OS-ARCH such as linux-x86_64 or linux-arm64 (default: this machine's). Its outputs go to rbs-out/CPU-MODE/bin as Bazel names it (rbs-out/aarch64-fastbuild/bin), and remote actions run on workers of that platform." env:"RBS_TARGET_PLATFORM"`
 	Define          []string     `help:"NAME=VALUE for config_setting's define_values and values = {\"define\": ...}, and a make variable (ctx.var). Repeatable." placeholder:"NAME=VALUE"`
 	Mode            string       `name:"compilation_mode" aliases:"compilation-mode" short:"c" help:"fastbuild, dbg or opt, for config_setting's values = {\"compilation_mode\": ...} and $(COMPILATION_MODE)." default:"fastbuild"`
 	Copt            []string     `help:"A flag for every C and C++ compilation (ctx.fragments.cpp.copts). Repeatable." placeholder:"FLAG"`
@@ -217,7 +217,7 @@ func (c *BuildCmd) run(ctx context.Context, s *session.Session) error {
 	st := sum.Stats
 	fmt.Println(c.built(len(sum.Targets), st.Total, st.Executed, st.Cached) + ".")
 	var outputs strings.Builder
-	printOutputs(&outputs, sum.Targets)
+	printOutputs(&outputs, sum.Targets, s.Shown)
 	fmt.Print(outputs.String())
 	return s.Remember(sum, outputs.String())
 }
@@ -236,8 +236,8 @@ func (c *BuildCmd) built(targets, actions, executed, cached int) string {
 const maxOutputTargets = 10
 
 // printOutputs lists the files of the targets built, at their paths from
-// the workspace root, as Bazel does.
-func printOutputs(w io.Writer, targets []*rules.Configured) {
+// the workspace root as shown shows them, as Bazel does.
+func printOutputs(w io.Writer, targets []*rules.Configured, shown func(*rules.File) string) {
 	for i, c := range targets {
 		if i == maxOutputTargets {
 			fmt.Fprintf(w, "(%s more not listed: name fewer to see their outputs)\n", units.Plural(len(targets)-i, "target", "targets"))
@@ -249,7 +249,7 @@ func printOutputs(w io.Writer, targets []*rules.Configured) {
 		}
 		fmt.Fprintf(w, "Target %s up-to-date:\n", c.Label)
 		for _, f := range c.Files {
-			fmt.Fprintf(w, "  %s\n", f.Path())
+			fmt.Fprintf(w, "  %s\n", shown(f))
 		}
 	}
 }

@@ -53,7 +53,7 @@ export XDG_CACHE_HOME="$work/cache"
 echo
 echo "== 1. rbs build //app:train_2node: the job target's manifest"
 "$rbs" build //app:train_2node
-cat rbs-out/bin/app/train_2node.job.json
+cat rbs-bin/app/train_2node.job.json
 
 echo
 echo "== 2. rbs job submit //app:train_2node on two workers, rank 0 failing once at epoch 5; the retry resumes from the checkpoint"

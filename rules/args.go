@@ -11,9 +11,15 @@ import (
 
 // Args is ctx.actions.args(): a command line built up by add calls, as
 // Bazel's Args builds it, and written to a param file when it asks for one
-// (use_param_file).
+// (use_param_file). The directories among add_all's and add_joined's
+// values are expanded, as Bazel expands them (expand_directories), when
+// the action runs: until then the Args is late, and holds them as
+// themselves.
 type Args struct {
 	items []string
+	// late makes items again with the directories expanded; nil when
+	// nothing is to be expanded.
+	late []lateWords
 	// paramArg is use_param_file's argument ("@%s"), "" when the args go
 	// on the command line; paramAlways is its use_always.
 	paramArg    string
@@ -31,6 +37,37 @@ func newArgs(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwarg
 		return nil, err
 	}
 	return &Args{paramFormat: "shell"}, nil
+}
+
+// Expander lists the files a directory output holds, once the action that
+// makes it has run.
+type Expander func(dir *File) ([]*File, error)
+
+// lateWords makes the words of items[at:at+n] with the directories
+// expanded.
+type lateWords struct {
+	at, n int
+	dirs  []*File
+	words func(Expander) ([]string, error)
+}
+
+// Expanded is the command line with the directories expanded by list.
+func (a *Args) Expanded(list Expander) ([]string, error) {
+	if len(a.late) == 0 {
+		return a.items, nil
+	}
+	var out []string
+	next := 0
+	for _, l := range a.late {
+		out = append(out, a.items[next:l.at]...)
+		words, err := l.words(list)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, words...)
+		next = l.at + l.n
+	}
+	return append(out, a.items[next:]...), nil
 }
 
 func (a *Args) String() string        { return fmt.Sprintf("Args(%q)", a.items) }
@@ -107,8 +144,8 @@ func (v *vector) params(more ...any) []any {
 		"omit_if_empty?", &v.omitIfEmpty, "uniquify?", &v.uniquify, "expand_directories?", &v.expandDirs, "allow_closure?", &v.allowClosure}, more...)
 }
 
-// strings returns the flag name ("" for none) and the values' strings.
-func (v *vector) strings(thread *starlark.Thread, fn string) (string, []string, error) {
+// list returns the flag name ("" for none) and the values.
+func (v *vector) list(fn string) (string, []starlark.Value, error) {
 	values, flag := v.name, ""
 	if v.values != nil {
 		flag, values = argString(v.name), v.values
@@ -124,9 +161,15 @@ func (v *vector) strings(thread *starlark.Thread, fn string) (string, []string, 
 	default:
 		return "", nil, fmt.Errorf("%s: want a list or depset of values, got %s", fn, values.Type())
 	}
+	return flag, list, nil
+}
+
+// strings is what the values in list make: map_each (given expand as its
+// directory expander), then uniquify, then format_each.
+func (v *vector) strings(thread *starlark.Thread, fn string, list []starlark.Value, expand Expander) ([]string, error) {
 	format, err := formatString(fn, "format_each", v.formatEach)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	var out []string
 	for _, x := range list {
@@ -134,9 +177,9 @@ func (v *vector) strings(thread *starlark.Thread, fn string) (string, []string, 
 			out = append(out, argString(x))
 			continue
 		}
-		mapped, err := mapEach(thread, fn, v.mapEach, x)
+		mapped, err := mapEach(thread, fn, v.mapEach, x, expand)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		out = append(out, mapped...)
 	}
@@ -151,20 +194,41 @@ func (v *vector) strings(thread *starlark.Thread, fn string) (string, []string, 
 	for i := range out {
 		out[i] = format.apply(out[i])
 	}
-	return flag, out, nil
+	return out, nil
+}
+
+// expandDirectories is list with each directory output replaced by the
+// files it holds, as expand lists them.
+func expandDirectories(list []starlark.Value, expand Expander) ([]starlark.Value, error) {
+	var out []starlark.Value
+	for _, x := range list {
+		f, ok := x.(*File)
+		if !ok || !f.IsDirectory {
+			out = append(out, x)
+			continue
+		}
+		files, err := expand(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range files {
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 // mapEach calls map_each on one value: it returns None (nothing), a string
 // or a list of strings. A function of two parameters is given Bazel's
-// directory expander as well.
-func mapEach(thread *starlark.Thread, fn string, f, x starlark.Value) ([]string, error) {
+// directory expander as well, which lists directories with expand.
+func mapEach(thread *starlark.Thread, fn string, f, x starlark.Value, expand Expander) ([]string, error) {
 	callable, ok := f.(starlark.Callable)
 	if !ok {
 		return nil, fmt.Errorf("%s: map_each must be a function, got %s", fn, f.Type())
 	}
 	args := starlark.Tuple{x}
 	if sf, ok := f.(*starlark.Function); ok && sf.NumParams() == 2 {
-		args = append(args, directoryExpander)
+		args = append(args, directoryExpander(expand))
 	}
 	ret, err := starlark.Call(thread, callable, args, nil)
 	if err != nil {
@@ -192,33 +256,74 @@ func mapEach(thread *starlark.Thread, fn string, f, x starlark.Value) ([]string,
 // directoryExpander is the second argument of a map_each of two
 // parameters: expand(file) gives the files a directory holds, and a file
 // itself otherwise. A directory's contents are known only once the action
-// that makes it has run, so during analysis it is given as itself.
-var directoryExpander = func() starlark.Value {
+// that makes it has run: during analysis (expand nil) a directory is given
+// as itself.
+func directoryExpander(list Expander) starlark.Value {
 	expand := starlark.NewBuiltin("expand", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var f *File
 		if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &f); err != nil {
 			return nil, err
 		}
-		return starlark.NewList([]starlark.Value{f}), nil
+		if !f.IsDirectory || list == nil {
+			return starlark.NewList([]starlark.Value{f}), nil
+		}
+		files, err := list(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", b.Name(), err)
+		}
+		out := make([]starlark.Value, len(files))
+		for i, g := range files {
+			out[i] = g
+		}
+		return starlark.NewList(out), nil
 	})
 	return starlarkstruct.FromStringDict(starlark.String("DirectoryExpander"), starlark.StringDict{"expand": expand})
-}()
+}
 
 // addTo appends to a the flag and what words makes of the values' strings,
 // unless there are none and omit_if_empty says to add nothing.
 func (v *vector) addTo(thread *starlark.Thread, fn string, a *Args, words func([]string) []string) (starlark.Value, error) {
-	flag, items, err := v.strings(thread, fn)
+	flag, list, err := v.list(fn)
 	if err != nil {
 		return nil, err
 	}
-	if len(items) == 0 && v.omitIfEmpty {
-		return starlark.None, nil
+	build := func(thread *starlark.Thread, list []starlark.Value, expand Expander) ([]string, error) {
+		items, err := v.strings(thread, fn, list, expand)
+		if err != nil || len(items) == 0 && v.omitIfEmpty {
+			return nil, err
+		}
+		if flag != "" {
+			return append([]string{flag}, words(items)...), nil
+		}
+		return words(items), nil
 	}
-	if flag != "" {
-		a.items = append(a.items, flag)
+	now, err := build(thread, list, nil)
+	if err != nil {
+		return nil, err
 	}
-	a.items = append(a.items, words(items)...)
+	if v.expandDirs && slices.ContainsFunc(list, isDirectory) {
+		var dirs []*File
+		for _, x := range list {
+			if isDirectory(x) {
+				dirs = append(dirs, x.(*File))
+			}
+		}
+		a.late = append(a.late, lateWords{at: len(a.items), n: len(now), dirs: dirs, words: func(expand Expander) ([]string, error) {
+			expanded, err := expandDirectories(list, expand)
+			if err != nil {
+				return nil, err
+			}
+			return build(&starlark.Thread{Name: fn}, expanded, expand)
+		}})
+	}
+	a.items = append(a.items, now...)
 	return starlark.None, nil
+}
+
+// isDirectory says whether x is a directory output (declare_directory).
+func isDirectory(x starlark.Value) bool {
+	f, ok := x.(*File)
+	return ok && f.IsDirectory
 }
 
 // addAll is Args.add_all.
@@ -288,31 +393,48 @@ func (a *Args) setParamFileFormat(_ *starlark.Thread, b *starlark.Builtin, args 
 	return a, nil
 }
 
-// fileContent is the args as a param file holds them, in their format:
+// fileContent is items, the args, as a param file holds them, in their format:
 // shell, an argument a line, quoted as a shell needs; multiline, as they
 // are; flag_per_line, as Bazel 4.2.3 writes it, the first argument, "="
 // and the others joined by spaces, on one line.
-func (a *Args) fileContent() string {
+func (a *Args) fileContent(items []string) string {
 	var b strings.Builder
 	switch a.paramFormat {
 	case "flag_per_line":
-		if len(a.items) > 0 {
-			b.WriteString(a.items[0])
-			if len(a.items) > 1 {
-				b.WriteString("=" + strings.Join(a.items[1:], " "))
+		if len(items) > 0 {
+			b.WriteString(items[0])
+			if len(items) > 1 {
+				b.WriteString("=" + strings.Join(items[1:], " "))
 			}
 			b.WriteString("\n")
 		}
 	case "multiline":
-		for _, s := range a.items {
+		for _, s := range items {
 			b.WriteString(s + "\n")
 		}
 	default:
-		for _, s := range a.items {
+		for _, s := range items {
 			b.WriteString(shellQuote(s) + "\n")
 		}
 	}
 	return b.String()
+}
+
+// writeAction is the action that writes the args, in their format, to
+// out: when it runs, after the directories they expand are made, if they
+// expand any.
+func (a *Args) writeAction(out *File, executable bool) *Action {
+	act := &Action{Mnemonic: "FileWrite", Outputs: []*File{out}, Write: true, Content: a.fileContent(a.items), Executable: executable}
+	for _, l := range a.late {
+		act.Inputs = append(act.Inputs, l.dirs...)
+	}
+	if len(a.late) > 0 {
+		act.LateContent = func(list Expander) (string, error) {
+			items, err := a.Expanded(list)
+			return a.fileContent(items), err
+		}
+	}
+	return act
 }
 
 // shellQuote quotes s for a shell as Bazel's ShellEscaper does: as it is
@@ -339,8 +461,9 @@ const paramFileThreshold = 32768
 // whole command line is longer than paramFileThreshold: each part becomes
 // its param_file_arg with the file's path, and the file, named after act's
 // first output as Bazel names it (OUTPUT-0.params, -1, …), an input of
-// act written by an action of this target.
-func (c *ruleContext) paramFiles(act *Action, l *starlark.List, parts [][]string, withFiles []int) error {
+// act written by an action of this target. A part so replaced leaves late,
+// the parts that expand directories when act runs: its file does.
+func (c *ruleContext) paramFiles(act *Action, l *starlark.List, parts [][]string, withFiles []int, late map[int]*Args) error {
 	total := 0
 	for _, s := range act.Args {
 		total += len(s) + 1
@@ -364,11 +487,12 @@ func (c *ruleContext) paramFiles(act *Action, l *starlark.List, parts [][]string
 		if err != nil {
 			return err
 		}
-		if err := c.addAction(&Action{Mnemonic: "FileWrite", Outputs: []*File{f}, Write: true, Content: args.fileContent()}); err != nil {
+		if err := c.addAction(args.writeAction(f, false)); err != nil {
 			return err
 		}
 		act.Inputs = append(act.Inputs, f)
 		parts[i] = []string{strings.Replace(args.paramArg, "%s", f.Path(), 1)}
+		delete(late, i)
 	}
 	return nil
 }

@@ -10,8 +10,8 @@ import (
 
 // TestArgs builds command lines and param files with ctx.actions.args()
 // and compares them with what Bazel 4.2.3 makes of the same calls (its
-// aquery and the param files it wrote), paths aside: Bazel's
-// bazel-out/k8-fastbuild/bin is rbs's rbs-out/bin.
+// aquery and the param files it wrote), the output root aside: Bazel's
+// bazel-out/k8-fastbuild/bin is rbs's rbs-out/k8-fastbuild/bin.
 func TestArgs(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -47,9 +47,9 @@ func TestArgs(t *testing.T) {
     args.add_all([1, True, ctx.label])
     ctx.actions.run(outputs = [out], inputs = [f1], executable = "/bin/true", arguments = [args])
 `,
-			argv: []string{"plain", "--flag", "v", "--fmt", "<v>", "rbs-out/bin/f1.txt", "--empty2", "--list", "-b", "[x]", "-b", "[y]",
+			argv: []string{"plain", "--flag", "v", "--fmt", "<v>", "rbs-out/k8-fastbuild/bin/f1.txt", "--empty2", "--list", "-b", "[x]", "-b", "[y]",
 				"A", "B", "A2", "p", "q", "n2a", "n2b", "--term", "t", "--end", "--joined", "j1,j2", "--jempty2", "", "--jf", "{(a):(b)}",
-				"rbs-out/bin/f1.txt", "1", "true", "//:s"},
+				"rbs-out/k8-fastbuild/bin/f1.txt", "1", "true", "//:s"},
 		},
 		{
 			name: "a param file always, in the shell format, named after the first output",
@@ -60,8 +60,8 @@ func TestArgs(t *testing.T) {
     pa.set_param_file_format("shell")
     ctx.actions.run(outputs = [out], executable = "/bin/true", arguments = ["first", pa])
 `,
-			argv:  []string{"first", "@rbs-out/bin/s.out-0.params"},
-			files: map[string]string{"rbs-out/bin/s.out-0.params": "p1\n'p 2'\n'p'\\''3'\n"},
+			argv:  []string{"first", "@rbs-out/k8-fastbuild/bin/s.out-0.params"},
+			files: map[string]string{"rbs-out/k8-fastbuild/bin/s.out-0.params": "p1\n'p 2'\n'p'\\''3'\n"},
 		},
 		{
 			name: "a param file only for a long command line",
@@ -75,8 +75,8 @@ func TestArgs(t *testing.T) {
     long.set_param_file_format("multiline")
     ctx.actions.run(outputs = [out], executable = "/bin/true", arguments = [short, long])
 `,
-			argv:  []string{"--flagfile=rbs-out/bin/s.out-0.params", "--flagfile=rbs-out/bin/s.out-1.params"},
-			files: map[string]string{"rbs-out/bin/s.out-0.params": "x\n", "rbs-out/bin/s.out-1.params": strings.Repeat(strings.Repeat("y", 1000)+"\n", 40)},
+			argv:  []string{"--flagfile=rbs-out/k8-fastbuild/bin/s.out-0.params", "--flagfile=rbs-out/k8-fastbuild/bin/s.out-1.params"},
+			files: map[string]string{"rbs-out/k8-fastbuild/bin/s.out-0.params": "x\n", "rbs-out/k8-fastbuild/bin/s.out-1.params": strings.Repeat(strings.Repeat("y", 1000)+"\n", 40)},
 		},
 		{
 			name: "a short command line keeps its args",
@@ -100,10 +100,10 @@ func TestArgs(t *testing.T) {
     ctx.actions.write(out, "")
 `,
 			files: map[string]string{
-				"rbs-out/bin/w-None.txt":          "--a\n1\n--b\n'x y'\n--c\n'--d=e'\nplain\n'p'\\''q'\n",
-				"rbs-out/bin/w-shell.txt":         "--a\n1\n--b\n'x y'\n--c\n'--d=e'\nplain\n'p'\\''q'\n",
-				"rbs-out/bin/w-multiline.txt":     "--a\n1\n--b\nx y\n--c\n--d=e\nplain\np'q\n",
-				"rbs-out/bin/w-flag_per_line.txt": "--a=1 --b x y --c --d=e plain p'q\n",
+				"rbs-out/k8-fastbuild/bin/w-None.txt":          "--a\n1\n--b\n'x y'\n--c\n'--d=e'\nplain\n'p'\\''q'\n",
+				"rbs-out/k8-fastbuild/bin/w-shell.txt":         "--a\n1\n--b\n'x y'\n--c\n'--d=e'\nplain\n'p'\\''q'\n",
+				"rbs-out/k8-fastbuild/bin/w-multiline.txt":     "--a\n1\n--b\nx y\n--c\n--d=e\nplain\np'q\n",
+				"rbs-out/k8-fastbuild/bin/w-flag_per_line.txt": "--a=1 --b x y --c --d=e plain p'q\n",
 			},
 		},
 	} {
@@ -135,7 +135,7 @@ show = rule(implementation = _impl)
 				t.Fatal(err)
 			}
 			if c.argv != nil {
-				act := an.Producer["rbs-out/bin/s.out"]
+				act := an.Producer["rbs-out/k8-fastbuild/bin/s.out"]
 				if act == nil || len(act.Args) == 0 {
 					t.Fatalf("no action makes s.out")
 				}
@@ -151,7 +151,7 @@ show = rule(implementation = _impl)
 				if act.Content != want {
 					t.Fatalf("%s holds\n%q\nwant\n%q", p, act.Content, want)
 				}
-				if s := an.Producer["rbs-out/bin/s.out"]; strings.HasSuffix(p, ".params") && !slices.Contains(s.Inputs, act.Outputs[0]) {
+				if s := an.Producer["rbs-out/k8-fastbuild/bin/s.out"]; strings.HasSuffix(p, ".params") && !slices.Contains(s.Inputs, act.Outputs[0]) {
 					t.Fatalf("the param file %s is not an input of the action", p)
 				}
 			}

@@ -197,7 +197,7 @@ func (an *analyzer) ccScanIncludes(_ *starlark.Thread, b *starlark.Builtin, args
 	if err != nil {
 		return nil, fmt.Errorf("%s: includes: %v", b.Name(), err)
 	}
-	quoteRoots := append([]string{".", an.ws.binDir()}, search...)
+	quoteRoots := append([]string{".", an.ws.BinDir()}, search...)
 	var used []starlark.Value
 	seen := map[string]bool{}
 	queue := []*File{src}

@@ -20,6 +20,9 @@ type Action struct {
 	Mnemonic string
 	Progress string
 	Args     []string
+	// LateArgs, when set, makes Args again when the action runs, with the
+	// directories its Args expand listed (Args holds them as themselves).
+	LateArgs func(Expander) ([]string, error)
 	Env      map[string]string
 	Inputs   []*File
 	Outputs  []*File
@@ -27,8 +30,11 @@ type Action struct {
 	// from another file, Copy, read when the action runs, with
 	// Substitutions made in it in order (expand_template); neither runs a
 	// process.
-	Write         bool
-	Content       string
+	Write   bool
+	Content string
+	// LateContent, when set, makes Content again when the action runs, as
+	// LateArgs makes Args.
+	LateContent   func(Expander) (string, error)
 	Copy          *File
 	Substitutions []Substitution
 	Executable    bool
@@ -127,7 +133,7 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 	case "workspace_name":
 		return starlark.String(c.an.ws.Name), nil
 	case "bin_dir", "genfiles_dir":
-		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(c.an.ws.binDir())}), nil
+		return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{"path": starlark.String(c.an.ws.BinDir())}), nil
 	case "build_file_path":
 		return starlark.String(path.Join(c.pkg.Name, "BUILD")), nil
 	case "var":
@@ -353,7 +359,7 @@ func (c *ruleContext) declare(name string, dir bool) (*File, error) {
 	if f, ok := c.declared[short]; ok {
 		return f, nil
 	}
-	f := &File{ShortPath: short, Generated: true, Bin: c.an.ws.binDir(), Owner: c.def.Label, IsDirectory: dir}
+	f := &File{ShortPath: short, Generated: true, Bin: c.an.ws.BinDir(), Owner: c.def.Label, IsDirectory: dir}
 	c.declared[short] = f
 	return f, nil
 }
@@ -408,7 +414,7 @@ func (c *ruleContext) write(_ *starlark.Thread, b *starlark.Builtin, args starla
 		if !isArgs {
 			return nil, fmt.Errorf("write: content must be a string or Args, got %s", content.Type())
 		}
-		text = a.fileContent()
+		return starlark.None, c.addAction(a.writeAction(out, executable))
 	}
 	return starlark.None, c.addAction(&Action{Mnemonic: "FileWrite", Outputs: []*File{out}, Write: true, Content: text, Executable: executable})
 }
@@ -543,22 +549,28 @@ func fileList(what string, v starlark.Value) ([]*File, error) {
 
 // argStrings is the command line the list v gives: strings, Files (their
 // paths) and Args. An Args that asks for a param file gets one (see
-// paramFiles) when act, the action it is for, is given.
-func (c *ruleContext) argStrings(v starlark.Value, act *Action) ([]string, error) {
+// paramFiles) when act, the action it is for, is given. late, when not
+// nil, makes the command line again with the directories its Args expand
+// listed, when the action runs.
+func (c *ruleContext) argStrings(v starlark.Value, act *Action) (args []string, late func(Expander) ([]string, error), err error) {
 	l, ok := v.(*starlark.List)
 	if v == nil || v == starlark.None {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if !ok {
-		return nil, fmt.Errorf("arguments: want a list, got %s", v.Type())
+		return nil, nil, fmt.Errorf("arguments: want a list, got %s", v.Type())
 	}
 	var parts [][]string
-	var withFiles []int // the parts of Args that may go to a param file
+	var withFiles []int          // the parts of Args that may go to a param file
+	lateParts := map[int]*Args{} // the parts that expand directories
 	for i := 0; i < l.Len(); i++ {
 		switch e := l.Index(i).(type) {
 		case *Args:
 			if e.paramArg != "" && act != nil {
 				withFiles = append(withFiles, len(parts))
+			}
+			if len(e.late) > 0 {
+				lateParts[len(parts)] = e
 			}
 			parts = append(parts, e.items)
 		default:
@@ -566,15 +578,42 @@ func (c *ruleContext) argStrings(v starlark.Value, act *Action) ([]string, error
 		}
 	}
 	if len(withFiles) > 0 {
-		if err := c.paramFiles(act, l, parts, withFiles); err != nil {
-			return nil, err
+		if err := c.paramFiles(act, l, parts, withFiles, lateParts); err != nil {
+			return nil, nil, err
 		}
 	}
-	var out []string
 	for _, p := range parts {
-		out = append(out, p...)
+		args = append(args, p...)
 	}
-	return out, nil
+	if len(lateParts) == 0 {
+		return args, nil, nil
+	}
+	return args, func(list Expander) ([]string, error) {
+		var out []string
+		for i, p := range parts {
+			if a := lateParts[i]; a != nil {
+				words, err := a.Expanded(list)
+				if err != nil {
+					return nil, err
+				}
+				p = words
+			}
+			out = append(out, p...)
+		}
+		return out, nil
+	}, nil
+}
+
+// setArgs sets act's command line: prefix, then rest, which late (when not
+// nil) makes again when the action runs (see argStrings).
+func setArgs(act *Action, prefix, rest []string, late func(Expander) ([]string, error)) {
+	act.Args = append(slices.Clip(prefix), rest...)
+	if late != nil {
+		act.LateArgs = func(list Expander) ([]string, error) {
+			r, err := late(list)
+			return append(slices.Clip(prefix), r...), err
+		}
+	}
 }
 
 func (c *ruleContext) run(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -602,11 +641,11 @@ func (c *ruleContext) run(_ *starlark.Thread, b *starlark.Builtin, args starlark
 	default:
 		return nil, fmt.Errorf("run: executable must be a File or a string, got %s", executable.Type())
 	}
-	rest, err := c.argStrings(a.arguments, act)
+	rest, late, err := c.argStrings(a.arguments, act)
 	if err != nil {
 		return nil, fmt.Errorf("run: %v", err)
 	}
-	act.Args = append(act.Args, rest...)
+	setArgs(act, act.Args, rest, late)
 	return starlark.None, c.addAction(act)
 }
 
@@ -627,20 +666,21 @@ func (c *ruleContext) runShell(_ *starlark.Thread, b *starlark.Builtin, args sta
 	}
 	cmd, ok := starlark.AsString(command)
 	if !ok {
-		parts, err := c.argStrings(command, nil)
+		parts, _, err := c.argStrings(command, nil)
 		if err != nil || len(parts) == 0 {
 			return nil, fmt.Errorf("run_shell: command must be a string")
 		}
 		cmd = strings.Join(parts, " ")
 	}
-	rest, err := c.argStrings(a.arguments, act)
+	rest, late, err := c.argStrings(a.arguments, act)
 	if err != nil {
 		return nil, fmt.Errorf("run_shell: %v", err)
 	}
-	act.Args = append([]string{"/bin/bash", "-c", cmd}, rest...)
+	prefix := []string{"/bin/bash", "-c", cmd}
 	if len(rest) > 0 {
-		act.Args = append([]string{"/bin/bash", "-c", cmd, ""}, rest...)
+		prefix = append(prefix, "")
 	}
+	setArgs(act, prefix, rest, late)
 	return starlark.None, c.addAction(act)
 }
 

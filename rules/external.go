@@ -77,7 +77,7 @@ func (an *analyzer) externalFile(pkg *Package, l label.Label) (*Configured, erro
 	if dir, ok := an.ws.onDisk(pkg.Name); ok {
 		an.repoFiles = append(an.repoFiles, filepath.Join(dir, filepath.FromSlash(l.Name)))
 	}
-	f := &File{ShortPath: path.Join(pkg.Name, l.Name), Generated: true, Bin: an.ws.binDir(), Owner: l}
+	f := &File{ShortPath: path.Join(pkg.Name, l.Name), Generated: true, Bin: an.ws.BinDir(), Owner: l}
 	a := &Action{Owner: l, Mnemonic: "ExternalFile", Progress: "Writing " + f.ShortPath, Outputs: []*File{f}, Write: true, Content: string(b)}
 	if info, err := fs.Stat(pkg.fsys, path.Join(pkg.fsDir, l.Name)); err == nil && info.Mode()&0o111 != 0 {
 		a.Executable = true

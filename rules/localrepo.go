@@ -5,7 +5,7 @@ package rules
 // Their packages are evaluated from their directory, as rbs's own
 // repositories are from its files: package PKG of repository REPO is the
 // package external/REPO/PKG, a file of it is written into
-// rbs-out/bin/external/REPO/ when a target uses it, and a runfiles tree
+// rbs-out/CPU-MODE/bin/external/REPO/ when a target uses it, and a runfiles tree
 // holds it at REPO/PATH. A new_local_repository's BUILD file at its root
 // is the one its build_file or build_file_content gives.
 

@@ -159,20 +159,23 @@ func TestLoadResolution(t *testing.T) {
 }
 
 func TestBinDir(t *testing.T) {
-	other, _ := platform.Parse("linux-arm64")
-	if platform.Host() == other {
-		other, _ = platform.Parse("linux-x86_64")
-	}
 	for _, tc := range []struct {
-		p    platform.Platform
-		want string
+		p, mode, want string
 	}{
-		{platform.Platform{}, "rbs-out/bin"},
-		{platform.Host(), "rbs-out/bin"},
-		{other, "rbs-out/" + other.String() + "/bin"},
+		{"linux-x86_64", "", "rbs-out/k8-fastbuild/bin"},
+		{"linux-x86_64", "opt", "rbs-out/k8-opt/bin"},
+		{"linux-arm64", "dbg", "rbs-out/aarch64-dbg/bin"},
+		{"darwin-arm64", "fastbuild", "rbs-out/darwin_arm64-fastbuild/bin"},
 	} {
-		if got := BinDir(tc.p); got != tc.want {
-			t.Errorf("BinDir(%v) = %q; want %q", tc.p, got, tc.want)
+		p, err := platform.Parse(tc.p)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if got := BinDir(p, tc.mode); got != tc.want {
+			t.Errorf("BinDir(%v, %q) = %q; want %q", tc.p, tc.mode, got, tc.want)
+		}
+	}
+	if got, want := BinDir(platform.Platform{}, ""), BinDir(platform.Host(), "fastbuild"); got != want {
+		t.Errorf("BinDir of the zero platform = %q; want this machine's, %q", got, want)
 	}
 }

@@ -508,11 +508,11 @@ func labelsIn(v starlark.Value, pkg string) starlark.Value {
 
 // binDir is where w's generated files live, relative to the exec root:
 // rbs-out/OUTDIR/bin for a configuration a transition made, else BinDir.
-func (w *Workspace) binDir() string {
+func (w *Workspace) BinDir() string {
 	if w.outDir != "" {
 		return "rbs-out/" + w.outDir + "/bin"
 	}
-	return BinDir(w.Platform)
+	return BinDir(w.Platform, w.compilationMode())
 }
 
 // incoming is the configuration target def's rule transition makes.

@@ -149,15 +149,19 @@ var (
 	_ starlark.Comparable = (*File)(nil)
 )
 
-// BinDir is where the generated files of a build for p live, relative to
-// the exec root: rbs-out/bin for this machine's platform, and
-// rbs-out/PLATFORM/bin (rbs-out/linux-arm64/bin) for another, so that each
-// platform's outputs are kept apart.
-func BinDir(p platform.Platform) string {
-	if p.IsZero() || p == platform.Host() {
-		return "rbs-out/bin"
+// BinDir is where the generated files of a build for p in compilation mode
+// mode live, relative to the exec root, named as Bazel names its output
+// directories: rbs-out/k8-fastbuild/bin for this machine (x86_64) in the
+// default mode, rbs-out/aarch64-opt/bin for linux-arm64 with -c opt. Each
+// platform's and mode's outputs are so kept apart.
+func BinDir(p platform.Platform, mode string) string {
+	if p.IsZero() {
+		p = platform.Host()
 	}
-	return "rbs-out/" + p.String() + "/bin"
+	if mode == "" {
+		mode = "fastbuild"
+	}
+	return "rbs-out/" + cpuValue(p) + "-" + mode + "/bin"
 }
 
 // Path is the exec path: where the file is relative to the exec root.

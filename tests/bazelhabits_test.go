@@ -29,7 +29,7 @@ func TestBuildSummary(t *testing.T) {
 	for _, want := range []string{
 		"executing locally\n",
 		"Built 1 target: 2 actions, 2 executed locally, 0 cached.\n",
-		"Target //app:count up-to-date:\n  rbs-out/bin/app/count.txt\n",
+		"Target //app:count up-to-date:\n  rbs-bin/app/count.txt\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("build //app:count: no %q in:\n%s", want, out)
@@ -70,7 +70,7 @@ func TestBuildRemoteFromEnv(t *testing.T) {
 	}
 	// The hyphenated spelling of --remote_cache.
 	other := newWorkspace(t)
-	out = other.mustRbs("build", "--remote-cache", srv.Addr, "--compilation-mode", "opt", "//app:count")
+	out = other.mustRbs("build", "--remote-cache", srv.Addr, "--compilation-mode", "fastbuild", "//app:count")
 	for _, want := range []string{"executing locally, caching on " + srv.Addr + " (remote cache)\n", "2 actions, 0 executed locally, 2 cached."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("build --remote-cache: no %q in:\n%s", want, out)
@@ -95,7 +95,7 @@ sh_test(name = "passes", srcs = ["passes.sh"], data = [":good"])
 	if err == nil || !strings.Contains(out, "failed actions: 1; not run, as they depend on them: 1") {
 		t.Fatalf("build -k: %v\n%s", err, out)
 	}
-	if got := w.read("rbs-out/bin/broken/good.txt"); got != "good\n" {
+	if got := w.read("rbs-bin/broken/good.txt"); got != "good\n" {
 		t.Fatalf("build -k did not build what does not depend on the failure: %q", got)
 	}
 	out, err = w.rbs("", "test", "-k", "--test_output=errors", "//broken:all")

@@ -16,6 +16,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rules"
 )
 
 // A workspace written for Bazel: rules loaded from @rules_shell and
@@ -59,15 +62,15 @@ genrule(name = "vars", outs = ["vars.txt"], cmd = "echo $(WHO) $(COMPILATION_MOD
 	ws.write("hello/say.sh", "#!/bin/sh\ncat hello/gen/mode.txt hello/word.txt\n")
 
 	ws.mustRbs("build", "//hello:mode", "//hello:word")
-	if got := ws.read("rbs-out/bin/hello/gen/mode.txt") + ws.read("rbs-out/bin/hello/word.txt"); got != "development\nhello\n" {
+	if got := ws.read("rbs-bin/hello/gen/mode.txt") + ws.read("rbs-bin/hello/word.txt"); got != "development\nhello\n" {
 		t.Fatalf("default configuration built %q", got)
 	}
 	ws.mustRbs("build", "--define", "mode=prod", "--//cfg:greeting=bonjour", "//hello:mode", "//hello:word")
-	if got := ws.read("rbs-out/bin/hello/gen/mode.txt") + ws.read("rbs-out/bin/hello/word.txt"); got != "production\nbonjour\n" {
+	if got := ws.read("rbs-bin/hello/gen/mode.txt") + ws.read("rbs-bin/hello/word.txt"); got != "production\nbonjour\n" {
 		t.Fatalf("--define mode=prod --//cfg:greeting=bonjour built %q", got)
 	}
 	ws.mustRbs("build", "--define", "WHO=me", "-c", "opt", "//hello:vars")
-	if got := ws.read("rbs-out/bin/hello/vars.txt"); !strings.HasPrefix(got, "me opt\n") || len(got) != len("me opt\n")+1 {
+	if got := ws.read("rbs-bin/hello/vars.txt"); !strings.HasPrefix(got, "me opt\n") || len(got) != len("me opt\n")+1 {
 		t.Fatalf("a genrule's make variables gave %q", got)
 	}
 	if out := ws.mustRbs("run", "--define", "mode=prod", "//hello:say"); !strings.Contains(out, "production\nhello\n") {
@@ -132,10 +135,10 @@ pair(name = "twice", word = "again")
 	ws.write("asp/a.txt", "alpha\n")
 	ws.write("asp/b.txt", "beta\n")
 	ws.mustRbs("build", "//asp:all", "//asp:twice")
-	if a, b := ws.read("rbs-out/bin/asp/a.names"), ws.read("rbs-out/bin/asp/b.names"); a != "alpha\n" || b != "beta\n" {
+	if a, b := ws.read("rbs-bin/asp/a.names"), ws.read("rbs-bin/asp/b.names"); a != "alpha\n" || b != "beta\n" {
 		t.Fatalf("the aspect's outputs: %q, %q", a, b)
 	}
-	if got := ws.read("rbs-out/bin/asp/twice.txt"); got != "again\nagain\n" {
+	if got := ws.read("rbs-bin/asp/twice.txt"); got != "again\nagain\n" {
 		t.Fatalf("the macro's target built %q", got)
 	}
 }
@@ -158,6 +161,66 @@ source "${RUNFILES_DIR:-/dev/null}/$f" 2>/dev/null || \
 // cluster) and rbs run: under the main repository's name (_main, in a
 // workspace with a MODULE.bazel) and its module's, through the tree or its
 // manifest, with the data of their data, and at the paths of a rule's
+
+// Args expand the directories among their values when the action runs, as
+// Bazel's expand_directories does: format_each, add_joined, map_each with
+// the directory expander, a param file and ctx.actions.write of an Args.
+// The expected lines are what Bazel 4.2.3 wrote for the same workspace,
+// bazel-out read as rbs-out. After the directory's contents change, the
+// next build expands it again.
+func TestExpandDirectories(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write("d/defs.bzl", `def _expand(f, dir_expander):
+    return [g.basename + "!" for g in dir_expander.expand(f)]
+
+def _impl(ctx):
+    d = ctx.actions.declare_directory(ctx.label.name + "_tree")
+    ctx.actions.run_shell(outputs = [d], inputs = [ctx.file.names], command = "mkdir -p %s/sub && for n in $(cat %s); do echo $n > %s/$n; done" % (d.path, ctx.file.names.path, d.path))
+    out = ctx.actions.declare_file(ctx.label.name + ".txt")
+    args = ctx.actions.args()
+    args.add(out)
+    args.add_all([d], format_each = "--f=%s")
+    args.add_all("--no", [d], expand_directories = False)
+    args.add_joined("--j", [d, ctx.file.names], join_with = ",")
+    args.add_all([d], map_each = _expand)
+    pf = ctx.actions.args()
+    pf.use_param_file("@%s", use_always = True)
+    pf.set_param_file_format("multiline")
+    pf.add_all([d])
+    ctx.actions.run_shell(outputs = [out], inputs = [d], arguments = [args, pf],
+        command = 'o=$1; shift; for a in "$@"; do echo "$a"; done > $o; p=$(echo "$@" | tr " " "\\n" | grep "^@" | cut -c2-); cat $p >> $o')
+    w = ctx.actions.declare_file(ctx.label.name + ".written")
+    wa = ctx.actions.args()
+    wa.add_all([d])
+    ctx.actions.write(w, wa)
+    return [DefaultInfo(files = depset([out, w]))]
+
+expand = rule(implementation = _impl, attrs = {"names": attr.label(allow_single_file = True)})
+`)
+	ws.write("d/BUILD", `load(":defs.bzl", "expand")
+expand(name = "e", names = "names.txt")
+`)
+	ws.write("d/names.txt", "a.txt c.txt sub/b.txt\n")
+	ws.mustRbs("build", "//d:e")
+	bin := rules.BinDir(platform.Host(), "")
+	tree := bin + "/d/e_tree/"
+	want := "--f=" + tree + "a.txt\n--f=" + tree + "c.txt\n--f=" + tree + "sub/b.txt\n--no\n" + strings.TrimSuffix(tree, "/") + "\n" +
+		"--j\n" + tree + "a.txt," + tree + "c.txt," + tree + "sub/b.txt,d/names.txt\n" +
+		"a.txt!\nc.txt!\nb.txt!\n@" + bin + "/d/e.txt-0.params\n" +
+		tree + "a.txt\n" + tree + "c.txt\n" + tree + "sub/b.txt\n"
+	if got := ws.read("rbs-bin/d/e.txt"); got != want {
+		t.Errorf("the command line with directories expanded:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := ws.read("rbs-bin/d/e.written"), tree+"a.txt\n"+tree+"c.txt\n"+tree+"sub/b.txt\n"; got != want {
+		t.Errorf("ctx.actions.write of an Args: %q, want %q", got, want)
+	}
+	ws.write("d/names.txt", "z.txt\n")
+	ws.mustRbs("build", "//d:e")
+	if got, want := ws.read("rbs-bin/d/e.written"), tree+"z.txt\n"; got != want {
+		t.Errorf("after the directory changed, ctx.actions.write of an Args: %q, want %q", got, want)
+	}
+}
+
 // symlinks and root symlinks.
 func TestBashRunfilesLibrary(t *testing.T) {
 	ws := newWorkspace(t)

@@ -168,7 +168,7 @@ func TestBuildErrors(t *testing.T) {
 filegroup(name = "b", srcs = [":a"])`, `dependency cycle: //bad:a -> //bad:b -> //bad:a`},
 		{"output declared twice", `genrule(name = "a", outs = ["x"], cmd = "touch $@")
 genrule(name = "b", outs = ["x"], cmd = "touch $@")`, `output //bad:x is declared twice: by //bad:a and by //bad:b`},
-		{"writes outside its outputs", `genrule(name = "sneaky", outs = ["ok.txt"], cmd = "touch $@ rbs-out/bin/bad/extra.txt")`, `//bad:sneaky.*extra.txt.*not one of its declared outputs`},
+		{"writes outside its outputs", `genrule(name = "sneaky", outs = ["ok.txt"], cmd = "touch $@ $(RULEDIR)/extra.txt")`, `//bad:sneaky.*extra.txt.*not one of its declared outputs`},
 		{"missing output", `genrule(name = "lazy", outs = ["never.txt"], cmd = "true")`, `//bad:lazy.*never.txt`},
 		{"failing command", `genrule(name = "f", outs = ["f.txt"], cmd = "echo oops >&2; exit 3")`, `(?s)//bad:f.*exit 3.*oops`},
 		{"starlark error", `genrule(name = "g", outs = 3)`, `(?s)bad/BUILD.rbs:1:8.*outs`},

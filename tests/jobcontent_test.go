@@ -257,7 +257,7 @@ func TestJobInputsUploadWhatChanged(t *testing.T) {
 }
 
 // A target label among --inputs stages its outputs and runfiles, built
-// first, where rbs-out/bin has them: the py_binary runs on the worker as it
+// first, where rbs-bin has them: the py_binary runs on the worker as it
 // runs here.
 func TestJobInputsFromTarget(t *testing.T) {
 	requireTool(t, "python3")

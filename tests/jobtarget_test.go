@@ -36,7 +36,7 @@ func TestJobTarget(t *testing.T) {
 		InputRoot string   `json:"input_root"`
 		Memory    int64    `json:"memory_bytes"`
 	}
-	b, err := os.ReadFile(filepath.Join(ws, "rbs-out/bin/app/train.job.json"))
+	b, err := os.ReadFile(filepath.Join(ws, "rbs-bin/app/train.job.json"))
 	if err != nil || json.Unmarshal(b, &m) != nil || m.Version != 1 || m.Command[0] != "app/trainer" || m.InputRoot == "" || m.Memory != 1<<30 {
 		t.Fatalf("the manifest of //app:train: %v\n%s", err, b)
 	}

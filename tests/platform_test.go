@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rules"
 )
 
 // Target platforms on a cluster of two: a worker of this machine's platform
@@ -24,6 +25,7 @@ func TestTargetPlatform(t *testing.T) {
 		other, _ = platform.Parse("linux-x86_64")
 	}
 	p := other.String()
+	otherBin, hostBin := filepath.FromSlash(rules.BinDir(other, "")), filepath.FromSlash(rules.BinDir(platform.Host(), ""))
 	srv := startServer(t)
 	startWorker(t, srv, "native")
 	ws := t.TempDir()
@@ -59,7 +61,7 @@ func TestTargetPlatform(t *testing.T) {
 	var m struct {
 		Platform string `json:"platform"`
 	}
-	b, err := os.ReadFile(filepath.Join(ws, "rbs-out", p, "bin", "app", "prepare.job.json"))
+	b, err := os.ReadFile(filepath.Join(ws, otherBin, "app", "prepare.job.json"))
 	if err != nil || json.Unmarshal(b, &m) != nil || m.Platform != p {
 		t.Fatalf("the manifest built for %s: %v\n%s", p, err, b)
 	}
@@ -79,18 +81,18 @@ func TestTargetPlatform(t *testing.T) {
 	// On the cluster, the other platform's actions run on its worker; its
 	// outputs are kept apart from this machine's.
 	in(remote, "build", "--platform", p, "//app:words")
-	words := filepath.Join(ws, "rbs-out", p, "bin", "app", "words.txt")
+	words := filepath.Join(ws, otherBin, "app", "words.txt")
 	if b, err := os.ReadFile(words); err != nil || !strings.Contains(string(b), "\n") {
 		t.Fatalf("%s: %v %q", words, err, b)
 	}
-	if _, err := os.Stat(filepath.Join(ws, "rbs-out", "bin", "app", "words.txt")); !os.IsNotExist(err) {
-		t.Fatalf("a build for %s wrote this machine's rbs-out/bin: %v", p, err)
+	if _, err := os.Stat(filepath.Join(ws, hostBin, "app", "words.txt")); !os.IsNotExist(err) {
+		t.Fatalf("a build for %s wrote this machine's %s: %v", p, hostBin, err)
 	}
-	if link, err := os.Readlink(filepath.Join(ws, "rbs-bin")); err != nil || link != filepath.Join("rbs-out", p, "bin") {
+	if link, err := os.Readlink(filepath.Join(ws, "rbs-bin")); err != nil || link != otherBin {
 		t.Fatalf("rbs-bin points at %q, %v", link, err)
 	}
 	in(nil, "build", "//app:words")
-	if _, err := os.Stat(filepath.Join(ws, "rbs-out", "bin", "app", "words.txt")); err != nil {
+	if _, err := os.Stat(filepath.Join(ws, hostBin, "app", "words.txt")); err != nil {
 		t.Fatalf("this machine's build: %v", err)
 	}
 	if _, err := os.Stat(words); err != nil {

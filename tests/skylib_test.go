@@ -80,7 +80,7 @@ executable_template(
 			t.Fatal(err)
 		}
 	}
-	bin := "rbs-out/bin/pkg/"
+	bin := "rbs-bin/pkg/"
 	check := func(name, want string, executable bool) {
 		t.Helper()
 		if got := ws.read(bin + name); got != want {

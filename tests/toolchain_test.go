@@ -49,9 +49,9 @@ greet(name = "hi")
 		out  string
 		want string
 	}{
-		{[]string{"build", "--platform=linux-x86_64", "//tc:hi"}, "rbs-out/bin/tc/hi.txt", "hello from Linux\n"},
-		{[]string{"build", "--platform=darwin-arm64", "//tc:hi"}, "rbs-out/darwin-arm64/bin/tc/hi.txt", "hello from macOS\n"},
-		{[]string{"build", "--platform=linux-x86_64", "--extra_toolchains=//tc:special", "//tc:hi"}, "rbs-out/bin/tc/hi.txt", "hello, special\n"},
+		{[]string{"build", "--platform=linux-x86_64", "//tc:hi"}, "rbs-bin/tc/hi.txt", "hello from Linux\n"},
+		{[]string{"build", "--platform=darwin-arm64", "//tc:hi"}, "rbs-bin/tc/hi.txt", "hello from macOS\n"},
+		{[]string{"build", "--platform=linux-x86_64", "--extra_toolchains=//tc:special", "//tc:hi"}, "rbs-bin/tc/hi.txt", "hello, special\n"},
 	} {
 		w.mustRbs(c.args...)
 		if got := w.read(c.out); got != c.want {
@@ -59,7 +59,7 @@ greet(name = "hi")
 		}
 	}
 	w.mustRbs("build", "--platform=linux-x86_64", "//tc:hi")
-	if got := w.read("rbs-out/bin/tc/hi.txt"); got != "hello from Linux\n" {
+	if got := w.read("rbs-bin/tc/hi.txt"); got != "hello from Linux\n" {
 		t.Errorf("without --extra_toolchains again: %q", got)
 	}
 	// The registration is part of what the build read: editing it makes
@@ -68,7 +68,7 @@ greet(name = "hi")
 register_toolchains("//tc:special", "//tc:all")
 `)
 	w.mustRbs("build", "--platform=linux-x86_64", "//tc:hi")
-	if got := w.read("rbs-out/bin/tc/hi.txt"); got != "hello, special\n" {
+	if got := w.read("rbs-bin/tc/hi.txt"); got != "hello, special\n" {
 		t.Errorf("after MODULE.bazel registered //tc:special first: %q", got)
 	}
 	out := w.mustRbs("run", "--platform=linux-x86_64", "//tc:hi")

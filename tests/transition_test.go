@@ -63,7 +63,7 @@ int main(void) {
 `)
 	w.write("tr/runner.sh", "#!/bin/sh\n\"$1\" > \"$2\"\n")
 	out := w.mustRbs("build", "//tr:shipped", "//tr:hello")
-	if got := w.read("rbs-out/bin/tr/shipped.txt"); got != "from the transition (opt)\n" {
+	if got := w.read("rbs-bin/tr/shipped.txt"); got != "from the transition (opt)\n" {
 		t.Errorf("shipped.txt holds %q\n%s", got, out)
 	}
 	dirs, _ := filepath.Glob(filepath.Join(w.dir, "rbs-out", "*-opt-ST-*", "bin", "tr", "hello"))
@@ -79,7 +79,7 @@ int main(void) {
 	if !strings.Contains(plain, "plain\n") || strings.Contains(plain, "(opt)") {
 		t.Errorf("rbs run //tr:hello: %q", plain)
 	}
-	if _, err := os.Stat(filepath.Join(w.dir, "rbs-out", "bin", "tr", "hello")); err != nil {
+	if _, err := os.Stat(filepath.Join(w.dir, "rbs-bin", "tr", "hello")); err != nil {
 		t.Errorf("the untransitioned hello: %v", err)
 	}
 	// --copt on the command line reaches the build's own configuration.

@@ -31,7 +31,7 @@ genrule(name = "b", srcs = [":a"] + glob(["*.extra"]), outs = ["b.txt"], cmd = "
 		t.Fatalf("the first build was up to date:\n%s", out)
 	}
 	out := build("//fresh/...")
-	if !strings.Contains(out, upToDate) || !strings.Contains(out, "Target //fresh:b up-to-date:\n  rbs-out/bin/fresh/b.txt\n") {
+	if !strings.Contains(out, upToDate) || !strings.Contains(out, "Target //fresh:b up-to-date:\n  rbs-bin/fresh/b.txt\n") {
 		t.Fatalf("the same build again was not up to date, or did not list the outputs:\n%s", out)
 	}
 	if ran, cached := executed(t, out); ran != 0 || cached != 2 {
@@ -53,8 +53,8 @@ genrule(name = "b", srcs = [":a"] + glob(["*.extra"]), outs = ["b.txt"], cmd = "
 		}, nil, "two\ntwo\ntwo\n", false},
 		{"a file a glob matches added", func() { w.write("fresh/z.extra", "extra\n") }, nil, "two\ntwo\ntwo\nextra\n", false},
 		{"a source edited again", func() { w.write("fresh/z.extra", "more\n") }, nil, "two\ntwo\ntwo\nmore\n", true},
-		{"an output edited", func() { w.write("rbs-out/bin/fresh/b.txt", "tampered\n") }, nil, "two\ntwo\ntwo\nmore\n", false},
-		{"an output removed", func() { os.Remove(filepath.Join(w.dir, "rbs-out/bin/fresh/b.txt")) }, nil, "two\ntwo\ntwo\nmore\n", false},
+		{"an output edited", func() { w.write("rbs-bin/fresh/b.txt", "tampered\n") }, nil, "two\ntwo\ntwo\nmore\n", false},
+		{"an output removed", func() { os.Remove(filepath.Join(w.dir, "rbs-bin/fresh/b.txt")) }, nil, "two\ntwo\ntwo\nmore\n", false},
 		{"other flags", func() {}, []string{"--define", "x=1"}, "two\ntwo\ntwo\nmore\n", false},
 	} {
 		step.change()
@@ -65,7 +65,7 @@ genrule(name = "b", srcs = [":a"] + glob(["*.extra"]), outs = ["b.txt"], cmd = "
 		if got := strings.Contains(out, onlySources); got != step.onlySources {
 			t.Errorf("%s: the build ran only what changed sources feed: %v, want %v:\n%s", step.name, got, step.onlySources, out)
 		}
-		if got := w.read("rbs-out/bin/fresh/b.txt"); got != step.want {
+		if got := w.read("rbs-bin/fresh/b.txt"); got != step.want {
 			t.Errorf("%s: b.txt is %q, want %q", step.name, got, step.want)
 		}
 		if out := build(append(step.args, "//fresh/...")...); !strings.Contains(out, upToDate) {
@@ -75,7 +75,7 @@ genrule(name = "b", srcs = [":a"] + glob(["*.extra"]), outs = ["b.txt"], cmd = "
 
 	// A package added under the pattern is built.
 	w.write("fresh/sub/BUILD", `genrule(name = "c", outs = ["c.txt"], cmd = "echo c > $@")`+"\n")
-	if out := build("//fresh/..."); strings.Contains(out, upToDate) || w.read("rbs-out/bin/fresh/sub/c.txt") != "c\n" {
+	if out := build("//fresh/..."); strings.Contains(out, upToDate) || w.read("rbs-bin/fresh/sub/c.txt") != "c\n" {
 		t.Errorf("a new package: the build did not build it:\n%s", out)
 	}
 	// And the environment is part of what was asked.

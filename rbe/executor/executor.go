@@ -35,7 +35,7 @@ type Action struct {
 	// exec root.
 	Inputs []merkle.File
 	// Outputs are the declared output files, relative to the exec root
-	// (e.g. "rbs-out/bin/pkg/out.txt").
+	// (e.g. "rbs-out/k8-fastbuild/bin/pkg/out.txt").
 	Outputs []string
 	// OutputDirs are the declared output directories.
 	OutputDirs []string

@@ -343,7 +343,7 @@ func (l *Local) put(ctx context.Context, exec bool, d digest.Digest, open func()
 // file next to its inputs. What is written there is dropped with the
 // scratch directory: not an output, not cached. Anything else — a new entry
 // in the exec root, or in a directory holding only outputs or other
-// directories (next to a genrule's outs in rbs-out/bin/pkg) — is an error
+// directories (next to a genrule's outs in rbs-out/k8-fastbuild/bin/pkg) — is an error
 // naming it, as most likely an output the rule forgot to declare.
 func checkUndeclared(root string, a *Action, desc string) error {
 	known := map[string]bool{} // inputs and declared outputs: not looked into

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -250,7 +251,13 @@ func containsNode(ns []*node, n *node) bool {
 func (e *Engine) run(ctx context.Context, a *rules.Action) (ran, cached bool, err error) {
 	switch {
 	case a.Write:
-		return false, false, writeIfChanged(filepath.Join(e.Root, a.Outputs[0].Path()), []byte(a.Content), a.Executable)
+		content := a.Content
+		if a.LateContent != nil {
+			if content, err = a.LateContent(e.listDir); err != nil {
+				return false, false, fmt.Errorf("%s: %w", a.Description(), err)
+			}
+		}
+		return false, false, writeIfChanged(filepath.Join(e.Root, a.Outputs[0].Path()), []byte(content), a.Executable)
 	case a.Copy != nil:
 		b, err := os.ReadFile(filepath.Join(e.Root, a.Copy.Path()))
 		if err != nil {
@@ -259,6 +266,11 @@ func (e *Engine) run(ctx context.Context, a *rules.Action) (ran, cached bool, er
 		return false, false, writeIfChanged(filepath.Join(e.Root, a.Outputs[0].Path()), a.Substitute(b), a.Executable)
 	}
 	act := &executor.Action{Description: a.Description(), Args: a.Args, Env: a.Env, Platform: e.Platform}
+	if a.LateArgs != nil {
+		if act.Args, err = a.LateArgs(e.listDir); err != nil {
+			return false, false, fmt.Errorf("%s: %w", a.Description(), err)
+		}
+	}
 	if !a.Platform.IsZero() {
 		act.Platform = a.Platform.Properties()
 	}
@@ -282,6 +294,29 @@ func (e *Engine) run(ctx context.Context, a *rules.Action) (ran, cached bool, er
 		return true, false, &ActionError{Action: a, ExitCode: res.ExitCode, Output: string(res.Stdout) + string(res.Stderr)}
 	}
 	return !res.Cached, res.Cached, nil
+}
+
+// listDir lists the files the directory output dir holds, made by the
+// action that ran before, in path order: the Expander of Args that expand
+// directories.
+func (e *Engine) listDir(dir *rules.File) ([]*rules.File, error) {
+	root := filepath.Join(e.Root, filepath.FromSlash(dir.Path()))
+	var out []*rules.File
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, &rules.File{ShortPath: dir.ShortPath + "/" + filepath.ToSlash(rel), Generated: true, Bin: dir.Bin, Owner: dir.Owner})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expanding directory %s: %w", dir.ShortPath, err)
+	}
+	return out, nil
 }
 
 // inputs describes files on disk (sources in the workspace, generated files

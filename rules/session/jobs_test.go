@@ -44,7 +44,7 @@ batch_job(name = "job", binary = ":step", args = ["go"])
 	if built.Tree == nil || built.Manifest == nil || built.Manifest.InputRoot != built.Tree.Root.String() {
 		t.Fatalf("the build kept %+v for //pkg:job", built)
 	}
-	if err := os.Remove(filepath.Join(root, ManifestPath(sum.Targets[0].Label, s.ws.Platform))); err != nil {
+	if err := os.Remove(filepath.Join(root, s.ManifestPath(sum.Targets[0].Label))); err != nil {
 		t.Fatal(err)
 	}
 	m, tree, err := s.jobOf(sum.Targets[0])

@@ -350,15 +350,26 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 }
 
 // linkBin points the rbs-bin convenience link at the bin directory of the
-// platform built: rbs-out/bin, or rbs-out/PLATFORM/bin.
+// configuration built, as bazel-bin is: rbs-out/k8-fastbuild/bin.
 func (s *Session) linkBin() {
 	link := filepath.Join(s.ws.Root, BinLink)
-	bin := filepath.FromSlash(rules.BinDir(s.ws.Platform))
+	bin := filepath.FromSlash(s.ws.BinDir())
 	if target, err := os.Readlink(link); err == nil && target == bin {
 		return
 	}
 	os.Remove(link)
 	os.Symlink(bin, link)
+}
+
+// Shown is where a user finds the file f from the workspace root: through
+// the rbs-bin link when the build's own configuration made it
+// (rbs-bin/pkg/out.txt), as Bazel shows bazel-bin/pkg/out.txt, else its
+// exec path.
+func (s *Session) Shown(f *rules.File) string {
+	if rest, ok := strings.CutPrefix(f.Path(), s.ws.BinDir()+"/"); ok && f.Generated {
+		return BinLink + "/" + rest
+	}
+	return f.Path()
 }
 
 // TestResult is the outcome of one test target.
@@ -537,7 +548,7 @@ type Staged struct {
 
 // Outputs builds the targets a pattern names and returns their files at
 // their short paths and, for an executable, its runfiles beside it as
-// rbs-out/bin lays them out (PKG/NAME.runfiles/WORKSPACE/...), so that the
+// the bin directory lays them out (PKG/NAME.runfiles/WORKSPACE/...), so that the
 // program finds them as it does when built here.
 func (s *Session) Outputs(ctx context.Context, pattern string) ([]Staged, error) {
 	sum, err := s.Build(ctx, []string{pattern}, false)
@@ -562,10 +573,10 @@ func (s *Session) Outputs(ctx context.Context, pattern string) ([]Staged, error)
 	return out, nil
 }
 
-// ManifestPath is where a build for p writes a job target's manifest,
-// relative to the workspace: rbs-out/bin/PKG/NAME.job.json (BinDir).
-func ManifestPath(l label.Label, p platform.Platform) string {
-	return filepath.Join(filepath.FromSlash(rules.BinDir(p)), filepath.FromSlash(l.Pkg), l.Name+".job.json")
+// ManifestPath is where a build writes a job target's manifest,
+// relative to the workspace: rbs-out/k8-fastbuild/bin/PKG/NAME.job.json.
+func (s *Session) ManifestPath(l label.Label) string {
+	return filepath.Join(filepath.FromSlash(s.ws.BinDir()), filepath.FromSlash(l.Pkg), l.Name+".job.json")
 }
 
 // jobTree is the input root of a built job target: its runfiles (the
@@ -613,7 +624,7 @@ func (s *Session) writeManifests(targets []*rules.Configured) (paths []string, e
 			s.jobs = map[string]PipelineJob{}
 		}
 		s.jobs[c.Label.String()] = PipelineJob{written, tree}
-		path := filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform))
+		path := filepath.Join(s.ws.Root, s.ManifestPath(c.Label))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, err
 		}
@@ -638,7 +649,7 @@ func (s *Session) jobOf(c *rules.Configured) (*manifest.Manifest, *merkle.Tree, 
 		delete(s.jobs, c.Label.String()) // the caller may change the manifest
 		return j.Manifest, j.Tree, nil
 	}
-	b, err := os.ReadFile(filepath.Join(s.ws.Root, ManifestPath(c.Label, s.ws.Platform)))
+	b, err := os.ReadFile(filepath.Join(s.ws.Root, s.ManifestPath(c.Label)))
 	if err != nil {
 		return nil, nil, err
 	}

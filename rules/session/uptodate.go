@@ -90,6 +90,10 @@ type plan struct {
 	// Read are the files loading and analysis read (absolute paths);
 	// Manifests the job manifests the build wrote.
 	Read, Manifests []string
+	// Late says an action's command line or content is made when it
+	// runs, by Starlark the plan does not keep (Args that expand
+	// directories): such a plan is not run again without analysis.
+	Late bool
 }
 
 // newPlan is the plan of the actions that make files, each after those
@@ -112,6 +116,7 @@ func newPlan(an *rules.Analysis, files []*rules.File) *plan {
 			visit(in)
 		}
 		p.Actions = append(p.Actions, a)
+		p.Late = p.Late || a.LateArgs != nil || a.LateContent != nil
 		for _, o := range a.Outputs {
 			p.Outputs = append(p.Outputs, o.Path())
 		}
@@ -283,7 +288,7 @@ func (s *Session) Rebuild(ctx context.Context, patterns []string) (sum *Summary,
 	}()
 	defer func() { <-opened }()
 	p, err := loadPlan(l.file + ".plan")
-	if err != nil || len(p.Manifests) > 0 {
+	if err != nil || len(p.Manifests) > 0 || p.Late {
 		return nil, false, nil
 	}
 	sources := map[string]bool{}

@@ -110,7 +110,7 @@ func TestRacyContent(t *testing.T) {
 func TestSaveLoad(t *testing.T) {
 	dir := t.TempDir()
 	s := New()
-	s.Summary = Summary{Targets: 3, Actions: 7, Internal: 1, Outputs: "rbs-out/bin/a\n"}
+	s.Summary = Summary{Targets: 3, Actions: 7, Internal: 1, Outputs: "rbs-out/k8-fastbuild/bin/a\n"}
 	s.Files["/w/a"] = State{Mode: 0o100644, Size: 5, Mtime: 1e18, Ctime: -3, Ino: 42}
 	s.Files["/w/ab"] = State{Mode: 0o40755, Content: "d1"}
 	s.Files["/w/b ->"] = State{Missing: true}
