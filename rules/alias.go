@@ -30,10 +30,39 @@ var aliasRule = &RuleClass{
 	doc: "Another name for the target actual.",
 }
 
+// labelFlag and labelSetting are Bazel's label_flag and label_setting:
+// build settings whose value is a label, each an alias of the target its
+// value names: build_setting_default, unless (for label_flag) the command
+// line sets it (--//pkg:flag=//other:target).
+var labelFlag, labelSetting = labelSettingRule("label_flag", true), labelSettingRule("label_setting", false)
+
+func labelSettingRule(name string, flag bool) *RuleClass {
+	return &RuleClass{
+		name: name,
+		impl: starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			return starlark.None, nil
+		}),
+		attrs:   map[string]*Attr{settingDefault: {kind: attrLabel, mandatory: true}},
+		setting: &buildSetting{kind: settingLabel, flag: flag},
+		doc:     "A build setting whose value is a label: it stands for the target its value names.",
+	}
+}
+
+// isAlias says whether rule r's targets stand for another: alias,
+// label_flag and label_setting.
+func isAlias(r *RuleClass) bool { return r == aliasRule || r == labelFlag || r == labelSetting }
+
 // aliasActual is the label an alias names in this configuration, as it
 // was written (relative to the alias's package), with the conditions of
 // the select() keys that chose it.
 func (w *Workspace) aliasActual(t *TargetDef, via []string) (string, condition, error) {
+	if t.Rule != aliasRule {
+		value, _, err := w.settingValue(t.Label)
+		if err != nil || value == "" {
+			return "", nil, fmt.Errorf("%s %s: want a label, got %q", t.Rule.name, t.Label, value)
+		}
+		return value, nil, nil
+	}
 	v, cond, err := w.resolve(t.Label, t.Attrs["actual"], via)
 	if err != nil {
 		return "", nil, err

@@ -88,9 +88,6 @@ type analysisState struct {
 // implementation runs.
 const analyzerKey = "rbs.analyzer"
 
-// runfilesOf are the files of executable f's runfiles tree.
-func (an *analyzer) runfilesOf(f *File) []*File { return RunfileFiles(an.runfile[f.Path()]) }
-
 // targetKey is how configured target l of configuration w is known: its
 // label in the build's own configuration, else the label after the
 // configuration's output directory.
@@ -157,7 +154,7 @@ func (an *analyzer) analyzeEdge(l label.Label, incoming bool) (*Configured, erro
 	}
 	an.stack = append(an.stack, key)
 	var c *Configured
-	if def.Rule == aliasRule {
+	if isAlias(def.Rule) {
 		c, err = an.alias(def)
 	} else {
 		c, err = an.configure(pkg, def)
@@ -339,12 +336,13 @@ func (an *analyzer) fillAttrs(ctx *ruleContext, attrDefs map[string]*Attr, attrs
 			ctx.files[name] = starlark.NewList(files)
 			if split {
 				ctx.splitAttr[name] = splitTargets
-				if a.kind == attrLabel {
-					// As in Bazel, a label split over configurations is a
-					// list of its targets.
-					attrs[name] = starlark.NewList(targets)
-					continue
-				}
+			}
+			if a.kind == attrLabel && a.cfg != nil && !a.cfg.exec {
+				// As in Bazel, a label that a Starlark transition
+				// configures is a list of its targets: one for each
+				// configuration.
+				attrs[name] = starlark.NewList(targets)
+				continue
 			}
 			if a.kind == attrLabel {
 				attrs[name] = starlark.None
@@ -501,7 +499,19 @@ func (an *analyzer) finish(ctx *ruleContext, ret starlark.Value) (*Configured, e
 		}
 	}
 	if c.Executable != nil {
-		an.runfile[c.Executable.Path()] = c.runfiles().layout(an.ws.Name, c.Executable)
+		// Bazel makes every output executable; rbs the executable a rule
+		// names, when it writes it itself.
+		for _, a := range ctx.actions {
+			if (a.Write || a.Copy != nil) && a.Outputs[0] == c.Executable {
+				a.Executable = true
+			}
+		}
+		// An executable is in its own runfiles, as in Bazel: what merges
+		// them (a tool of a tool) has it.
+		own := emptyRunfiles()
+		own.files = newDepset([]*File{c.Executable})
+		c.Runfiles = mergeRunfiles([]*Runfiles{own, c.runfiles()})
+		an.runfile[c.Executable.Path()] = c.Runfiles.layout(an.ws.Name, c.Executable)
 	}
 	return c, nil
 }

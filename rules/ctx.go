@@ -25,7 +25,12 @@ type Action struct {
 	LateArgs func(Expander) ([]string, error)
 	Env      map[string]string
 	Inputs   []*File
-	Outputs  []*File
+	// ToolTrees are the runfiles trees of the tools the action runs, by
+	// the tool's exec path: each is laid out beside its tool, in
+	// TOOL.runfiles/, as Bazel lays out a tool's runfiles for an action.
+	// Their files are among Inputs too.
+	ToolTrees map[string][]Runfile
+	Outputs   []*File
 	// Write actions produce their one output from Content; Copy actions
 	// from another file, Copy, read when the action runs, with
 	// Substitutions made in it in order (expand_template); neither runs a
@@ -194,7 +199,7 @@ func (w *Workspace) makeVars() *starlark.Dict {
 		d.SetKey(starlark.String(k), starlark.String(w.cfg.Defines[k]))
 	}
 	d.SetKey(starlark.String("COMPILATION_MODE"), starlark.String(w.compilationMode()))
-	d.SetKey(starlark.String("TARGET_CPU"), starlark.String(cpuValue(w.Platform)))
+	d.SetKey(starlark.String("TARGET_CPU"), starlark.String(w.cpu()))
 	tc := systemCC()
 	if tc.err == nil {
 		d.SetKey(starlark.String("CC"), starlark.String(strings.Join(tc.cc, " ")))
@@ -321,14 +326,18 @@ func (c *ruleContext) expandLocation(s string) (string, error) {
 			firstErr = err
 			return m
 		}
-		dep, ok := c.deps[l.String()]
-		if !ok {
+		var files []*File
+		if dep, ok := c.deps[l.String()]; ok {
+			files = dep.Files
+			if dep.Executable != nil {
+				files = []*File{dep.Executable}
+			}
+		} else if out, ok := c.declared[path.Join(l.Pkg, l.Name)]; ok && l.Repo == c.def.Label.Repo && l.Pkg == c.def.Label.Pkg {
+			// An output of the target itself, as genrule's outs.
+			files = []*File{out}
+		} else {
 			firstErr = fmt.Errorf("label %s in $(%s) is not declared in the attributes of %s", l, kind, c.def.Label)
 			return m
-		}
-		files := dep.Files
-		if dep.Executable != nil {
-			files = []*File{dep.Executable}
 		}
 		if !strings.HasSuffix(kind, "s") && len(files) != 1 {
 			firstErr = fmt.Errorf("$(%s %s) expands to %d files; use $(%ss %s)", kind, ref, len(files), kind, ref)
@@ -508,9 +517,8 @@ func (c *ruleContext) collect(a *actionArgs) (*Action, error) {
 		}
 		act.Inputs = append(act.Inputs, fs...)
 		if name == "tools" {
-			// A tool's runfiles come with it.
 			for _, f := range fs {
-				act.Inputs = append(act.Inputs, c.an.runfilesOf(f)...)
+				c.withTool(act, f)
 			}
 		}
 	}
@@ -522,6 +530,19 @@ func (c *ruleContext) collect(a *actionArgs) (*Action, error) {
 		}
 	}
 	return act, nil
+}
+
+// withTool gives act the runfiles tree of tool, when it has one.
+func (c *ruleContext) withTool(act *Action, tool *File) {
+	tree := c.an.runfile[tool.Path()]
+	if len(tree) == 0 {
+		return
+	}
+	if act.ToolTrees == nil {
+		act.ToolTrees = map[string][]Runfile{}
+	}
+	act.ToolTrees[tool.Path()] = tree
+	act.Inputs = append(act.Inputs, RunfileFiles(tree)...)
 }
 
 func fileList(what string, v starlark.Value) ([]*File, error) {
@@ -635,7 +656,7 @@ func (c *ruleContext) run(_ *starlark.Thread, b *starlark.Builtin, args starlark
 	case *File:
 		act.Args = []string{e.Path()}
 		act.Inputs = append(act.Inputs, e)
-		act.Inputs = append(act.Inputs, c.an.runfilesOf(e)...)
+		c.withTool(act, e)
 	case starlark.String:
 		act.Args = []string{string(e)}
 	default:

@@ -100,6 +100,8 @@ func (m *MacroClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, 
 			name = string(s)
 		case k == "visibility":
 			visibility = kv[1]
+		case m.attrs[k] != nil && kv[1] == starlark.None:
+			// None leaves an attribute unset, as in Bazel: its default.
 		case m.attrs[k] != nil:
 			if err := m.attrs[k].check(k, kv[1]); err != nil {
 				return nil, fmt.Errorf("%s %q: %v", m.Name(), name, err)

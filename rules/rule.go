@@ -148,6 +148,8 @@ func (r *RuleClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, k
 				return nil, fmt.Errorf("%s: args: %v", r.Name(), err)
 			}
 			t.Args = a
+		case r.attrs[name] != nil && v == starlark.None:
+			// None leaves an attribute unset, as in Bazel: its default.
 		case r.attrs[name] != nil:
 			if err := r.attrs[name].check(name, v); err != nil {
 				return nil, fmt.Errorf("%s %s: %v", r.Name(), pkg.labelOf(t), err)

@@ -50,6 +50,10 @@ type Config struct {
 	RepoDir string
 	// Registries are the --registry URLs bazel_deps are looked up in.
 	Registries []string
+	// CPU is the name a transition gave //command_line_option:cpu
+	// ("armeabi-v7a"), which ctx.var's TARGET_CPU and config_setting's
+	// cpu see; "" for Bazel's name of Platform's (cpuValue).
+	CPU string
 }
 
 // ParseDefine reads a --define value, NAME=VALUE.
@@ -307,7 +311,7 @@ func (w *Workspace) matches(key, pkg string, via []string) (bool, condition, err
 		return false, nil, fmt.Errorf("key %s: %v", l, err)
 	}
 	t, ok := p.Targets[l.Name]
-	if ok && t.Rule == aliasRule {
+	if ok && isAlias(t.Rule) {
 		return w.aliasMatches(t, via)
 	}
 	if !ok || t.Rule != configSettingRule {
@@ -356,6 +360,15 @@ var configSettingRule = &RuleClass{
 	doc: "Matches a configuration, for select().",
 }
 
+// cpu is the configuration's --cpu: the name a transition gave it, else
+// Bazel's for its platform.
+func (w *Workspace) cpu() string {
+	if w.cfg.CPU != "" {
+		return w.cfg.CPU
+	}
+	return cpuValue(w.Platform)
+}
+
 // cpuValue is the "cpu" of config_setting's values for a platform, as
 // Bazel names it.
 func cpuValue(p platform.Platform) string {
@@ -389,7 +402,7 @@ func (w *Workspace) settingMatches(t *TargetDef) (bool, condition, error) {
 		case "compilation_mode":
 			ok = ok && w.compilationMode() == v
 		case "cpu":
-			ok = ok && cpuValue(w.Platform) == v
+			ok = ok && w.cpu() == v
 		default:
 			return false, nil, fmt.Errorf("config_setting %s: values key %q is not one rbs knows (it knows compilation_mode, cpu and define)", t.Label, k)
 		}

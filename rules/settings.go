@@ -25,9 +25,20 @@ const (
 	settingString
 	settingInt
 	settingStringList
+	// settingLabel is label_flag's and label_setting's: no config.*
+	// function makes one.
+	settingLabel
 )
 
 var settingKinds = map[settingKind]string{settingBool: "bool", settingString: "string", settingInt: "int", settingStringList: "string_list"}
+
+// settingKindName names a setting's kind in messages.
+func settingKindName(k settingKind) string {
+	if k == settingLabel {
+		return "label"
+	}
+	return settingKinds[k]
+}
 
 // buildSetting is what config.<kind>(flag = ...) returns.
 type buildSetting struct {
@@ -35,7 +46,7 @@ type buildSetting struct {
 	flag bool // settable on the command line
 }
 
-func (s *buildSetting) String() string        { return "<config." + settingKinds[s.kind] + ">" }
+func (s *buildSetting) String() string        { return "<config." + settingKindName(s.kind) + ">" }
 func (s *buildSetting) Type() string          { return "BuildSetting" }
 func (s *buildSetting) Freeze()               {}
 func (s *buildSetting) Truth() starlark.Bool  { return true }
@@ -131,7 +142,13 @@ func (w *Workspace) CheckSettings() error {
 		case !ok || t.Rule.setting == nil:
 			return fmt.Errorf("--%s: %s is not a build setting", name, l)
 		case !t.Rule.setting.flag:
-			return fmt.Errorf("--%s: build setting %s is not a flag (build_setting = config.%s(flag = True))", name, l, settingKinds[t.Rule.setting.kind])
+			return fmt.Errorf("--%s: build setting %s is not a flag (build_setting = config.%s(flag = True))", name, l, settingKindName(t.Rule.setting.kind))
+		}
+		if t.Rule.setting.kind == settingLabel {
+			if _, err := label.ParseRelative(w.cfg.Settings[name], l.Pkg); err != nil {
+				return fmt.Errorf("--%s=%s: %v", name, w.cfg.Settings[name], err)
+			}
+			continue
 		}
 		if _, err := parseSetting(t.Rule.setting.kind, w.cfg.Settings[name]); err != nil {
 			return fmt.Errorf("--%s=%s: %v", name, w.cfg.Settings[name], err)

@@ -331,7 +331,7 @@ func (an *analyzer) toolchainType(l label.Label) (label.Label, error) {
 		switch {
 		case !ok:
 			return l, fmt.Errorf("toolchain type %s: no such target", Label{l}.shown().String())
-		case def.Rule == aliasRule:
+		case isAlias(def.Rule):
 			actual, _, err := an.ws.aliasActual(def, nil)
 			if err != nil {
 				return l, err

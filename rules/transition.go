@@ -246,7 +246,7 @@ func (w *Workspace) settingFor(key string) (starlark.Value, error) {
 	case "compilation_mode":
 		return starlark.String(w.compilationMode()), nil
 	case "cpu":
-		return starlark.String(cpuValue(w.Platform)), nil
+		return starlark.String(w.cpu()), nil
 	case "copt":
 		return stringsValue(w.cfg.Copts), nil
 	case "features":
@@ -309,7 +309,10 @@ func (an *analyzer) setSetting(cfg *Config, key string, v starlark.Value) error 
 		if err != nil {
 			return err
 		}
-		cfg.Platform = p
+		cfg.Platform, cfg.CPU = p, ""
+		if s != cpuValue(p) {
+			cfg.CPU = s
+		}
 		return nil
 	case "copt", "features", "define":
 		ss, err := stringList(v)
@@ -356,8 +359,15 @@ func (an *analyzer) setSetting(cfg *Config, key string, v starlark.Value) error 
 	return nil
 }
 
+// bazelCPUs are the architectures of the --cpu names of Bazel and Android
+// that are not rbs's own.
+var bazelCPUs = map[string]string{
+	"k8": "x86_64", "piii": "x86_32", "x86": "x86_32", "armeabi-v7a": "arm", "armeabi": "arm", "armv7": "arm",
+	"arm64-v8a": "arm64", "ppc": "ppc64le", "s390x": "s390x",
+}
+
 // platformOfCPU is p with the CPU Bazel names cpu (k8, aarch64,
-// darwin_arm64, ...).
+// darwin_arm64, armeabi-v7a, ...).
 func platformOfCPU(p platform.Platform, cpu string) (platform.Platform, error) {
 	os := p.OS
 	if rest, ok := strings.CutPrefix(cpu, "darwin_"); ok || cpu == "darwin" {
@@ -366,8 +376,8 @@ func platformOfCPU(p platform.Platform, cpu string) (platform.Platform, error) {
 			cpu = "x86_64"
 		}
 	}
-	if cpu == "k8" {
-		cpu = "x86_64"
+	if arch, ok := bazelCPUs[cpu]; ok {
+		cpu = arch
 	}
 	q, err := platform.Parse(os + "-" + cpu)
 	if err != nil {
@@ -432,6 +442,9 @@ func (c Config) clone() Config {
 func (c Config) key(p platform.Platform, mode string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "platform=%s\nmode=%s\n", p, mode)
+	if c.CPU != "" {
+		fmt.Fprintf(&b, "cpu=%s\n", c.CPU)
+	}
 	for _, k := range sortedStrings(c.Defines) {
 		fmt.Fprintf(&b, "define %s=%s\n", k, c.Defines[k])
 	}
@@ -455,7 +468,11 @@ func (w *Workspace) derived(cfg Config, kind string) *Workspace {
 		return w
 	}
 	sum := sha256.Sum256([]byte(key))
-	name := cpuValue(cfg.Platform) + "-" + mode + "-ST-" + hex.EncodeToString(sum[:6])
+	cpu := cfg.CPU
+	if cpu == "" {
+		cpu = cpuValue(cfg.Platform)
+	}
+	name := cpu + "-" + mode + "-ST-" + hex.EncodeToString(sum[:6])
 	if kind == "exec" {
 		name = cpuValue(cfg.Platform) + "-opt-exec-" + strings.ToUpper(hex.EncodeToString(sum[:4]))
 	}

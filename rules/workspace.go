@@ -159,6 +159,8 @@ func (w *Workspace) loadBuiltins() error {
 		nativeMembers := w.nativeFunctions()
 		nativeMembers["config_setting"] = configSettingRule
 		nativeMembers["alias"] = aliasRule
+		nativeMembers["label_flag"] = labelFlag
+		nativeMembers["label_setting"] = labelSetting
 		nativeMembers["toolchain"] = toolchainRule
 		build := starlark.StringDict{}
 		for k, v := range nativeMembers {

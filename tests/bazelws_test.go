@@ -156,12 +156,6 @@ source "${RUNFILES_DIR:-/dev/null}/$f" 2>/dev/null || \
 # --- end runfiles.bash initialization v3 ---
 `
 
-// A shell test and binary written for Bazel find their data through
-// @bazel_tools//tools/bash/runfiles, under rbs test (locally and on a
-// cluster) and rbs run: under the main repository's name (_main, in a
-// workspace with a MODULE.bazel) and its module's, through the tree or its
-// manifest, with the data of their data, and at the paths of a rule's
-
 // Args expand the directories among their values when the action runs, as
 // Bazel's expand_directories does: format_each, add_joined, map_each with
 // the directory expander, a param file and ctx.actions.write of an Args.
@@ -222,6 +216,11 @@ expand(name = "e", names = "names.txt")
 }
 
 // symlinks and root symlinks.
+// A shell test and binary written for Bazel find their data through
+// @bazel_tools//tools/bash/runfiles, under rbs test (locally and on a
+// cluster) and rbs run: under the main repository's name (_main, in a
+// workspace with a MODULE.bazel) and its module's, through the tree or its
+// manifest, with the data of their data, and at the paths of a rule's
 func TestBashRunfilesLibrary(t *testing.T) {
 	ws := newWorkspace(t)
 	ws.write("rf/links.bzl", `

@@ -173,7 +173,7 @@ genrule(name = "b", outs = ["x"], cmd = "touch $@")`, `output //bad:x is declare
 		{"failing command", `genrule(name = "f", outs = ["f.txt"], cmd = "echo oops >&2; exit 3")`, `(?s)//bad:f.*exit 3.*oops`},
 		{"starlark error", `genrule(name = "g", outs = 3)`, `(?s)bad/BUILD.rbs:1:8.*outs`},
 		{"misspelt rule", `cc_libary(name = "l", srcs = ["l.c"])`, `bad/BUILD.rbs:1:1: undefined: cc_libary \(did you mean cc_library\?\)`},
-		{"misspelt attribute", `genrule(name = "g", srcss = ["a"], outs = ["o"], cmd = "true")`, `unknown attribute "srcss" \(did you mean srcs\?\) \(attributes: cmd, cmd_bash, .*, srcs, tools\)`},
+		{"misspelt attribute", `genrule(name = "g", srcss = ["a"], outs = ["o"], cmd = "true")`, `unknown attribute "srcss" \(did you mean srcs\?\) \(attributes: cmd, cmd_bash, .*, srcs, toolchains, tools\)`},
 		{"misspelt label", `filegroup(name = "words", srcs = [])
 filegroup(name = "g", srcs = [":wrods"])`, `no such target //bad:wrods: .* \(did you mean words\?\)`},
 	}

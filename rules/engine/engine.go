@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +49,9 @@ type Engine struct {
 	// KeepGoing, as Bazel's --keep_going, runs every action that does
 	// not depend on a failed one instead of stopping at the first failure.
 	KeepGoing bool
+	// RepoMapping is the _repo_mapping file of the runfiles trees that
+	// actions and tests run in.
+	RepoMapping string
 }
 
 // FailedError is a build that went on past failed actions (KeepGoing).
@@ -285,6 +290,13 @@ func (e *Engine) run(ctx context.Context, a *rules.Action) (ran, cached bool, er
 	if err != nil {
 		return false, false, fmt.Errorf("%s: %w", a.Description(), err)
 	}
+	for _, tool := range slices.Sorted(maps.Keys(a.ToolTrees)) {
+		tree, err := e.treeInputs(tool, a.ToolTrees[tool])
+		if err != nil {
+			return false, false, fmt.Errorf("%s: %w", a.Description(), err)
+		}
+		inputs = append(inputs, tree...)
+	}
 	act.Inputs = inputs
 	res, err := e.Exec.Run(ctx, act, e.Root)
 	if err != nil {
@@ -431,7 +443,7 @@ func MakeRunfiles(root, wsName string, exe *rules.File, tree []rules.Runfile, re
 // RunTest runs a test executable in its runfiles tree as an action: cached
 // like any action when the test passes, so an unchanged passing test does
 // not run again.
-func (e *Engine) RunTest(ctx context.Context, wsName string, exe *rules.File, tree []rules.Runfile, repoMapping string, args []string, desc string) (*executor.Result, error) {
+func (e *Engine) RunTest(ctx context.Context, wsName string, exe *rules.File, tree []rules.Runfile, args []string, desc string) (*executor.Result, error) {
 	rf := RunfilesDir(exe) + "/" + wsName
 	// RUNFILES_DIR and TEST_SRCDIR are the runfiles tree's root, as Bazel
 	// sets them, for the runfiles libraries; RUNFILES_MANIFEST_FILE its
@@ -452,21 +464,34 @@ cd %s && exec ./%s "$@"`,
 			"TEST_TMPDIR":    "/tmp",
 		},
 	}
+	inputs, err := e.treeInputs(exe.Path(), tree)
+	if err != nil {
+		return nil, err
+	}
+	act.Inputs = inputs
+	return e.Exec.Run(ctx, act, e.Root)
+}
+
+// treeInputs are the inputs that lay out the runfiles tree of the
+// executable at exec path exe, beside it (EXE.runfiles/), with its
+// _repo_mapping.
+func (e *Engine) treeInputs(exe string, tree []rules.Runfile) ([]merkle.File, error) {
+	dir := exe + ".runfiles"
+	var out []merkle.File
 	for _, r := range tree {
 		abs := filepath.Join(e.Root, filepath.FromSlash(r.File.Path()))
 		info, err := os.Stat(abs)
 		if err != nil {
 			return nil, err
 		}
-		mf, err := merkle.FileFromDisk(RunfilesDir(exe)+"/"+r.Path, abs, info.Mode()&0o111 != 0)
+		mf, err := merkle.FileFromDisk(dir+"/"+r.Path, abs, info.Mode()&0o111 != 0)
 		if err != nil {
 			return nil, err
 		}
-		act.Inputs = append(act.Inputs, mf)
+		out = append(out, mf)
 	}
-	mapping := []byte(repoMapping)
-	act.Inputs = append(act.Inputs, merkle.File{Path: RunfilesDir(exe) + "/_repo_mapping", Digest: digest.FromBytes(mapping), Data: mapping})
-	return e.Exec.Run(ctx, act, e.Root)
+	mapping := []byte(e.RepoMapping)
+	return append(out, merkle.File{Path: dir + "/_repo_mapping", Digest: digest.FromBytes(mapping), Data: mapping}), nil
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

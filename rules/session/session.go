@@ -239,7 +239,7 @@ func (s *Session) engine() (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine.Engine{Root: s.ws.Root, Exec: ex, Jobs: s.opts.Jobs, Platform: s.ws.Platform.Properties(), KeepGoing: s.opts.KeepGoing}
+	e := &engine.Engine{Root: s.ws.Root, Exec: ex, Jobs: s.opts.Jobs, Platform: s.ws.Platform.Properties(), KeepGoing: s.opts.KeepGoing, RepoMapping: s.ws.RepoMapping()}
 	if s.opts.Progress != nil {
 		var mu sync.Mutex
 		last := time.Time{}
@@ -456,7 +456,7 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 func (s *Session) runTest(ctx context.Context, e *engine.Engine, c *rules.Configured, runfiles []rules.Runfile, args []string) TestResult {
 	start := time.Now()
 	r := TestResult{Label: c.Label, Log: filepath.Join(OutDir, "testlogs", c.Label.Pkg, c.Label.Name, "test.log")}
-	res, err := e.RunTest(ctx, s.ws.Name, c.Executable, runfiles, s.ws.RepoMapping(), args, "Testing "+c.Label.String())
+	res, err := e.RunTest(ctx, s.ws.Name, c.Executable, runfiles, args, "Testing "+c.Label.String())
 	var log []byte
 	if err != nil {
 		log = []byte(err.Error() + "\n")

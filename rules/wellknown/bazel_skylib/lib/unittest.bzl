@@ -148,7 +148,10 @@ def _assert_set_equals(env, expected, actual, msg = None):
 def _target_under_test(env):
     target = getattr(env.ctx.attr, "target_under_test")
     if type(target) == type([]):
-        fail("target_under_test was split over configurations: %s" % target)
+        # A transition configures it: a list of one target.
+        if len(target) != 1:
+            fail("target_under_test was split over configurations: %s" % target)
+        return target[0]
     return target
 
 def _expect_failure(env, expected_failure_msg = ""):

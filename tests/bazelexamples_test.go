@@ -1,0 +1,119 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rules"
+)
+
+// Tools with runfiles, as Bazel's rule examples write them: an action
+// runs a tool built for the execution platform with its runfiles tree
+// beside it (TOOL.runfiles/, a root symlink too); a tool that merges
+// another tool's default_runfiles finds it there, as an executable is in
+// its own runfiles; and a test whose script the rule wrote without
+// is_executable runs, as Bazel makes outputs executable.
+func TestToolRunfiles(t *testing.T) {
+	requireTool(t, "bash")
+	ws := newWorkspace(t)
+	ws.write("rftools/defs.bzl", `RLOCATION = """`+bazelRunfilesInit+`"""
+
+def _tool_impl(ctx):
+    data = ctx.files._data[0]
+    ctx.actions.write(
+        output = ctx.outputs.executable,
+        content = "#!/bin/bash\ncat $0.runfiles/%s/%s $0.runfiles/data_dep > $1\n" % (ctx.workspace_name, data.short_path),
+    )
+    return [DefaultInfo(runfiles = ctx.runfiles(files = [data], root_symlinks = {"data_dep": data}))]
+
+tool = rule(implementation = _tool_impl, executable = True, attrs = {"_data": attr.label(allow_files = True, default = ":data.txt")})
+
+def _sub_impl(ctx):
+    ctx.actions.write(output = ctx.outputs.executable, content = RLOCATION + "cat $(rlocation _main/rftools/data.txt) > $1\n", is_executable = True)
+    return [DefaultInfo(runfiles = ctx.runfiles(files = ctx.files._data))]
+
+sub_tool = rule(implementation = _sub_impl, executable = True, attrs = {"_data": attr.label(allow_files = True, default = ":data.txt")})
+
+def _complex_impl(ctx):
+    rf = ctx.runfiles(files = ctx.files._more)
+    rf = rf.merge(ctx.attr._sub[DefaultInfo].default_runfiles).merge(ctx.attr._lib[DefaultInfo].default_runfiles)
+    sub = ctx.workspace_name + "/" + ctx.attr._sub[DefaultInfo].files_to_run.executable.short_path
+    ctx.actions.write(
+        output = ctx.outputs.executable,
+        content = "#!/bin/bash\n" + RLOCATION + "$(rlocation %s) $1 && cat $(rlocation _main/rftools/more.txt) >> $1\n" % sub,
+        is_executable = True,
+    )
+    return [DefaultInfo(runfiles = rf)]
+
+complex_tool = rule(implementation = _complex_impl, executable = True, attrs = {
+    "_sub": attr.label(default = ":sub"),
+    "_more": attr.label(allow_files = True, default = ":more.txt"),
+    "_lib": attr.label(default = "@bazel_tools//tools/bash/runfiles"),
+})
+
+def _user_impl(ctx):
+    out = ctx.actions.declare_file(ctx.label.name + ".out")
+    ctx.actions.run(outputs = [out], executable = ctx.executable.tool, arguments = [out.path])
+    return [DefaultInfo(files = depset([out]))]
+
+tool_user = rule(implementation = _user_impl, attrs = {"tool": attr.label(mandatory = True, executable = True, cfg = "exec")})
+
+def _check_impl(ctx):
+    ctx.actions.write(output = ctx.outputs.executable, content = "grep -q data " + ctx.file.src.short_path + "\n")
+    return [DefaultInfo(runfiles = ctx.runfiles(files = [ctx.file.src]))]
+
+check_test = rule(implementation = _check_impl, test = True, attrs = {"src": attr.label(allow_single_file = True)})
+`)
+	ws.write("rftools/BUILD", `load(":defs.bzl", "check_test", "complex_tool", "sub_tool", "tool", "tool_user")
+tool(name = "tool")
+tool_user(name = "simple", tool = ":tool")
+sub_tool(name = "sub")
+complex_tool(name = "complex")
+tool_user(name = "nested", tool = ":complex")
+check_test(name = "check", src = "data.txt")
+`)
+	ws.write("rftools/data.txt", "data\n")
+	ws.write("rftools/more.txt", "more\n")
+	ws.mustRbs("build", "//rftools:simple", "//rftools:nested")
+	if got := ws.read("rbs-bin/rftools/simple.out"); got != "data\ndata\n" {
+		t.Errorf("the tool with runfiles wrote %q, want its data through the tree and the root symlink", got)
+	}
+	if got := ws.read("rbs-bin/rftools/nested.out"); got != "data\nmore\n" {
+		t.Errorf("the tool of a tool wrote %q", got)
+	}
+	if out := ws.mustRbs("test", "//rftools:check"); !strings.Contains(out, "1 test: 1 passed") {
+		t.Errorf("the test written without is_executable:\n%s", out)
+	}
+}
+
+// genrule's make variables as Bazel's make-variables example shows them:
+// a toolchains target's TemplateVariableInfo, $(execpath) of the
+// genrule's own outputs, and the predefined ones, under the output
+// directory Bazel names.
+func TestGenruleMakeVariables(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write("mv/defs.bzl", `def _impl(ctx):
+    return [platform_common.TemplateVariableInfo({"FOO": ctx.attr.value})]
+
+var_providing_rule = rule(implementation = _impl, attrs = {"value": attr.string()})
+`)
+	ws.write("mv/BUILD", `load(":defs.bzl", "var_providing_rule")
+var_providing_rule(name = "set_foo", value = "bar")
+genrule(
+    name = "vars",
+    outs = ["sub/a.out", "sub/b.out"],
+    cmd = "echo FOO=$(FOO) RULEDIR=$(RULEDIR) CPU=$(TARGET_CPU) MODE=$(COMPILATION_MODE) > $(execpath sub/a.out); echo $(location sub/b.out) > $(execpath sub/b.out)",
+    toolchains = [":set_foo"],
+)
+`)
+	ws.mustRbs("build", "-c", "opt", "//mv:vars")
+	bin := rules.BinDir(platform.Host(), "opt")
+	cpu := strings.TrimSuffix(strings.TrimPrefix(bin, "rbs-out/"), "-opt/bin")
+	if got, want := ws.read("rbs-bin/mv/sub/a.out"), "FOO=bar RULEDIR="+bin+"/mv CPU="+cpu+" MODE=opt\n"; got != want {
+		t.Errorf("make variables: %q, want %q", got, want)
+	}
+	if got, want := ws.read("rbs-bin/mv/sub/b.out"), bin+"/mv/sub/b.out\n"; got != want {
+		t.Errorf("$(location) of its own output: %q, want %q", got, want)
+	}
+}
