@@ -37,6 +37,8 @@ type BuildFlags struct {
 	Copt            []string     `help:"A flag for every C and C++ compilation (ctx.fragments.cpp.copts). Repeatable." placeholder:"FLAG"`
 	Features        []string     `help:"Enable a feature for every target (ctx.features), or turn one off (-NAME). Repeatable." placeholder:"NAME"`
 	Registry        []string     `help:"A registry of modules, in the Bazel Central Registry's layout (http, https or file URL), that MODULE.bazel's bazel_deps are looked up in, in order. Repeatable." placeholder:"URL"`
+	CPU             string       `name:"cpu" help:"The target CPU as Bazel names it (k8, aarch64, armeabi-v7a, ...), as Bazel's --cpu: this machine's OS with that CPU, or --platform's, and $(TARGET_CPU)." placeholder:"CPU"`
+	Platforms       string       `help:"The target platform as a platform() target, as Bazel's --platforms: its constraint values are what select(), config_setting and toolchain resolution see, and its @platforms//os and @platforms//cpu values the platform built for." placeholder:"LABEL"`
 	ExtraToolchains []string     `name:"extra_toolchains" aliases:"extra-toolchains" help:"Register toolchains before the workspace's (a label, or PKG:all). Repeatable." placeholder:"PATTERN"`
 	Set             []string     `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
 
@@ -71,6 +73,16 @@ func (f BuildFlags) configuration(opts *session.Options) error {
 		}
 	}
 	opts.ExtraToolchains, opts.Copts, opts.Features, opts.Registries = f.ExtraToolchains, f.Copt, f.Features, f.Registry
+	if f.Platforms != "" {
+		if f.Platform != "" {
+			return fmt.Errorf("--platforms %s and --platform %s: give one", f.Platforms, f.Platform)
+		}
+		l, err := label.Parse(f.Platforms)
+		if err != nil {
+			return fmt.Errorf("--platforms: %w", err)
+		}
+		opts.Platforms = l.String()
+	}
 	for _, s := range f.Set {
 		name, value, ok := strings.Cut(s, "=")
 		l, err := label.Parse(name)
@@ -96,6 +108,17 @@ func (f BuildFlags) session(executes bool, fn func(ctx context.Context, s *sessi
 			return fmt.Errorf("--platform: %w", err)
 		}
 		opts.Platform = p
+	}
+	if f.CPU != "" {
+		base := opts.Platform
+		if base.IsZero() {
+			base = platform.Host()
+		}
+		p, err := rules.PlatformOfCPU(base, f.CPU)
+		if err != nil {
+			return fmt.Errorf("--cpu: %w", err)
+		}
+		opts.Platform, opts.CPU = p, f.CPU
 	}
 	if opts.Jobs == 0 {
 		opts.Jobs = runtime.NumCPU()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
@@ -82,6 +83,8 @@ type analysisState struct {
 	// repoFiles are the files of local repositories analysis read, as
 	// absolute paths.
 	repoFiles []string
+	// started is when analysis began: the build's BUILD_TIMESTAMP.
+	started time.Time
 }
 
 // analyzerKey is the thread local holding the analyzer while a rule's
@@ -224,6 +227,9 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 		}
 		attrs["tags"] = starlark.NewList(tags)
 	}
+	if err := an.commonAttrs(def, attrs); err != nil {
+		return nil, err
+	}
 	if def.Rule.executable {
 		exe, err := ctx.declare(def.Label.Name, false)
 		if err != nil {
@@ -231,7 +237,7 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 		}
 		ctx.outputs["executable"] = exe
 	}
-	ctx.attr = starlarkstruct.FromStringDict(starlark.String("attr"), attrs)
+	ctx.attr = newStruct(starlark.String("attr"), attrs)
 	var err error
 	if ctx.toolchains, err = an.resolveToolchains(def.Label, def.Rule.Name(), def.Rule.toolchains); err != nil {
 		return nil, err
@@ -514,6 +520,76 @@ func (an *analyzer) finish(ctx *ruleContext, ret starlark.Value) (*Configured, e
 		an.runfile[c.Executable.Path()] = c.Runfiles.layout(an.ws.Name, c.Executable)
 	}
 	return c, nil
+}
+
+// commonAttrs gives ctx.attr the attributes every rule has, as Bazel
+// 4.2.3 shows them, unless the rule declares its own of the name: the
+// BUILD file's values, else their defaults; the label lists among them as
+// targets, visibility as labels.
+func (an *analyzer) commonAttrs(def *TargetDef, attrs starlark.StringDict) error {
+	empty := func() starlark.Value { return starlark.NewList(nil) }
+	features := make([]starlark.Value, len(def.Features))
+	for i, f := range def.Features {
+		features[i] = starlark.String(f)
+	}
+	defaults := starlark.StringDict{
+		"_action_listener": empty(), "_config_dependencies": empty(), "applicable_licenses": empty(), "compatible_with": empty(),
+		"deprecation": starlark.None, "exec_compatible_with": empty(), "exec_properties": starlark.NewDict(0), "expect_failure": starlark.String(""),
+		"features": starlark.NewList(features), "generator_function": starlark.String(""), "generator_location": starlark.String(""),
+		"generator_name": starlark.String(""), "restricted_to": empty(), "target_compatible_with": empty(), "testonly": starlark.False,
+		"toolchains": empty(), "transitive_configs": empty(), "visibility": empty(),
+	}
+	for name, v := range defaults {
+		if _, own := def.Rule.attrs[name]; own {
+			continue
+		}
+		attrs[name] = v
+		given, ok := def.Common[name]
+		if !ok || given == starlark.None {
+			continue
+		}
+		given, err := an.ws.configured(def.Label, given)
+		if err != nil {
+			return err
+		}
+		switch name {
+		case "visibility":
+			ls, err := stringList(given)
+			if err != nil {
+				return fmt.Errorf("%s: visibility: %v", def.Label, err)
+			}
+			out := make([]starlark.Value, len(ls))
+			for i, s := range ls {
+				l, err := label.ParseRelative(s, def.Label.Pkg)
+				if err != nil {
+					return fmt.Errorf("%s: visibility: %v", def.Label, err)
+				}
+				out[i] = Label{l}
+			}
+			attrs[name] = starlark.NewList(out)
+		case "compatible_with", "restricted_to", "target_compatible_with", "exec_compatible_with", "toolchains", "applicable_licenses":
+			ls, err := stringList(given)
+			if err != nil {
+				return fmt.Errorf("%s: %s: %v", def.Label, name, err)
+			}
+			out := make([]starlark.Value, len(ls))
+			for i, s := range ls {
+				l, err := label.ParseRelative(s, def.Label.Pkg)
+				if err != nil {
+					return fmt.Errorf("%s: %s: %v", def.Label, name, err)
+				}
+				dep, err := an.analyze(l)
+				if err != nil {
+					return fmt.Errorf("%s: %s: %w", def.Label, name, err)
+				}
+				out[i] = &Target{configured: dep}
+			}
+			attrs[name] = starlark.NewList(out)
+		default:
+			attrs[name] = given
+		}
+	}
+	return nil
 }
 
 func predeclared(ctx *ruleContext) []*File {

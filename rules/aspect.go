@@ -171,7 +171,7 @@ func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspe
 	}
 	ctx := an.newContext(pkg, def)
 	ctx.aspect = starlarkstruct.FromStringDict(starlark.String("rule"), starlark.StringDict{
-		"attr":  starlarkstruct.FromStringDict(starlark.String("attr"), ruleAttrs),
+		"attr":  newStruct(starlark.String("attr"), ruleAttrs),
 		"files": starlarkstruct.FromStringDict(starlark.String("files"), view.files),
 		"kind":  starlark.String(def.Rule.Name()),
 	})
@@ -182,7 +182,7 @@ func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspe
 	if err := an.fillAttrs(ctx, a.attrs, own); err != nil {
 		return nil, fmt.Errorf("aspect %s on %s: %w", a.Name(), def.Label, err)
 	}
-	ctx.attr = starlarkstruct.FromStringDict(starlark.String("attr"), own)
+	ctx.attr = newStruct(starlark.String("attr"), own)
 	if ctx.toolchains, err = an.resolveToolchains(def.Label, "aspect "+a.Name()+" on "+def.Rule.Name(), a.toolchains); err != nil {
 		return nil, err
 	}

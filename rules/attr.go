@@ -75,7 +75,7 @@ func attrModule() *starlarkstruct.Module {
 }
 
 func attrConstructor(kind attrKind, name string) *starlark.Builtin {
-	return starlark.NewBuiltin("attr."+name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	return starlark.NewBuiltin("attr."+name, func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		a := &Attr{kind: kind}
 		var def starlark.Value
 		var doc string
@@ -109,6 +109,9 @@ func attrConstructor(kind attrKind, name string) *starlark.Builtin {
 				a.aspects = append(a.aspects, asp)
 			}
 		}
+		if def, err = labelDefault(thread, b.Name(), kind, def); err != nil {
+			return nil, err
+		}
 		a.def, a.mandatory, a.executable = def, mandatory, executable
 		switch v := allowFiles.(type) {
 		case nil:
@@ -129,6 +132,38 @@ func attrConstructor(kind attrKind, name string) *starlark.Builtin {
 		}
 		return a, nil
 	})
+}
+
+// labelDefault is the default of a label attribute with its labels
+// absolute: as in Bazel, a default is relative to the package of the file
+// that declares the attribute, not to the target's.
+func labelDefault(thread *starlark.Thread, fn string, kind attrKind, def starlark.Value) (starlark.Value, error) {
+	if kind != attrLabel && kind != attrLabelList {
+		return def, nil
+	}
+	repo, pkg := callerPackage(thread)
+	abs := func(v starlark.Value) (starlark.Value, error) {
+		s, ok := v.(starlark.String)
+		if !ok || s == "" {
+			return v, nil
+		}
+		l, err := parseLabelIn(fn, string(s), repo, pkg)
+		if err != nil {
+			return nil, err
+		}
+		return starlark.String(l.String()), nil
+	}
+	if l, ok := def.(*starlark.List); ok {
+		out := make([]starlark.Value, l.Len())
+		for i := range out {
+			var err error
+			if out[i], err = abs(l.Index(i)); err != nil {
+				return nil, err
+			}
+		}
+		return starlark.NewList(out), nil
+	}
+	return abs(def)
 }
 
 // providerGroups reads an attribute's providers: a list of providers (one

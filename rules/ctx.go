@@ -84,7 +84,7 @@ type ruleContext struct {
 	an       *analyzer
 	def      *TargetDef
 	pkg      *Package
-	attr     *starlarkstruct.Struct
+	attr     *Struct
 	file     starlark.StringDict
 	files    starlark.StringDict
 	exe      starlark.StringDict
@@ -112,8 +112,9 @@ func (c *ruleContext) Freeze()               {}
 func (c *ruleContext) Truth() starlark.Bool  { return true }
 func (c *ruleContext) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: ctx") }
 func (c *ruleContext) AttrNames() []string {
-	return []string{"actions", "attr", "bin_dir", "build_file_path", "build_setting_value", "disabled_features", "executable", "expand_location", "features",
+	names := []string{"actions", "attr", "bin_dir", "build_file_path", "build_setting_value", "disabled_features", "executable", "expand_location", "features",
 		"file", "files", "fragments", "genfiles_dir", "label", "outputs", "rule", "runfiles", "split_attr", "toolchains", "var", "workspace_name"}
+	return slices.Sorted(slices.Values(append(names, moreAttrNames...)))
 }
 
 func (c *ruleContext) Attr(name string) (starlark.Value, error) {
@@ -171,7 +172,7 @@ func (c *ruleContext) Attr(name string) (starlark.Value, error) {
 		}
 		return c.an.ws.buildSettingValue(c.def)
 	}
-	return nil, nil
+	return c.moreAttr(name)
 }
 
 // features lists the features enabled by --features and a target's
@@ -491,7 +492,7 @@ type actionArgs struct {
 }
 
 func (c *ruleContext) collect(a *actionArgs) (*Action, error) {
-	act := &Action{Mnemonic: a.mnemonic, Progress: a.progress, Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}}
+	act := &Action{Mnemonic: a.mnemonic, Progress: a.progress, Env: map[string]string{"PATH": defaultPath}}
 	if c.an.ws.outDir != "" {
 		act.Platform = c.an.ws.Platform
 	}
@@ -534,10 +535,13 @@ func (c *ruleContext) collect(a *actionArgs) (*Action, error) {
 
 // withTool gives act the runfiles tree of tool, when it has one.
 func (c *ruleContext) withTool(act *Action, tool *File) {
-	tree := c.an.runfile[tool.Path()]
-	if len(tree) == 0 {
-		return
+	if tree := c.an.runfile[tool.Path()]; len(tree) > 0 {
+		addTree(act, tool, tree)
 	}
+}
+
+// addTree lays out tree, the runfiles of tool, beside it for act.
+func addTree(act *Action, tool *File, tree []Runfile) {
 	if act.ToolTrees == nil {
 		act.ToolTrees = map[string][]Runfile{}
 	}
@@ -652,6 +656,9 @@ func (c *ruleContext) run(_ *starlark.Thread, b *starlark.Builtin, args starlark
 	if err != nil {
 		return nil, fmt.Errorf("run: %v", err)
 	}
+	if err := c.withManifests(act, inputManifests); err != nil {
+		return nil, fmt.Errorf("run: %v", err)
+	}
 	switch e := executable.(type) {
 	case *File:
 		act.Args = []string{e.Path()}
@@ -683,6 +690,9 @@ func (c *ruleContext) runShell(_ *starlark.Thread, b *starlark.Builtin, args sta
 	}
 	act, err := c.collect(&a)
 	if err != nil {
+		return nil, fmt.Errorf("run_shell: %v", err)
+	}
+	if err := c.withManifests(act, inputManifests); err != nil {
 		return nil, fmt.Errorf("run_shell: %v", err)
 	}
 	cmd, ok := starlark.AsString(command)

@@ -26,7 +26,8 @@ func (w *Workspace) debug(thread *starlark.Thread, msg string) {
 	}
 	debugMu.Lock()
 	defer debugMu.Unlock()
-	fmt.Fprintf(out, "DEBUG: %s:%d:%d: %s\n", w.sourcePath(pos.Filename()), pos.Line, pos.Col, msg)
+	// A message's own last newline ends its line, as in Bazel.
+	fmt.Fprintf(out, "DEBUG: %s:%d:%d: %s\n", w.sourcePath(pos.Filename()), pos.Line, pos.Col, strings.TrimSuffix(msg, "\n"))
 }
 
 // sourcePath is the path of a Starlark file as print() shows it: a

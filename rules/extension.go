@@ -13,11 +13,14 @@ package rules
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
+	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -104,9 +107,24 @@ func moduleExtensionBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starla
 // repositories use_repo takes from it.
 type extUse struct {
 	bzl, name, pos string
+	module         *moduleInfo // whose MODULE.bazel uses it
 	tags           []extTag
 	repos          map[string]string // apparent name -> the extension's name for it
+}
 
+// key is the extension a use is of: its file's label, in the using
+// module's repository, and its name. Uses of one extension by several
+// modules share one run.
+func (u *extUse) key() string {
+	if l, err := label.Parse(u.bzl); err == nil {
+		return l.String() + "%" + u.name
+	}
+	return u.bzl + "%" + u.name
+}
+
+// extRun is one extension's run, for every module that uses it.
+type extRun struct {
+	uses  []*extUse
 	once  sync.Once
 	specs map[string]*repoSpec
 	err   error
@@ -147,14 +165,14 @@ func (p *extProxy) Attr(class string) (starlark.Value, error) {
 
 // moduleRepoCalls are MODULE.bazel's functions that declare repositories
 // by rules: use_extension, use_repo and use_repo_rule.
-func (r *registrations) moduleRepoCalls(env starlark.StringDict) {
+func (r *registrations) moduleRepoCalls(env starlark.StringDict, m *moduleInfo) {
 	env["use_extension"] = starlark.NewBuiltin("use_extension", func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var bzl, name string
 		var dev, isolate bool
 		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "extension_bzl_file", &bzl, "extension_name", &name, "dev_dependency?", &dev, "isolate?", &isolate); err != nil {
 			return nil, err
 		}
-		use := &extUse{bzl: bzl, name: name, pos: t.CallFrame(1).Pos.String(), repos: map[string]string{}}
+		use := &extUse{bzl: m.qualify(bzl), name: name, pos: t.CallFrame(1).Pos.String(), module: m, repos: map[string]string{}}
 		r.extensions = append(r.extensions, use)
 		return &extProxy{use}, nil
 	})
@@ -191,7 +209,7 @@ func (r *registrations) moduleRepoCalls(env starlark.StringDict) {
 			if len(args) > 0 {
 				return nil, fmt.Errorf("%s: a repository rule takes keyword arguments only", name)
 			}
-			r.repoRules = append(r.repoRules, &repoRuleUse{bzl: bzl, rule: name, pos: t.CallFrame(1).Pos.String(), kwargs: kwargs})
+			r.repoRules = append(r.repoRules, &repoRuleUse{bzl: m.qualify(bzl), rule: name, pos: t.CallFrame(1).Pos.String(), kwargs: kwargs})
 			return starlark.None, nil
 		}), nil
 	})
@@ -253,6 +271,9 @@ func (w *Workspace) ruleRepos() map[string]localRepo {
 				name, _ = starlark.AsString(kv[1])
 			}
 		}
+		if _, taken := out[name]; taken {
+			continue // the root's, or an earlier module's
+		}
 		out[name] = localRepo{pos: u.pos, lazy: &lazyDir{get: func() (string, error) {
 			rule, err := w.ruleIn(u.bzl, u.rule)
 			if err != nil {
@@ -265,12 +286,24 @@ func (w *Workspace) ruleRepos() map[string]localRepo {
 			return w.fetch(spec)
 		}}}
 	}
+	runs := map[string]*extRun{}
 	for _, u := range w.reg.extensions {
-		u := u
-		for apparent, inner := range u.repos {
-			inner := inner
+		run := runs[u.key()]
+		if run == nil {
+			run = &extRun{}
+			runs[u.key()] = run
+		}
+		run.uses = append(run.uses, u)
+	}
+	for _, u := range w.reg.extensions {
+		u, run := u, runs[u.key()]
+		for _, apparent := range slices.Sorted(maps.Keys(u.repos)) {
+			inner := u.repos[apparent]
+			if _, taken := out[apparent]; taken {
+				continue // the root's, or an earlier module's
+			}
 			out[apparent] = localRepo{pos: u.pos, lazy: &lazyDir{get: func() (string, error) {
-				specs, err := w.runExtension(u)
+				specs, err := w.runExtension(run)
 				if err != nil {
 					return "", err
 				}
@@ -297,14 +330,17 @@ func sortedNames(specs map[string]*repoSpec) string {
 	return fmt.Sprint(names)
 }
 
-// runExtension runs a use_extension's extension, once: the repositories
-// it declares, by name.
-func (w *Workspace) runExtension(u *extUse) (map[string]*repoSpec, error) {
-	u.once.Do(func() { u.specs, u.err = w.evalExtension(u) })
-	return u.specs, u.err
+// runExtension runs an extension, once, for every module that uses it:
+// the repositories it declares, by name.
+func (w *Workspace) runExtension(run *extRun) (map[string]*repoSpec, error) {
+	run.once.Do(func() { run.specs, run.err = w.evalExtension(run) })
+	return run.specs, run.err
 }
 
-func (w *Workspace) evalExtension(u *extUse) (map[string]*repoSpec, error) {
+// evalExtension runs an extension with module_ctx: its modules are those
+// that use it, the root first, each with the tags of its uses.
+func (w *Workspace) evalExtension(run *extRun) (map[string]*repoSpec, error) {
+	u := run.uses[0]
 	m, err := loader.Resolve(u.bzl, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("%s: use_extension: %v", u.pos, err)
@@ -317,55 +353,35 @@ func (w *Workspace) evalExtension(u *extUse) (map[string]*repoSpec, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: use_extension: %s has no module extension %s", u.pos, u.bzl, u.name)
 	}
-	tags := map[string][]starlark.Value{}
-	for name := range ext.tagClasses {
-		tags[name] = nil
-	}
-	for _, t := range u.tags {
-		tc, ok := ext.tagClasses[t.class]
-		if !ok {
-			return nil, fmt.Errorf("%s: module extension %s has no tag class %s", t.pos, u.name, t.class)
-		}
-		fields := starlark.StringDict{}
-		for _, kv := range t.kwargs {
-			name := string(kv[0].(starlark.String))
-			a := tc.attrs[name]
-			if a == nil {
-				return nil, unknownAttr("tag "+t.class, name, sortedKeys(tc.attrs))
-			}
-			if err := a.check(name, kv[1]); err != nil {
-				return nil, fmt.Errorf("%s: tag %s: %v", t.pos, t.class, err)
-			}
-			fields[name] = kv[1]
-		}
-		for name, a := range tc.attrs {
-			if _, set := fields[name]; !set {
-				if a.mandatory {
-					return nil, fmt.Errorf("%s: tag %s: attribute %s is mandatory", t.pos, t.class, name)
-				}
-				fields[name] = a.zero()
+	var modules []starlark.Value
+	for _, mi := range w.reg.modules {
+		var mine []*extUse
+		for _, use := range run.uses {
+			if use.module == mi {
+				mine = append(mine, use)
 			}
 		}
-		tags[t.class] = append(tags[t.class], starlarkstruct.FromStringDict(starlark.String(t.class), fields))
+		if len(mine) == 0 {
+			continue
+		}
+		tags, err := ext.moduleTags(mine)
+		if err != nil {
+			return nil, err
+		}
+		modules = append(modules, starlarkstruct.FromStringDict(starlark.String("bazel_module"), starlark.StringDict{
+			"name": starlark.String(mi.name), "version": starlark.String(mi.version), "is_root": starlark.Bool(mi.repo == ""), "tags": tags,
+		}))
 	}
-	tagFields := starlark.StringDict{}
-	for name, list := range tags {
-		tagFields[name] = starlark.NewList(list)
-	}
-	module := starlarkstruct.FromStringDict(starlark.String("bazel_module"), starlark.StringDict{
-		"name": starlark.String(w.reg.module), "version": starlark.String(""), "is_root": starlark.True,
-		"tags": starlarkstruct.FromStringDict(starlark.String("bazel_module_tags"), tagFields),
-	})
 	scratch := filepath.Join(w.cfg.RepoDir, "_extensions", u.name)
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return nil, err
 	}
 	mctx := &repoContext{ws: w, dir: scratch, extra: starlark.StringDict{
-		"modules": starlark.NewList([]starlark.Value{module}),
+		"modules": starlark.NewList(modules),
 		"is_dev_dependency": starlark.NewBuiltin("is_dev_dependency", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 			return starlark.False, nil
 		}),
-		"root_module_has_non_dev_dependency": starlark.True,
+		"root_module_has_non_dev_dependency": starlark.Bool(run.uses[0].module.repo == ""),
 		"extension_metadata":                 starlark.NewBuiltin("extension_metadata", ignoredCall),
 	}}
 	declared := &declaredRepos{specs: map[string]*repoSpec{}}
@@ -375,6 +391,50 @@ func (w *Workspace) evalExtension(u *extUse) (map[string]*repoSpec, error) {
 		return nil, fmt.Errorf("module extension %s of %s failed: %w", u.name, u.bzl, err)
 	}
 	return declared.specs, nil
+}
+
+// moduleTags is a module's tags of extension e, from its uses, as
+// module_ctx.modules[i].tags gives them: a list of structs per tag class,
+// each checked against its class and given its defaults.
+func (e *ModuleExtension) moduleTags(uses []*extUse) (starlark.Value, error) {
+	tags := map[string][]starlark.Value{}
+	for name := range e.tagClasses {
+		tags[name] = nil
+	}
+	for _, u := range uses {
+		for _, t := range u.tags {
+			tc, ok := e.tagClasses[t.class]
+			if !ok {
+				return nil, fmt.Errorf("%s: module extension %s has no tag class %s", t.pos, u.name, t.class)
+			}
+			fields := starlark.StringDict{}
+			for _, kv := range t.kwargs {
+				name := string(kv[0].(starlark.String))
+				a := tc.attrs[name]
+				if a == nil {
+					return nil, unknownAttr("tag "+t.class, name, sortedKeys(tc.attrs))
+				}
+				if err := a.check(name, kv[1]); err != nil {
+					return nil, fmt.Errorf("%s: tag %s: %v", t.pos, t.class, err)
+				}
+				fields[name] = kv[1]
+			}
+			for name, a := range tc.attrs {
+				if _, set := fields[name]; !set {
+					if a.mandatory {
+						return nil, fmt.Errorf("%s: tag %s: attribute %s is mandatory", t.pos, t.class, name)
+					}
+					fields[name] = a.zero()
+				}
+			}
+			tags[t.class] = append(tags[t.class], starlarkstruct.FromStringDict(starlark.String(t.class), fields))
+		}
+	}
+	tagFields := starlark.StringDict{}
+	for name, list := range tags {
+		tagFields[name] = starlark.NewList(list)
+	}
+	return starlarkstruct.FromStringDict(starlark.String("bazel_module_tags"), tagFields), nil
 }
 
 // lazyFS is a repository's files, fetched on first use.

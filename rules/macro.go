@@ -22,6 +22,9 @@ type MacroClass struct {
 	impl  starlark.Callable
 	attrs map[string]*Attr
 	doc   string
+	// finalizer macros run once the rest of the BUILD file has: their
+	// native.existing_rules() sees every target it declared.
+	finalizer bool
 }
 
 var _ starlark.Callable = (*MacroClass)(nil)
@@ -51,10 +54,7 @@ func macroBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if inherit != nil && inherit != starlark.None {
 		return nil, fmt.Errorf("macro: inherit_attrs is not supported by rbs: declare the attributes")
 	}
-	if finalizer {
-		return nil, fmt.Errorf("macro: finalizer macros are not supported by rbs")
-	}
-	m := &MacroClass{impl: impl, attrs: map[string]*Attr{}, doc: doc}
+	m := &MacroClass{impl: impl, attrs: map[string]*Attr{}, doc: doc, finalizer: finalizer}
 	if attrs != nil {
 		for _, kv := range attrs.Items() {
 			name, ok := starlark.AsString(kv[0])
@@ -130,16 +130,45 @@ func (m *MacroClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, 
 		}
 		call = append(call, starlark.Tuple{starlark.String(k), v})
 	}
+	if m.finalizer && !pkg.finalizing {
+		pos := thread.CallFrame(1).Pos
+		pkg.finalizers = append(pkg.finalizers, func(thread *starlark.Thread) error {
+			if err := m.expand(thread, pkg, name, call); err != nil {
+				return fmt.Errorf("%s: finalizer %s %q: %w", pos, m.Name(), name, err)
+			}
+			return nil
+		})
+		return starlark.None, nil
+	}
+	return starlark.None, m.expand(thread, pkg, name, call)
+}
+
+// expand runs the macro's implementation with the arguments call, which
+// may declare only targets named after the macro's name.
+func (m *MacroClass) expand(thread *starlark.Thread, pkg *Package, name string, call []starlark.Tuple) error {
 	before := len(pkg.Order)
 	if _, err := starlark.Call(thread, m.impl, nil, call); err != nil {
-		return nil, err
+		return err
 	}
 	for _, t := range pkg.Order[before:] {
 		if t != name && !strings.HasPrefix(t, name+"_") && !strings.HasPrefix(t, name+"-") && !strings.HasPrefix(t, name+".") {
-			return nil, fmt.Errorf("%s %q declared target %q: a symbolic macro's targets are named %s or begin with %s_, %s- or %s.", m.Name(), name, t, name, name, name, name)
+			return fmt.Errorf("%s %q declared target %q: a symbolic macro's targets are named %s or begin with %s_, %s- or %s.", m.Name(), name, t, name, name, name, name)
 		}
 	}
-	return starlark.None, nil
+	return nil
+}
+
+// finalize runs the finalizer macros the BUILD file called, in order,
+// once it has been evaluated, on its thread.
+func (p *Package) finalize(thread *starlark.Thread) error {
+	p.finalizing = true
+	for _, f := range p.finalizers {
+		if err := f(thread); err != nil {
+			return err
+		}
+	}
+	p.finalizers = nil
+	return nil
 }
 
 // macroValue is what a macro's implementation gets for an attribute:

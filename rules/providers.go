@@ -153,7 +153,9 @@ var (
 	_ starlark.HasAttrs = (*Target)(nil)
 )
 
-func (t *Target) String() string        { return "<target " + t.configured.Label.String() + ">" }
+func (t *Target) String() string {
+	return "<target " + Label{t.configured.Label}.shown().String() + ">"
+}
 func (t *Target) Type() string          { return "Target" }
 func (t *Target) Freeze()               {}
 func (t *Target) Truth() starlark.Bool  { return true }

@@ -52,6 +52,115 @@ type registrations struct {
 	// single_version_override and archive_override (registry.go).
 	deps      []moduleDep
 	overrides map[string]moduleOverride
+	// modules are the modules whose MODULE.bazel was read: the root
+	// first, then its dependencies, each once.
+	modules []*moduleInfo
+}
+
+// moduleInfo is a module of the graph, as module_ctx.modules shows it:
+// its name and version, and the repository it is (apparent to the root;
+// "" for the root itself).
+type moduleInfo struct {
+	name, version, repo string
+}
+
+// qualify makes a label written in module m's MODULE.bazel one of its
+// repository: //pkg:x in module foo is @foo//pkg:x.
+func (m *moduleInfo) qualify(s string) string {
+	switch {
+	case m.repo == "" || strings.HasPrefix(s, "@"):
+		return s
+	case strings.HasPrefix(s, "//"):
+		return "@" + m.repo + s
+	case strings.HasPrefix(s, ":"):
+		return "@" + m.repo + "//" + s
+	}
+	return s
+}
+
+// registerCall is register_toolchains or register_execution_platforms of
+// module m's MODULE.bazel: its patterns, in m's repository, go to to.
+func registerCall(name string, m *moduleInfo, to *[]registration) *starlark.Builtin {
+	return starlark.NewBuiltin(name, func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		for _, kv := range kwargs {
+			if kv[0] != starlark.String("dev_dependency") {
+				return nil, fmt.Errorf("%s: unexpected keyword argument %s", b.Name(), kv[0])
+			}
+		}
+		for _, a := range args {
+			s, ok := starlark.AsString(a)
+			if !ok {
+				return nil, fmt.Errorf("%s: want label patterns as strings, got %s", b.Name(), a.Type())
+			}
+			*to = append(*to, registration{pattern: m.qualify(s), pos: t.CallFrame(1).Pos.String()})
+		}
+		return starlark.None, nil
+	})
+}
+
+// moduleCall is module(): it names m, and the root module's repository.
+func (r *registrations) moduleCall(m *moduleInfo) *starlark.Builtin {
+	return starlark.NewBuiltin("module", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var name, version, repoName string
+		var level int
+		var compat starlark.Value
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name?", &name, "version?", &version,
+			"compatibility_level?", &level, "repo_name?", &repoName, "bazel_compatibility?", &compat); err != nil {
+			return nil, err
+		}
+		m.name, m.version = name, version
+		if m.repo == "" {
+			r.module = name
+			if repoName != "" {
+				r.module = repoName
+			}
+		}
+		return starlark.None, nil
+	})
+}
+
+// execModule evaluates a MODULE.bazel in env.
+func execModule(file string, src []byte, env starlark.StringDict) error {
+	thread := &starlark.Thread{Name: "MODULE.bazel"}
+	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, file, src, env); err != nil {
+		var ee *starlark.EvalError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("%s", ee.Backtrace())
+		}
+		return err
+	}
+	return nil
+}
+
+// readDepModule reads the MODULE.bazel of the dependency module name, in
+// repository repo, from src, after the root's: its toolchain and platform
+// registrations come after the root's, its extension uses join the
+// root's (module_ctx.modules), and the repositories it takes from them
+// or declares with use_repo_rule are known under their names unless the
+// root declares those. Its own dependencies and overrides are the
+// registry's business (registry.go).
+func (r *registrations) readDepModule(name, repo, file string, src []byte) error {
+	env := r.moduleEnv(&moduleInfo{name: name, repo: repo})
+	for _, name := range []string{"bazel_dep", "local_path_override", "single_version_override", "archive_override"} {
+		env[name] = starlark.NewBuiltin(name, ignoredCall)
+	}
+	return execModule(file, src, env)
+}
+
+// moduleEnv is what a MODULE.bazel of module m, a module of the graph
+// from now on, may call, but for its dependencies and overrides.
+func (r *registrations) moduleEnv(m *moduleInfo) starlark.StringDict {
+	r.modules = append(r.modules, m)
+	env := starlark.StringDict{
+		"module":                       r.moduleCall(m),
+		"register_toolchains":          registerCall("register_toolchains", m, &r.toolchains),
+		"register_execution_platforms": registerCall("register_execution_platforms", m, &r.platforms),
+	}
+	r.moduleRepoCalls(env, m)
+	for _, name := range moduleCalls {
+		env[name] = starlark.NewBuiltin(name, ignoredCall)
+	}
+	return env
 }
 
 // readRegistrations reads the registrations of the workspace at root.
@@ -86,46 +195,8 @@ func (r *registrations) readModule(root, file string) error {
 	}
 	r.files = append(r.files, file)
 	r.mainRepo = "_main"
-	register := func(name string, to *[]registration) *starlark.Builtin {
-		return starlark.NewBuiltin(name, func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-			for _, kv := range kwargs {
-				if kv[0] != starlark.String("dev_dependency") {
-					return nil, fmt.Errorf("%s: unexpected keyword argument %s", b.Name(), kv[0])
-				}
-			}
-			for _, a := range args {
-				s, ok := starlark.AsString(a)
-				if !ok {
-					return nil, fmt.Errorf("%s: want label patterns as strings, got %s", b.Name(), a.Type())
-				}
-				*to = append(*to, registration{pattern: s, pos: t.CallFrame(1).Pos.String()})
-			}
-			return starlark.None, nil
-		})
-	}
-	env := starlark.StringDict{
-		"module": starlark.NewBuiltin("module", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-			var name, version, repoName string
-			var level int
-			var compat starlark.Value
-			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name?", &name, "version?", &version,
-				"compatibility_level?", &level, "repo_name?", &repoName, "bazel_compatibility?", &compat); err != nil {
-				return nil, err
-			}
-			r.module = name
-			if repoName != "" {
-				r.module = repoName
-			}
-			return starlark.None, nil
-		}),
-		"register_toolchains":          register("register_toolchains", &r.toolchains),
-		"register_execution_platforms": register("register_execution_platforms", &r.platforms),
-	}
-	r.moduleRepoCalls(env)
+	env := r.moduleEnv(&moduleInfo{})
 	r.moduleOverrideCalls(env)
-	for _, name := range moduleCalls {
-		env[name] = starlark.NewBuiltin(name, ignoredCall)
-	}
 	deps := map[string]moduleDep{}
 	type override struct{ dir, pos string }
 	overrides := map[string]override{}
@@ -145,12 +216,7 @@ func (r *registrations) readModule(root, file string) error {
 		overrides[name] = override{dir: dir, pos: t.CallFrame(1).Pos.String()}
 		return starlark.None, nil
 	})
-	thread := &starlark.Thread{Name: "MODULE.bazel"}
-	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, file, src, env); err != nil {
-		var ee *starlark.EvalError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("%s", ee.Backtrace())
-		}
+	if err := execModule(file, src, env); err != nil {
 		return err
 	}
 	for _, name := range order {
@@ -160,6 +226,20 @@ func (r *registrations) readModule(root, file string) error {
 			return fmt.Errorf("%s: local_path_override of module %s, which no bazel_dep names", o.pos, name)
 		}
 		if err := r.addLocal(root, d.repo, o.dir, nil, o.pos); err != nil {
+			return err
+		}
+	}
+	for _, name := range order {
+		repo := deps[name].repo
+		file := filepath.Join(r.repos[repo].dir, "MODULE.bazel")
+		src, err := os.ReadFile(file)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.readDepModule(name, repo, file, src); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ package rules
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -142,6 +143,24 @@ func (w *Workspace) registryModules() (map[string]localRepo, error) {
 	repoNames := map[string]string{}
 	for _, d := range wanted {
 		repoNames[d.name] = d.repo
+	}
+	for _, name := range slices.Sorted(maps.Keys(selected)) {
+		version := selected[name]
+		repo := name
+		if r, ok := repoNames[name]; ok {
+			repo = r
+		}
+		if o, ok := w.reg.overrides[name]; ok && len(o.urls) > 0 {
+			continue // an archive's MODULE.bazel is in the archive
+		}
+		src, _, err := w.registryFile(name, version, "MODULE.bazel")
+		if err != nil {
+			return nil, err
+		}
+		if err := w.reg.readDepModule(name, repo, name+"@"+version+"/MODULE.bazel", src); err != nil {
+			return nil, err
+		}
+		w.reg.modules[len(w.reg.modules)-1].version = version
 	}
 	for name, version := range selected {
 		name, version := name, version

@@ -54,7 +54,7 @@ var commonAttrs = map[string]bool{
 	"visibility": true, "tags": true, "testonly": true, "features": true, "deprecation": true,
 	"compatible_with": true, "restricted_to": true, "licenses": true, "exec_compatible_with": true,
 	"target_compatible_with": true, "size": true, "timeout": true, "flaky": true, "shard_count": true,
-	"local": true, "args": true, "env": true, "exec_properties": true,
+	"local": true, "args": true, "env": true, "exec_properties": true, "toolchains": true, "applicable_licenses": true,
 }
 
 func ruleBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -101,7 +101,7 @@ func ruleBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			if !ok {
 				return nil, fmt.Errorf("rule: attribute %q must be an attr.* value, got %s", name, kv[1].Type())
 			}
-			if name == "name" || commonAttrs[name] && name != "env" && name != "args" {
+			if name == "name" || commonAttrs[name] && name != "env" && name != "args" && name != "toolchains" {
 				return nil, fmt.Errorf("rule: attribute %q is predefined", name)
 			}
 			r.attrs[name] = a
@@ -156,6 +156,10 @@ func (r *RuleClass) CallInternal(thread *starlark.Thread, args starlark.Tuple, k
 			}
 			t.Attrs[name] = v
 		case commonAttrs[name]:
+			if t.Common == nil {
+				t.Common = map[string]starlark.Value{}
+			}
+			t.Common[name] = v
 		default:
 			return nil, unknownAttr(r.Name()+" "+pkg.labelOf(t), name, sortedKeys(r.attrs))
 		}
@@ -218,6 +222,10 @@ type Package struct {
 	// files, and its directory in them; fsys is nil for the workspace's.
 	fsys  fs.FS
 	fsDir string
+	// finalizers are the finalizer macros called, to run once the BUILD
+	// file has been (finalize); finalizing is set while they run.
+	finalizers []func(*starlark.Thread) error
+	finalizing bool
 }
 
 func newPackage(name, dir string) *Package {
@@ -241,7 +249,10 @@ type TargetDef struct {
 	// Features are the target's features attribute: "name" enables a
 	// feature, "-name" disables it (ctx.features, ctx.disabled_features).
 	Features []string
-	Pos      string
+	// Common are the other attributes every rule has (commonAttrs) that
+	// the BUILD file gave, for ctx.attr.
+	Common map[string]starlark.Value
+	Pos    string
 }
 
 // Kind is the rule name, as kind() queries match it.

@@ -32,6 +32,7 @@ func TestRuleAPI(t *testing.T) {
 	settingLine := regexp.MustCompile(`(?m)^# set: (//\S+?)=(\S*)\s*$`)
 	modeLine := regexp.MustCompile(`(?m)^# compilation_mode: (\S+)\s*$`)
 	extraLine := regexp.MustCompile(`(?m)^# extra_toolchains: (\S+)\s*$`)
+	platformsLine := regexp.MustCompile(`(?m)^# platforms: (\S+)\s*$`)
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -63,6 +64,9 @@ func TestRuleAPI(t *testing.T) {
 					write(t, dir, name, content)
 				}
 				cfg := Config{Defines: map[string]string{}, Settings: map[string]string{}, RepoDir: t.TempDir()}
+				if m := platformsLine.FindStringSubmatch(chunk); m != nil {
+					cfg.Platforms = m[1]
+				}
 				if m := platformLine.FindStringSubmatch(chunk); m != nil {
 					if cfg.Platform, err = platform.Parse(m[1]); err != nil {
 						t.Fatal(err)

@@ -50,6 +50,10 @@ type Config struct {
 	RepoDir string
 	// Registries are the --registry URLs bazel_deps are looked up in.
 	Registries []string
+	// Platforms is --platforms: the label of the platform() target whose
+	// constraint values are the target platform's (targetplatform.go); ""
+	// for Platform's.
+	Platforms string
 	// CPU is the name a transition gave //command_line_option:cpu
 	// ("armeabi-v7a"), which ctx.var's TARGET_CPU and config_setting's
 	// cpu see; "" for Bazel's name of Platform's (cpuValue).
@@ -314,6 +318,13 @@ func (w *Workspace) matches(key, pkg string, via []string) (bool, condition, err
 	if ok && isAlias(t.Rule) {
 		return w.aliasMatches(t, via)
 	}
+	if ok && t.Rule.Name() == "constraint_value" {
+		has, _, err := w.hasConstraint(l)
+		if err != nil {
+			return false, nil, fmt.Errorf("key %s: %v", l, err)
+		}
+		return has, condition{"constraint:" + l.String(): true}, nil
+	}
 	if !ok || t.Rule != configSettingRule {
 		return false, nil, fmt.Errorf("key %s is not a config_setting", l)
 	}
@@ -415,11 +426,24 @@ func (w *Workspace) settingMatches(t *TargetDef) (bool, condition, error) {
 	}
 	cons, _ := stringList(t.Attrs["constraint_values"])
 	for _, c := range cons {
-		if !isConstraint(c) {
-			return false, nil, fmt.Errorf("config_setting %s: constraint value %s: rbs knows the @platforms//os:* and @platforms//cpu:* constraints only", t.Label, c)
+		if isConstraint(c) {
+			cond["constraint:"+c] = true
+			ok = ok && w.platformMatches(c)
+			continue
 		}
-		cond["constraint:"+c] = true
-		ok = ok && w.platformMatches(c)
+		cl, err := label.ParseRelative(c, t.Label.Pkg)
+		if err != nil {
+			return false, nil, fmt.Errorf("config_setting %s: constraint_values: %v", t.Label, err)
+		}
+		has, isValue, err := w.hasConstraint(cl)
+		if err != nil {
+			return false, nil, fmt.Errorf("config_setting %s: constraint_values: %v", t.Label, err)
+		}
+		if !isValue {
+			return false, nil, fmt.Errorf("config_setting %s: constraint_values: %s is not a constraint_value", t.Label, cl)
+		}
+		cond["constraint:"+canonical(cl).String()] = true
+		ok = ok && has
 	}
 	flags := stringDict(t.Attrs["flag_values"])
 	for _, k := range sortedStrings(flags) {

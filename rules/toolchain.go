@@ -431,7 +431,10 @@ func (an *analyzer) resolveToolchains(owner label.Label, kind string, reqs []too
 	key := an.ws.outDir + " " + strings.Join(types, " ")
 	chosen, ok := s.resolved[key]
 	if !ok {
-		target := osArchPlatform("target platform "+an.ws.Platform.String(), an.ws.Platform)
+		target, err := an.ws.targetPlatform()
+		if err != nil {
+			return nil, fmt.Errorf("while resolving toolchains for target %s: %v", owner, err)
+		}
 		if chosen, err = an.chooseToolchains(s, target, types, mandatory); err != nil {
 			return nil, fmt.Errorf("while resolving toolchains for target %s: %v", owner, err)
 		}

@@ -252,6 +252,13 @@ func (w *Workspace) settingFor(key string) (starlark.Value, error) {
 	case "features":
 		return stringsValue(w.cfg.Features), nil
 	case "platforms":
+		if w.cfg.Platforms != "" {
+			l, err := label.Parse(w.cfg.Platforms)
+			if err != nil {
+				return nil, err
+			}
+			return starlark.NewList([]starlark.Value{Label{l}}), nil
+		}
 		return starlark.NewList([]starlark.Value{Label{label.Label{Repo: "platforms", Pkg: "host", Name: w.Platform.String()}}}), nil
 	case "define":
 		var ds []string
@@ -305,11 +312,11 @@ func (an *analyzer) setSetting(cfg *Config, key string, v starlark.Value) error 
 		if err != nil {
 			return err
 		}
-		p, err := platformOfCPU(cfg.Platform, s)
+		p, err := PlatformOfCPU(cfg.Platform, s)
 		if err != nil {
 			return err
 		}
-		cfg.Platform, cfg.CPU = p, ""
+		cfg.Platform, cfg.CPU, cfg.Platforms = p, "", ""
 		if s != cpuValue(p) {
 			cfg.CPU = s
 		}
@@ -336,11 +343,11 @@ func (an *analyzer) setSetting(cfg *Config, key string, v starlark.Value) error 
 		}
 		return nil
 	case "platforms":
-		p, err := an.platformOfLabels(v)
+		p, l, err := an.platformOfLabels(v)
 		if err != nil {
 			return err
 		}
-		cfg.Platform = p
+		cfg.Platform, cfg.Platforms, cfg.CPU = p, l, ""
 		return nil
 	}
 	l, err := label.Parse(key)
@@ -366,9 +373,9 @@ var bazelCPUs = map[string]string{
 	"arm64-v8a": "arm64", "ppc": "ppc64le", "s390x": "s390x",
 }
 
-// platformOfCPU is p with the CPU Bazel names cpu (k8, aarch64,
-// darwin_arm64, armeabi-v7a, ...).
-func platformOfCPU(p platform.Platform, cpu string) (platform.Platform, error) {
+// PlatformOfCPU is p with the CPU Bazel names cpu (k8, aarch64,
+// darwin_arm64, armeabi-v7a, ...): Bazel's --cpu.
+func PlatformOfCPU(p platform.Platform, cpu string) (platform.Platform, error) {
 	os := p.OS
 	if rest, ok := strings.CutPrefix(cpu, "darwin_"); ok || cpu == "darwin" {
 		os, cpu = "darwin", rest
@@ -389,37 +396,33 @@ func platformOfCPU(p platform.Platform, cpu string) (platform.Platform, error) {
 // platformOfLabels reads //command_line_option:platforms: one platform()
 // target, whose @platforms//os and @platforms//cpu constraints make the
 // platform.
-func (an *analyzer) platformOfLabels(v starlark.Value) (platform.Platform, error) {
+// It returns the platform target's label too ("" for rbs's own
+// @platforms//host:OS-ARCH).
+func (an *analyzer) platformOfLabels(v starlark.Value) (platform.Platform, string, error) {
 	var first starlark.Value = v
 	if l, ok := v.(*starlark.List); ok {
 		if l.Len() != 1 {
-			return platform.Platform{}, fmt.Errorf("want one platform, got %d", l.Len())
+			return platform.Platform{}, "", fmt.Errorf("want one platform, got %d", l.Len())
 		}
 		first = l.Index(0)
 	}
 	l, err := labelArg(first)
 	if err != nil {
-		return platform.Platform{}, err
+		return platform.Platform{}, "", err
 	}
 	if l.Repo == "platforms" && l.Pkg == "host" {
-		return platform.Parse(l.Name)
+		p, err := platform.Parse(l.Name)
+		return p, "", err
 	}
 	p, err := an.platformTarget(l)
 	if err != nil {
-		return platform.Platform{}, fmt.Errorf("%s: %v", l, err)
+		return platform.Platform{}, "", fmt.Errorf("%s: %v", l, err)
 	}
-	name := func(setting string) string {
-		v := p.values[setting]
-		return v[strings.LastIndex(v, ":")+1:]
+	if p.values[osSetting] == "" || p.values[cpuSetting] == "" {
+		return platform.Platform{}, "", fmt.Errorf("platform %s has no @platforms//os and @platforms//cpu constraints", l)
 	}
-	os, cpu := name(osSetting), name(cpuSetting)
-	if os == "macos" || os == "osx" {
-		os = "darwin"
-	}
-	if os == "" || cpu == "" {
-		return platform.Platform{}, fmt.Errorf("platform %s has no @platforms//os and @platforms//cpu constraints", l)
-	}
-	return platform.Parse(os + "-" + cpu)
+	q, err := platformOf(p)
+	return q, l.String(), err
 }
 
 // clone is a copy of c whose maps and lists may be changed.
@@ -444,6 +447,9 @@ func (c Config) key(p platform.Platform, mode string) string {
 	fmt.Fprintf(&b, "platform=%s\nmode=%s\n", p, mode)
 	if c.CPU != "" {
 		fmt.Fprintf(&b, "cpu=%s\n", c.CPU)
+	}
+	if c.Platforms != "" {
+		fmt.Fprintf(&b, "platforms=%s\n", c.Platforms)
 	}
 	for _, k := range sortedStrings(c.Defines) {
 		fmt.Fprintf(&b, "define %s=%s\n", k, c.Defines[k])
@@ -528,6 +534,9 @@ func labelsIn(v starlark.Value, pkg string) starlark.Value {
 func (w *Workspace) BinDir() string {
 	if w.outDir != "" {
 		return "rbs-out/" + w.outDir + "/bin"
+	}
+	if w.cfg.CPU != "" {
+		return "rbs-out/" + w.cfg.CPU + "-" + w.compilationMode() + "/bin"
 	}
 	return BinDir(w.Platform, w.compilationMode())
 }

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rbs-build/rbs/rbe/platform"
 	"github.com/rbs-build/rbs/starlark/label"
@@ -123,6 +125,11 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	}
 	w := &Workspace{tree: &tree{Root: root, Name: reg.mainRepo, pkgs: map[string]*pkgEntry{}, reg: reg, configs: map[string]*Workspace{}},
 		Platform: cfg.Platform, cfg: cfg}
+	// A registry's modules first: their MODULE.bazel may use extensions.
+	modules, err := w.registryModules()
+	if err != nil {
+		return nil, err
+	}
 	for name, r := range w.ruleRepos() {
 		// A repository rbs provides itself (@bazel_skylib, @rules_cc, ...)
 		// is rbs's copy, whatever rule declares it, as before rules could.
@@ -136,10 +143,6 @@ func Open(root string, cfg Config) (*Workspace, error) {
 			w.reg.repos[name] = r
 		}
 	}
-	modules, err := w.registryModules()
-	if err != nil {
-		return nil, err
-	}
 	for name, r := range modules {
 		if w.reg.repos == nil {
 			w.reg.repos = map[string]localRepo{}
@@ -149,6 +152,18 @@ func Open(root string, cfg Config) (*Workspace, error) {
 	w.repos = repoSet(w.reg.repos)
 	w.loader = loader.New(root, w.repos, w.moduleEnv, nameRules)
 	w.loader.Print = w.debug
+	if cfg.Platforms != "" {
+		// --platforms: its platform's OS and CPU are the platform built
+		// for.
+		p, err := w.targetPlatform()
+		if err != nil {
+			return nil, err
+		}
+		if w.Platform, err = platformOf(p); err != nil {
+			return nil, fmt.Errorf("--platforms: %v", err)
+		}
+		w.cfg.Platform = w.Platform
+	}
 	return w, nil
 }
 
@@ -229,7 +244,7 @@ func (a *AspectClass) export(name string) {
 // common are the names both BUILD files and rule files see.
 func (w *Workspace) common() starlark.StringDict {
 	return starlark.StringDict{
-		"struct":      starlark.NewBuiltin("struct", starlarkstruct.Make),
+		"struct":      starlark.NewBuiltin("struct", structBuiltin),
 		"depset":      starlark.NewBuiltin("depset", depsetBuiltin),
 		"Label":       starlark.NewBuiltin("Label", labelBuiltin),
 		"select":      starlark.NewBuiltin("select", w.selectBuiltin),
@@ -297,7 +312,65 @@ func (w *Workspace) nativeFunctions() starlark.StringDict {
 		"licenses": starlark.NewBuiltin("licenses", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 			return starlark.None, nil
 		}),
+		"existing_rule":  starlark.NewBuiltin("existing_rule", existingRule),
+		"existing_rules": starlark.NewBuiltin("existing_rules", existingRules),
 	}
+}
+
+// existingRule is native.existing_rule(name): the attributes of the
+// target name declared so far in the package, with its name and kind, or
+// None.
+func existingRule(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name string
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name); err != nil {
+		return nil, err
+	}
+	pkg, err := currentPackage(t, b.Name())
+	if err != nil {
+		return nil, err
+	}
+	def, ok := pkg.Targets[name]
+	if !ok {
+		return starlark.None, nil
+	}
+	return ruleAttrs(def), nil
+}
+
+// existingRules is native.existing_rules(): existing_rule of each target
+// declared so far, by name, in the order they were.
+func existingRules(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	pkg, err := currentPackage(t, b.Name())
+	if err != nil {
+		return nil, err
+	}
+	out := starlark.NewDict(len(pkg.Order))
+	for _, name := range pkg.Order {
+		if def, ok := pkg.Targets[name]; ok {
+			if err := out.SetKey(starlark.String(name), ruleAttrs(def)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// ruleAttrs is a target's attributes as existing_rule gives them.
+func ruleAttrs(def *TargetDef) *starlark.Dict {
+	d := starlark.NewDict(len(def.Attrs) + 3)
+	d.SetKey(starlark.String("name"), starlark.String(def.Label.Name))
+	d.SetKey(starlark.String("kind"), starlark.String(def.Rule.Name()))
+	tags := make([]starlark.Value, len(def.Tags))
+	for i, tag := range def.Tags {
+		tags[i] = starlark.String(tag)
+	}
+	d.SetKey(starlark.String("tags"), starlark.NewList(tags))
+	for _, k := range slices.Sorted(maps.Keys(def.Attrs)) {
+		d.SetKey(starlark.String(k), def.Attrs[k])
+	}
+	return d
 }
 
 func currentPackage(t *starlark.Thread, fn string) (*Package, error) {
@@ -443,6 +516,9 @@ func (w *Workspace) evalPackage(name string) (*Package, error) {
 	if err := w.loader.ExecBuild(thread, rel, src, w.build); err != nil {
 		return nil, err
 	}
+	if err := pkg.finalize(thread); err != nil {
+		return nil, err
+	}
 	return pkg, nil
 }
 
@@ -477,6 +553,9 @@ func (w *Workspace) evalExternal(name string, fsys fs.FS, dir string) (*Package,
 	thread := w.loader.Thread(path.Join("//"+name, file), repo, inRepo, nil)
 	thread.SetLocal(packageKey, pkg)
 	if err := w.loader.ExecBuild(thread, path.Join(name, file), src, w.build); err != nil {
+		return nil, err
+	}
+	if err := pkg.finalize(thread); err != nil {
 		return nil, err
 	}
 	return pkg, nil
@@ -626,7 +705,7 @@ type Analysis struct {
 
 // Analyze analyses the targets and everything they depend on.
 func (w *Workspace) Analyze(targets []label.Label) (*Analysis, error) {
-	an := &analyzer{ws: w, analysisState: &analysisState{done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]Runfile{}, actions: map[string]*Action{}}}
+	an := &analyzer{ws: w, analysisState: &analysisState{done: map[string]*Configured{}, byFile: map[string]*File{}, runfile: map[string][]Runfile{}, actions: map[string]*Action{}, started: time.Now()}}
 	an.scan = &includeScan{an: an, found: map[string][]string{}, read: map[string]bool{}}
 	an.aspects = map[string]*aspectResult{}
 	for _, l := range targets {

@@ -1,6 +1,9 @@
 package tests
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,13 +62,22 @@ def _user_impl(ctx):
 
 tool_user = rule(implementation = _user_impl, attrs = {"tool": attr.label(mandatory = True, executable = True, cfg = "exec")})
 
+def _resolved_impl(ctx):
+    out = ctx.actions.declare_file(ctx.label.name + ".out")
+    inputs, manifests = ctx.resolve_tools(tools = [ctx.attr.tool])
+    ctx.actions.run_shell(outputs = [out], inputs = depset([ctx.info_file], transitive = [inputs]), input_manifests = manifests, command = "%s %s && cat %s >> %s" % (ctx.executable.tool.path, out.path, ctx.info_file.path, out.path))
+    return [DefaultInfo(files = depset([out]))]
+
+resolved_user = rule(implementation = _resolved_impl, attrs = {"tool": attr.label(mandatory = True, executable = True, cfg = "exec")})
+
 def _check_impl(ctx):
     ctx.actions.write(output = ctx.outputs.executable, content = "grep -q data " + ctx.file.src.short_path + "\n")
     return [DefaultInfo(runfiles = ctx.runfiles(files = [ctx.file.src]))]
 
 check_test = rule(implementation = _check_impl, test = True, attrs = {"src": attr.label(allow_single_file = True)})
 `)
-	ws.write("rftools/BUILD", `load(":defs.bzl", "check_test", "complex_tool", "sub_tool", "tool", "tool_user")
+	ws.write("rftools/BUILD", `load(":defs.bzl", "check_test", "complex_tool", "resolved_user", "sub_tool", "tool", "tool_user")
+resolved_user(name = "resolved", tool = ":tool")
 tool(name = "tool")
 tool_user(name = "simple", tool = ":tool")
 sub_tool(name = "sub")
@@ -81,6 +93,21 @@ check_test(name = "check", src = "data.txt")
 	}
 	if got := ws.read("rbs-bin/rftools/nested.out"); got != "data\nmore\n" {
 		t.Errorf("the tool of a tool wrote %q", got)
+	}
+	// ctx.resolve_tools gives the tree as an input manifest, and
+	// ctx.info_file is the stable workspace status.
+	ws.mustRbs("build", "//rftools:resolved")
+	host, _ := os.Hostname()
+	if got := ws.read("rbs-bin/rftools/resolved.out"); !strings.HasPrefix(got, "data\ndata\nBUILD_EMBED_LABEL \nBUILD_HOST "+host+"\nBUILD_USER ") {
+		t.Errorf("the tool run through resolve_tools, and the stable status, wrote %q", got)
+	}
+	// As with Bazel's runfiles links, a program built runs from rbs-bin.
+	ws.mustRbs("build", "//rftools:complex")
+	out := filepath.Join(t.TempDir(), "direct.out")
+	if b, err := exec.Command(filepath.Join(ws.dir, "rbs-bin/rftools/complex"), out).CombinedOutput(); err != nil {
+		t.Errorf("rbs-bin/rftools/complex after rbs build: %v\n%s", err, b)
+	} else if got, _ := os.ReadFile(out); string(got) != "data\nmore\n" {
+		t.Errorf("rbs-bin/rftools/complex after rbs build wrote %q", got)
 	}
 	if out := ws.mustRbs("test", "//rftools:check"); !strings.Contains(out, "1 test: 1 passed") {
 		t.Errorf("the test written without is_executable:\n%s", out)
@@ -115,5 +142,38 @@ genrule(
 	}
 	if got, want := ws.read("rbs-bin/mv/sub/b.out"), bin+"/mv/sub/b.out\n"; got != want {
 		t.Errorf("$(location) of its own output: %q, want %q", got, want)
+	}
+}
+
+// --platforms, from a workspace's .bazelrc as real workspaces set it:
+// the platform target's constraint values choose select() branches, and
+// the command line's --platforms wins over the rc file's.
+func TestPlatformsFlag(t *testing.T) {
+	ws := newWorkspace(t)
+	ws.write(".bazelrc", "build --platforms=//plat:gpu_box\n")
+	ws.write("plat/BUILD", `constraint_setting(name = "gpu", default_constraint_value = ":no_gpu")
+constraint_value(name = "has_gpu", constraint_setting = ":gpu")
+constraint_value(name = "no_gpu", constraint_setting = ":gpu")
+platform(name = "gpu_box", constraint_values = [":has_gpu", "@platforms//os:linux"])
+platform(name = "plain_box", constraint_values = ["@platforms//os:linux"])
+genrule(
+    name = "which",
+    outs = ["which.txt"],
+    cmd = "echo " + select({":has_gpu": "gpu", "//conditions:default": "no gpu"}) + " > $@",
+)
+`)
+	out := ws.mustRbs("build", "//plat:which")
+	if strings.Contains(out, "WARNING") {
+		t.Errorf("--platforms in .bazelrc warned:\n%s", out)
+	}
+	if got := ws.read("rbs-bin/plat/which.txt"); got != "gpu\n" {
+		t.Errorf("with the rc file's --platforms: %q", got)
+	}
+	ws.mustRbs("build", "--platforms=//plat:plain_box", "//plat:which")
+	if got := ws.read("rbs-bin/plat/which.txt"); got != "no gpu\n" {
+		t.Errorf("with --platforms=//plat:plain_box: %q", got)
+	}
+	if out, err := ws.rbs("", "build", "--platforms=//plat:which", "//plat:which"); err == nil || !strings.Contains(out, "--platforms //plat:which: //plat:which is a genrule, not a platform") {
+		t.Errorf("--platforms of a genrule: %v\n%s", err, out)
 	}
 }

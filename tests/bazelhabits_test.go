@@ -270,4 +270,35 @@ import %workspace%/tools/extra.rc
 	if err == nil || !strings.Contains(out, "--config=nope: no rc file has a line for it") {
 		t.Fatalf("an undefined --config: %v\n%s", err, out)
 	}
+
+	// Bazel's startup options before the command: --bazelrc reads a file
+	// after the standard ones, --nohome_rc leaves ~/.bazelrc out; and
+	// --enable_platform_specific_config and --announce_rc, as Bazel's
+	// flags-parsing tutorial uses them.
+	w.write("tools/my.rc", `build --enable_platform_specific_config
+build:linux --define=EXTRA=linux --cpu=armeabi-v7a
+build:foo --define=GREETING=foo
+`)
+	w.write("rc/defs.bzl", `def _impl(ctx):
+    print("vars: %s %s %s %s" % (ctx.var["GREETING"], ctx.var.get("FROM_HOME", "-"), ctx.var["EXTRA"], ctx.var["TARGET_CPU"]))
+    return []
+
+show = rule(implementation = _impl)
+`)
+	w.write("rc/BUILD.bazel", "load(\":defs.bzl\", \"show\")\nshow(name = \"vars\")\n")
+	out, err = w.rbsEnv(env, "--bazelrc=tools/my.rc", "--nohome_rc", "build", "--config=foo", "--announce_rc", "//rc:vars")
+	if err != nil {
+		t.Fatalf("rbs --bazelrc=tools/my.rc --nohome_rc build: %v\n%s", err, out)
+	}
+	rcPath := filepath.Join(w.dir, "tools/my.rc")
+	for _, want := range []string{
+		"vars: foo - linux armeabi-v7a\n",
+		"INFO: Reading rc options for 'build' from " + rcPath + ":\n  'build' options: --enable_platform_specific_config\n",
+		"INFO: Found applicable config definition build:foo in file " + rcPath + ": --define=GREETING=foo\n",
+		"INFO: Found applicable config definition build:linux in file " + rcPath + ": --define=EXTRA=linux --cpu=armeabi-v7a\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--announce_rc: no %q in:\n%s", want, out)
+		}
+	}
 }

@@ -40,6 +40,13 @@ func (l line) where() string { return fmt.Sprintf("%s:%d", l.file, l.num) }
 // RC is what the files read hold.
 type RC struct {
 	lines []line
+	// HostOS names this machine's OS as Bazel's platform-specific
+	// configs do (linux, macos, windows, freebsd, openbsd): with
+	// --enable_platform_specific_config, COMMAND:HostOS lines apply.
+	HostOS string
+	// Announce, when --announce_rc is given, is told what the rc files
+	// gave, in Bazel's words, a line at a time.
+	Announce func(string)
 }
 
 // File is an rc file to read: Optional ones may be absent.
@@ -211,37 +218,130 @@ type Flags func(name string) Kind
 // line gives itself is left for the command line's parser to refuse.
 // Bazel's --noNAME, for a Bool flag NAME, becomes --NAME=false. Nothing
 // after "--" is expanded.
+//
+// Two flags of Bazel's are the expansion's own, wherever they are given:
+// --enable_platform_specific_config applies the COMMAND:HostOS lines, with
+// the files' priority (after their plain lines, before the command line),
+// and --announce_rc tells Announce what the files gave.
 func (rc *RC) Expand(chain []string, args []string, flags Flags, ignore func(line string, name string) bool, warn func(string)) ([]string, error) {
 	e := &expansion{rc: rc, chain: chain, flags: flags, ignore: ignore, warn: warn, warned: map[string]bool{}}
-	var out []string
+	var fromFiles []string
+	var read []line
 	for _, command := range chain {
 		for _, l := range rc.lines {
 			if l.command == command && l.config == "" {
+				read = append(read, l)
 				words, err := e.line(l, nil)
 				if err != nil {
 					return nil, err
 				}
-				out = append(out, words...)
+				fromFiles = append(fromFiles, words...)
 			}
 		}
 	}
+	e.readFrom(read)
+	var fromArgs []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			return append(out, args[i:]...), nil
+			fromArgs = append(fromArgs, args[i:]...)
+			break
+		}
+		if e.own(a) {
+			continue
 		}
 		name, ok := configName(args, &i)
 		if !ok {
-			out = append(out, a)
+			fromArgs = append(fromArgs, a)
 			continue
 		}
 		words, err := e.config(name, nil)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, words...)
+		fromArgs = append(fromArgs, words...)
 	}
-	return out, nil
+	if e.platformConfig && rc.HostOS != "" && e.has(rc.HostOS) {
+		words, err := e.config(rc.HostOS, nil)
+		if err != nil {
+			return nil, err
+		}
+		fromFiles = append(fromFiles, words...)
+	}
+	if e.announceRC && rc.Announce != nil {
+		for _, msg := range e.announced {
+			rc.Announce(msg)
+		}
+	}
+	return append(fromFiles, fromArgs...), nil
+}
+
+// own takes the flags the expansion acts on itself, --announce_rc and
+// --enable_platform_specific_config (and their --no and =BOOL forms),
+// saying whether w was one.
+func (e *expansion) own(w string) bool {
+	name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+	if !strings.HasPrefix(w, "--") {
+		return false
+	}
+	on := !hasValue || value == "true" || value == "1" || value == "yes"
+	if rest, ok := strings.CutPrefix(name, "no"); ok && !hasValue {
+		name, on = rest, false
+	}
+	switch name {
+	case "announce_rc":
+		e.announceRC = on
+	case "enable_platform_specific_config":
+		e.platformConfig = on
+	default:
+		return false
+	}
+	return true
+}
+
+// has says whether a file has COMMAND:name lines for the chain.
+func (e *expansion) has(name string) bool {
+	for _, l := range e.rc.lines {
+		if l.config == name && slices.Contains(e.chain, l.command) {
+			return true
+		}
+	}
+	return false
+}
+
+// readFrom notes, for --announce_rc, the plain lines the files gave, by
+// file and command, as Bazel announces them.
+func (e *expansion) readFrom(lines []line) {
+	var files []string
+	for _, l := range e.rc.lines {
+		if !slices.Contains(files, l.file) {
+			files = append(files, l.file)
+		}
+	}
+	command := e.chain[len(e.chain)-1]
+	for _, f := range files {
+		var block []string
+		for _, c := range e.chain {
+			var words []string
+			for _, l := range lines {
+				if l.file == f && l.command == c {
+					words = append(words, l.words...)
+				}
+			}
+			if len(words) == 0 {
+				continue
+			}
+			if c == command {
+				block = append(block, fmt.Sprintf("  '%s' options: %s", c, strings.Join(words, " ")))
+			} else {
+				block = append(block, fmt.Sprintf("  Inherited '%s' options: %s", c, strings.Join(words, " ")))
+			}
+		}
+		if len(block) > 0 {
+			e.announced = append(e.announced, fmt.Sprintf("INFO: Reading rc options for '%s' from %s:", command, f))
+			e.announced = append(e.announced, block...)
+		}
+	}
 }
 
 // configName reads a --config flag at args[*i], its value in the word or
@@ -265,6 +365,11 @@ type expansion struct {
 	ignore func(string, string) bool
 	warn   func(string)
 	warned map[string]bool
+	// announceRC and platformConfig are --announce_rc and
+	// --enable_platform_specific_config; announced is what the former
+	// tells.
+	announceRC, platformConfig bool
+	announced                  []string
 }
 
 // config is the flags --config=name stands for; configs are the ones
@@ -277,15 +382,31 @@ func (e *expansion) config(name string, configs []string) ([]string, error) {
 	var out []string
 	found := false
 	for _, command := range e.chain {
+		var lines []line
 		for _, l := range e.rc.lines {
 			if l.command == command && l.config == name {
-				found = true
-				words, err := e.line(l, configs)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, words...)
+				lines = append(lines, l)
 			}
+		}
+		for i, l := range lines {
+			found = true
+			if i == 0 || lines[i-1].file != l.file {
+				// As Bazel, a file's lines of the config are told
+				// before the configs they name are expanded.
+				var shown []string
+				for _, m := range lines[i:] {
+					if m.file != l.file {
+						break
+					}
+					shown = append(shown, m.words...)
+				}
+				e.announced = append(e.announced, fmt.Sprintf("INFO: Found applicable config definition %s:%s in file %s: %s", command, name, l.file, strings.Join(shown, " ")))
+			}
+			words, err := e.line(l, configs)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, words...)
 		}
 	}
 	if !found {
@@ -310,6 +431,9 @@ func (e *expansion) line(l line, configs []string) ([]string, error) {
 				return nil, fmt.Errorf("%s: %w", l.where(), err)
 			}
 			out = append(out, expanded...)
+			continue
+		}
+		if e.own(w) {
 			continue
 		}
 		rest, isFlag := strings.CutPrefix(w, "-")

@@ -31,7 +31,30 @@ func TestExpand(t *testing.T) {
 		want     string // the expanded words, joined by spaces
 		warnings []string
 		err      string
+		// announced is what --announce_rc tells, workspace paths as
+		// WS; the host OS is "linux".
+		announced []string
 	}{
+		{
+			name:  "--enable_platform_specific_config applies COMMAND:linux with the files' priority; --announce_rc tells Bazel's lines, a config before those it includes",
+			files: map[string]string{".bazelrc": "build --enable_platform_specific_config --jobs=1\ncommon --stamp\nbuild:linux --jobs=2\nbuild:linux --define=os=linux\nbuild:macos --jobs=3\nbuild:a --config=b\nbuild:b --define=b=1\n"},
+			chain: []string{"common", "build"}, args: []string{"--config=a", "--announce_rc", "--jobs=4", "//x"},
+			want: "--stamp --jobs=1 --jobs=2 --define=os=linux --define=b=1 --jobs=4 //x",
+			announced: []string{
+				"INFO: Reading rc options for 'build' from WS/.bazelrc:",
+				"  Inherited 'common' options: --stamp",
+				"  'build' options: --enable_platform_specific_config --jobs=1",
+				"INFO: Found applicable config definition build:a in file WS/.bazelrc: --config=b",
+				"INFO: Found applicable config definition build:b in file WS/.bazelrc: --define=b=1",
+				"INFO: Found applicable config definition build:linux in file WS/.bazelrc: --jobs=2 --define=os=linux",
+			},
+		},
+		{
+			name:  "--noenable_platform_specific_config on the command line wins; nothing is told without --announce_rc",
+			files: map[string]string{".bazelrc": "build --enable_platform_specific_config\nbuild:linux --jobs=2\n"},
+			chain: []string{"common", "build"}, args: []string{"--noenable_platform_specific_config", "//x"},
+			want: "//x",
+		},
 		{
 			name:  "common, then build, then test; the workspace's file before the home one; the command line last",
 			files: map[string]string{".bazelrc": "test --test_output=errors\nbuild --jobs=2\ncommon --stamp\n", "HOME": "build --jobs=3\n"},
@@ -126,10 +149,12 @@ func TestExpand(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var warnings []string
+			var warnings, announced []string
 			rc, err := Read([]File{{Path: filepath.Join(ws, ".bazelrc"), Optional: true}, {Path: filepath.Join(home, ".bazelrc"), Optional: true}}, ws, ws)
 			var got []string
 			if err == nil {
+				rc.HostOS = "linux"
+				rc.Announce = func(line string) { announced = append(announced, strings.ReplaceAll(line, ws, "WS")) }
 				got, err = rc.Expand(c.chain, c.args, flags, nil, func(w string) { warnings = append(warnings, strings.TrimPrefix(w, ws+"/")) })
 			}
 			if c.err != "" {
@@ -146,6 +171,9 @@ func TestExpand(t *testing.T) {
 			}
 			if strings.Join(warnings, "\n") != strings.Join(c.warnings, "\n") {
 				t.Fatalf("warnings %q, want %q", warnings, c.warnings)
+			}
+			if strings.Join(announced, "\n") != strings.Join(c.announced, "\n") {
+				t.Fatalf("announced:\n%s\nwant:\n%s", strings.Join(announced, "\n"), strings.Join(c.announced, "\n"))
 			}
 		})
 	}

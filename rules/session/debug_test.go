@@ -11,7 +11,7 @@ import (
 // print() in a .bzl file, a BUILD file and a rule implementation writes
 // Bazel's DEBUG lines, a module's once however many packages load it; a
 // build answered from its stamp, without loading, prints them again, as
-// Bazel replays them.
+// Bazel replays them. A message's own last newline ends its line.
 func TestPrintAsBazel(t *testing.T) {
 	root := t.TempDir()
 	for name, text := range map[string]string{
@@ -29,6 +29,7 @@ r(name = "b")
 `,
 		"other/BUILD.rbs": `load("//pkg:defs.bzl", "r")
 x = 1; print("in other")
+print("ends its line\n")
 `,
 	} {
 		if err := write(root, name, text); err != nil {
@@ -38,6 +39,7 @@ x = 1; print("in other")
 	abs := func(p string) string { return filepath.Join(root, p) }
 	want := []string{
 		"DEBUG: " + abs("other/BUILD.rbs") + ":2:13: in other",
+		"DEBUG: " + abs("other/BUILD.rbs") + ":3:6: ends its line",
 		"DEBUG: " + abs("pkg/BUILD.rbs") + ":2:6: in pkg",
 		"DEBUG: " + abs("pkg/defs.bzl") + ":1:6: top 1 [2]",
 		"DEBUG: " + abs("pkg/defs.bzl") + ":3:10: analysing //pkg:a",

@@ -59,12 +59,13 @@ type Options struct {
 	// Stamp keeps, for each build that succeeds, the state of the files
 	// it read and wrote (see UpToDate and Remember): rbs build's.
 	Stamp bool
-	// Defines, Settings, CompilationMode, ExtraToolchains, Copts,
-	// Features and Registries are the rest of the configuration
+	// Defines, Settings, CompilationMode, Platforms, ExtraToolchains,
+	// Copts, Features and Registries are the rest of the configuration
 	// (rules.Config).
 	Defines         map[string]string
 	Settings        map[string]string
 	CompilationMode string
+	Platforms, CPU  string
 	ExtraToolchains []string
 	Copts, Features []string
 	Registries      []string
@@ -133,7 +134,7 @@ func Open(opts Options) (*Session, error) {
 		return nil, err
 	}
 	ws, err := rules.Open(root, rules.Config{Platform: opts.Platform, Defines: opts.Defines, Settings: opts.Settings, CompilationMode: opts.CompilationMode,
-		ExtraToolchains: opts.ExtraToolchains, Copts: opts.Copts, Features: opts.Features, RepoDir: repos, Registries: opts.Registries, Debug: debug})
+		Platforms: opts.Platforms, CPU: opts.CPU, ExtraToolchains: opts.ExtraToolchains, Copts: opts.Copts, Features: opts.Features, RepoDir: repos, Registries: opts.Registries, Debug: debug})
 	if err != nil {
 		return nil, err
 	}
@@ -339,6 +340,15 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if err != nil {
 		return sum, err
 	}
+	// As Bazel's --build_runfile_links: a program built runs from
+	// rbs-bin with its runfiles tree beside it.
+	for _, c := range sum.Targets {
+		if exe := c.Executable; exe != nil {
+			if _, err := engine.MakeRunfiles(s.ws.Root, s.ws.Name, exe, an.Runfiles[exe.Path()], s.ws.RepoMapping()); err != nil {
+				return sum, fmt.Errorf("the runfiles tree of %s: %w", c.Label, err)
+			}
+		}
+	}
 	s.linkBin()
 	if rec != nil {
 		rec.plan.Manifests = manifests
@@ -405,7 +415,13 @@ func (s *Session) Test(ctx context.Context, patterns []string, tagFilters []stri
 		}
 	}
 	if len(tests) == 0 {
-		return nil, fmt.Errorf("no test targets match %s", strings.Join(patterns, " "))
+		// As Bazel does, what the patterns name is built first.
+		if len(labels) > 0 {
+			if _, err := s.Build(ctx, patterns, false); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("no test targets were found, yet testing was requested (%s names none)", strings.Join(patterns, " "))
 	}
 	var patternsOfTests []string
 	for _, l := range tests {

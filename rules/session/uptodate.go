@@ -29,6 +29,7 @@ type stampKey struct {
 	Defines         map[string]string
 	Settings        map[string]string
 	CompilationMode string
+	Platforms, CPU  string
 	ExtraToolchains []string
 	Copts, Features []string
 	Registries      []string
@@ -58,7 +59,7 @@ func (s *Session) stampFile(patterns []string) (string, error) {
 	key := stampKey{
 		Rbs: exe, Root: s.ws.Root, Dir: s.opts.Dir, Patterns: patterns,
 		Platform: s.ws.Platform.String(), Defines: s.opts.Defines, Settings: s.opts.Settings, CompilationMode: s.opts.CompilationMode,
-		ExtraToolchains: s.opts.ExtraToolchains, Copts: s.opts.Copts, Features: s.opts.Features, Registries: s.opts.Registries,
+		Platforms: s.opts.Platforms, CPU: s.opts.CPU, ExtraToolchains: s.opts.ExtraToolchains, Copts: s.opts.Copts, Features: s.opts.Features, Registries: s.opts.Registries,
 		Remote: s.opts.Remote.Target, RemoteCache: s.opts.RemoteCache, KeepGoing: s.opts.KeepGoing, Env: env,
 	}
 	rbs := stamp.New()

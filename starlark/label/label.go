@@ -35,7 +35,8 @@ func (l Label) String() string {
 
 // Parse parses an absolute label: "//pkg:name", "//pkg" (whose name is the
 // last component of pkg), "//:name" (the root package), "@repo//pkg:name" or
-// "@repo//pkg". "//" alone is an error: the root package needs an explicit
+// "@repo//pkg", with "@@repo" the same as "@repo" and "@//" or "@@//" the
+// main repository's. "//" alone is an error: the root package needs an explicit
 // name. A path-like label such as "//tools/rules.rbs" is not special: it
 // names the target "rules.rbs" of the package "tools/rules.rbs".
 func Parse(s string) (Label, error) {
@@ -48,8 +49,10 @@ func Parse(s string) (Label, error) {
 		if i < 0 {
 			return Label{}, fmt.Errorf("invalid label %q: missing // after the repository name", s)
 		}
-		repo, rest = s[1:i], s[i:]
-		if reason := checkRepo(repo); reason != "" {
+		// @@NAME is a canonical repository name, which is rbs's only
+		// name for a repository; @// and @@// name the main repository.
+		repo, rest = strings.TrimPrefix(s[1:i], "@"), s[i:]
+		if reason := checkRepo(repo); reason != "" && repo != "" {
 			return Label{}, fmt.Errorf("invalid label %q: %s", s, reason)
 		}
 	}

@@ -89,9 +89,8 @@ func TestParseErrors(t *testing.T) {
 		"@",
 		"@rbs",
 		"@rbs:x",
-		"@//a:b",
 		"@r bs//a:b",
-		"@@rbs//a:b",
+		"@@@rbs//a:b",
 		"@r/s//a:b",
 		"@..//a:b",
 		"@rbs//",
@@ -127,6 +126,10 @@ func TestParseRelative(t *testing.T) {
 		{"//:x", "external/foo", Label{Pkg: "external/foo", Name: "x"}},
 		{":x", "external/foo/lib", Label{Pkg: "external/foo/lib", Name: "x"}},
 		{"@bar//y:z", "external/foo/lib", Label{Repo: "bar", Pkg: "y", Name: "z"}},
+		// @// and @@// name the main repository, even from another's.
+		{"@//y:z", "external/foo/lib", Label{Pkg: "y", Name: "z"}},
+		{"@@//y:z", "pkg", Label{Pkg: "y", Name: "z"}},
+		{"@@bar//y:z", "pkg", Label{Repo: "bar", Pkg: "y", Name: "z"}},
 		{"//externals:x", "externals/a", Label{Pkg: "externals", Name: "x"}},
 	}
 	for _, tt := range tests {
