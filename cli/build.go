@@ -7,12 +7,10 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/rbs-build/rbs/jobs/units"
@@ -41,6 +39,7 @@ type BuildFlags struct {
 	Platforms       string       `help:"The target platform as a platform() target, as Bazel's --platforms: its constraint values are what select(), config_setting and toolchain resolution see, and its @platforms//os and @platforms//cpu values the platform built for." placeholder:"LABEL"`
 	ExtraToolchains []string     `name:"extra_toolchains" aliases:"extra-toolchains" help:"Register toolchains before the workspace's (a label, or PKG:all). Repeatable." placeholder:"PATTERN"`
 	Set             []string     `help:"Set a build setting: --set //pkg:flag=VALUE, which --//pkg:flag=VALUE, --//pkg:flag (true) and --no//pkg:flag (false) stand for." placeholder:"//PKG:FLAG=VALUE"`
+	StarlarkLimits
 
 	// stamp keeps the state of what each build read and wrote, so that
 	// the same build asked again can be found up to date: rbs build's.
@@ -136,9 +135,10 @@ func (f BuildFlags) session(executes bool, fn func(ctx context.Context, s *sessi
 	if executes {
 		fmt.Fprintln(os.Stderr, f.executing())
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	return withSession(opts, func(s *session.Session) error { return fn(ctx, s) })
+	f.StarlarkLimits.apply()
+	return interruptible(func(ctx context.Context) error {
+		return withSession(opts, func(s *session.Session) error { return fn(ctx, s) })
+	})
 }
 
 // executing says where a build's actions run: it is printed first, so
@@ -161,6 +161,11 @@ func (f BuildFlags) where() string {
 		return "remotely"
 	}
 	return "locally"
+}
+
+// interruptibleSession is withSession, interruptible.
+func interruptibleSession(opts session.Options, fn func(*session.Session) error) error {
+	return interruptible(func(context.Context) error { return withSession(opts, fn) })
 }
 
 // withSession opens a session in the working directory for fn.
@@ -385,14 +390,17 @@ func (c *RunCmd) run(ctx context.Context, s *session.Session) error {
 
 // QueryCmd is `rbs query`.
 type QueryCmd struct {
-	Output string `enum:"label,label_kind,build" default:"label" help:"How each target is printed, as Bazel's --output: label, label_kind (its kind, then its label) or build (its rule as the BUILD file declares it)."`
-	Expr   string `arg:"" help:"Query expression: target patterns, deps(x[, depth]), rdeps(universe, x[, depth]), kind(regex, x), tests(x), attr(name, regex, x), joined with + (union), - (except) and ^ (intersect)."`
+	StarlarkLimits
+	Output       string `enum:"label,label_kind,build" default:"label" help:"How each target is printed, as Bazel's --output: label, label_kind (its kind, then its label) or build (its rule as the BUILD file declares it)."`
+	ImplicitDeps bool   `name:"implicit_deps" aliases:"implicit-deps" negatable:"" default:"true" help:"Follow what private attributes (_name) depend on too; --noimplicit_deps does not, as Bazel's."`
+	Expr         string `arg:"" help:"Query expression: target patterns, deps(x[, depth]), rdeps(universe, x[, depth]), somepath(from, to), allpaths(from, to), kind(regex, x), tests(x), attr(name, regex, x), joined with + (union), - (except) and ^ (intersect)."`
 }
 
 // Run implements the command.
 func (c *QueryCmd) Run() error {
-	return withSession(session.Options{}, func(s *session.Session) error {
-		args := []string{"query", "--output=" + c.Output, c.Expr}
+	c.StarlarkLimits.apply()
+	return interruptibleSession(session.Options{}, func(s *session.Session) error {
+		args := []string{"query", "--output=" + c.Output, fmt.Sprintf("--implicit_deps=%t", c.ImplicitDeps), c.Expr}
 		out, ok := s.Answered(args...)
 		if !ok {
 			var err error
@@ -407,7 +415,7 @@ func (c *QueryCmd) Run() error {
 
 // answer is what the query prints.
 func (c *QueryCmd) answer(s *session.Session) (string, error) {
-	labels, err := s.Query(c.Expr)
+	labels, err := s.Query(c.Expr, c.ImplicitDeps)
 	if err != nil {
 		return "", err
 	}
@@ -442,7 +450,7 @@ type CleanCmd struct {
 
 // Run implements the command.
 func (c *CleanCmd) Run() error {
-	return withSession(session.Options{}, func(s *session.Session) error { return s.Clean(c.Expunge) })
+	return interruptibleSession(session.Options{}, func(s *session.Session) error { return s.Clean(c.Expunge) })
 }
 
 // platformFlag is a --platform value, OS-ARCH, checked when the command

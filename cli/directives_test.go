@@ -97,7 +97,7 @@ srun hostname
 		}
 	}
 	for _, tc := range []struct{ text, want string }{
-		{"#SBATCH --time=soon\n", `bad.sh:1: #SBATCH --time=soon: --time: invalid time limit "soon"`},
+		{"#SBATCH --time=soon\n", `bad.sh:1: #SBATCH --time=soon: --time: invalid duration "soon"`},
 		{"#SBATCH --mem=4QB\n", `bad.sh:1: #SBATCH --mem=4QB: --mem: invalid size "4QB": unknown unit`},
 		{"#SBATCH -J\n", "bad.sh:1: #SBATCH -J: -J needs a value"},
 		{"#SBATCH --gpus=a100:2\n", `bad.sh:1: #SBATCH --gpus=a100:2: --gpus: expected a valid 32 bit int but got "a100:2"`},
@@ -106,7 +106,7 @@ srun hostname
 		{"#!/bin/sh\n#RBS extra\n", `bad.sh:2: #RBS extra: "extra" is not a submit flag`},
 		{"#RBS --script other.sh\n", "bad.sh:1: #RBS --script other.sh: --script cannot be given"},
 		{"#RBS --name 'unclosed\n", "bad.sh:1"},
-		{"#RBS --time soon\n", `bad.sh:1: #RBS --time soon: --time: invalid time limit "soon"`},
+		{"#RBS --time soon\n", `bad.sh:1: #RBS --time soon: --time: invalid duration "soon"`},
 		{"#RBS --no-such-flag\n", "bad.sh:1: #RBS --no-such-flag: unknown flag --no-such-flag"},
 		{"#!/bin/sh\n# Train.\n#RBS --cpu 4\n", `bad.sh:3: #RBS --cpu 4: unknown flag --cpu, did you mean one of "--cpus"`},
 		{"#RBS -J x --tim 1h\n", `bad.sh:1: #RBS -J x --tim 1h: unknown flag --tim, did you mean one of "--mem", "--time"?`},

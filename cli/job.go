@@ -92,6 +92,7 @@ func collect[R any, P interface {
 // JobSubmitCmd is `rbs job submit`.
 type JobSubmitCmd struct {
 	RemoteFlags
+	StarlarkLimits
 	Name          string        `short:"J" aliases:"job-name" help:"Job name (default: the command or script name); sbatch's --job-name too." placeholder:"NAME"`
 	Queue         string        `short:"p" aliases:"partition" help:"Queue (default: the cluster's default queue, batch); sbatch's --partition too." placeholder:"QUEUE"`
 	Priority      int32         `help:"Priority within the queue; higher runs first." placeholder:"N"`
@@ -163,18 +164,20 @@ func memoryOf(kctx *kong.Context, gib units.GiB, mib units.MiB) int64 {
 func (c *JobSubmitCmd) Run() error {
 	var ms []*manifest.Manifest
 	var trees []*merkle.Tree
-	if target, extra := c.target(); target != "" {
-		var err error
-		if ms, trees, err = c.targetManifests(target, extra); err != nil {
+	// What is submitted may be built first: SIGINT and SIGTERM stop that.
+	c.StarlarkLimits.apply()
+	err := interruptible(func(ctx context.Context) error {
+		if target, extra := c.target(); target != "" {
+			var err error
+			ms, trees, err = c.targetManifests(ctx, target, extra)
 			return err
 		}
-	} else {
 		m, err := c.manifest()
 		if err != nil {
 			return err
 		}
 		if len(c.Inputs) > 0 {
-			inputs, built, err := c.inputRoot()
+			inputs, built, err := c.inputRoot(ctx)
 			if err != nil {
 				return err
 			}
@@ -186,6 +189,10 @@ func (c *JobSubmitCmd) Run() error {
 		}
 		warnLocalFiles(m.Command, trees)
 		ms = []*manifest.Manifest{m}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if c.Interactive && len(ms) > 1 {
 		return fmt.Errorf("--interactive attaches to one job: not to a pipeline")
@@ -895,7 +902,7 @@ func (c *JobSharesCmd) Run() error {
 type JobReserveCmd struct {
 	RemoteFlags
 	Name    string        `arg:"" optional:"" help:"The window to create; without it, the windows are listed."`
-	In      spec.Duration `help:"Start in this long: 90s, 30m, 2h, 1d, or Slurm's [D-]HH:MM:SS, a bare number being minutes (default: now)." placeholder:"DURATION"`
+	In      spec.Delay    `help:"Start in this long: 0s (now), 90s, 30m, 2h, 1d, or Slurm's [D-]HH:MM:SS, a bare number being minutes (default: now)." placeholder:"DURATION"`
 	For     spec.Duration `help:"How long it lasts: 30m, 2h, 1d2h, or Slurm's [D-]HH:MM:SS, a bare number being minutes (needed to create one)." placeholder:"DURATION"`
 	Reason  string        `help:"Why, shown with the window and in the placement of the jobs it holds back."`
 	Workers []string      `help:"The workers reserved, comma-separated (default: every worker)."`

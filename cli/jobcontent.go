@@ -22,7 +22,7 @@ import (
 // same, under the subdirectory DEST). Files are hashed here; nothing is
 // sent yet. built is the platform the labels were built for, "" when none
 // was given.
-func (c *JobSubmitCmd) inputRoot() (_ *merkle.Tree, built string, _ error) {
+func (c *JobSubmitCmd) inputRoot(ctx context.Context) (_ *merkle.Tree, built string, _ error) {
 	// Digests of files unchanged since the last submission (same inode,
 	// size and time) carry over, so staging a tree again hashes only what
 	// changed.
@@ -53,7 +53,7 @@ func (c *JobSubmitCmd) inputRoot() (_ *merkle.Tree, built string, _ error) {
 				}
 				built = sess.Platform().String()
 			}
-			staged, err := sess.Outputs(context.Background(), src)
+			staged, err := sess.Outputs(ctx, src)
 			if err != nil {
 				return nil, "", fmt.Errorf("--inputs %q: %w", v, err)
 			}

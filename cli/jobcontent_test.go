@@ -32,7 +32,7 @@ func TestInputsAndOutputsValues(t *testing.T) {
 		{inputs: []string{src, "pkg/a.py=" + file}, err: "both a file and the directory"},
 	} {
 		c := &JobSubmitCmd{Inputs: tc.inputs}
-		tree, built, err := c.inputRoot()
+		tree, built, err := c.inputRoot(t.Context())
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want an error containing %q", tc.inputs, err, tc.err)

@@ -20,7 +20,7 @@ import (
 // job; the arguments after the target are appended to the one job a target
 // names. A job target's environment is its env: --export applies to
 // commands only.
-func (c *JobSubmitCmd) targetManifests(target string, extra []string) ([]*manifest.Manifest, []*merkle.Tree, error) {
+func (c *JobSubmitCmd) targetManifests(ctx context.Context, target string, extra []string) ([]*manifest.Manifest, []*merkle.Tree, error) {
 	if len(c.Inputs) > 0 {
 		return nil, nil, fmt.Errorf("%s stages its own inputs: add them to its data instead of --inputs", target)
 	}
@@ -29,7 +29,7 @@ func (c *JobSubmitCmd) targetManifests(target string, extra []string) ([]*manife
 		return nil, nil, err
 	}
 	defer sess.Close()
-	jobs, err := sess.Pipeline(context.Background(), target)
+	jobs, err := sess.Pipeline(ctx, target)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -107,6 +107,15 @@ func withRC(k *kong.Kong, args []string, stderr io.Writer) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Bazel's --noNAME of an on/off flag, on the command line too.
+	for i, a := range rest {
+		if a == "--" {
+			break
+		}
+		if name, ok := strings.CutPrefix(a, "--no"); ok && !strings.Contains(name, "=") && flagKind(node, name) == bazelrc.Bool && flagKind(node, "no"+name) == bazelrc.Unknown {
+			rest[i] = "--" + name + "=false"
+		}
+	}
 	return append([]string{args[0]}, rest...), nil
 }
 

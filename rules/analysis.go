@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rbs-build/rbs/starlark/guard"
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
 	"github.com/rbs-build/rbs/starlark/spell"
@@ -237,13 +238,22 @@ func (an *analyzer) configure(pkg *Package, def *TargetDef) (*Configured, error)
 		}
 		ctx.outputs["executable"] = exe
 	}
+	predeclared, err := def.predeclaredOutputs()
+	if err != nil {
+		return nil, err
+	}
+	for key, name := range predeclared {
+		if ctx.outputs[key], err = ctx.declare(name, false); err != nil {
+			return nil, err
+		}
+	}
 	ctx.attr = newStruct(starlark.String("attr"), attrs)
-	var err error
 	if ctx.toolchains, err = an.resolveToolchains(def.Label, def.Rule.Name(), def.Rule.toolchains); err != nil {
 		return nil, err
 	}
 
 	thread := &starlark.Thread{Name: "analysis of " + def.Label.String(), Print: an.ws.debug}
+	defer guard.Track(thread)()
 	thread.SetLocal(analyzerKey, an)
 	ret, err := starlark.Call(thread, def.Rule.impl, starlark.Tuple{ctx}, nil)
 	if err != nil {

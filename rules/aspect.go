@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/rbs-build/rbs/starlark/guard"
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
 	"go.starlark.net/starlark"
@@ -187,6 +188,7 @@ func (an *analyzer) apply(a *AspectClass, l label.Label, dep *Configured) (*aspe
 		return nil, err
 	}
 	thread := &starlark.Thread{Name: "aspect " + a.Name() + " on " + def.Label.String(), Print: an.ws.debug}
+	defer guard.Track(thread)()
 	thread.SetLocal(analyzerKey, an)
 	ret, err := starlark.Call(thread, a.impl, starlark.Tuple{&Target{configured: dep}, ctx}, nil)
 	if err != nil {

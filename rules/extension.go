@@ -20,6 +20,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/rbs-build/rbs/starlark/guard"
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/loader"
 	"go.starlark.net/starlark"
@@ -386,6 +387,7 @@ func (w *Workspace) evalExtension(run *extRun) (map[string]*repoSpec, error) {
 	}}
 	declared := &declaredRepos{specs: map[string]*repoSpec{}}
 	thread := &starlark.Thread{Name: "module extension " + u.name, Print: w.debug}
+	defer guard.Track(thread)()
 	thread.SetLocal(declaredKey, declared)
 	if _, err := starlark.Call(thread, ext.impl, starlark.Tuple{mctx}, nil); err != nil {
 		return nil, fmt.Errorf("module extension %s of %s failed: %w", u.name, u.bzl, err)

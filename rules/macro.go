@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rbs-build/rbs/starlark/guard"
 	"github.com/rbs-build/rbs/starlark/label"
 	"go.starlark.net/starlark"
 )
@@ -161,6 +162,7 @@ func (m *MacroClass) expand(thread *starlark.Thread, pkg *Package, name string, 
 // finalize runs the finalizer macros the BUILD file called, in order,
 // once it has been evaluated, on its thread.
 func (p *Package) finalize(thread *starlark.Thread) error {
+	defer guard.Track(thread)()
 	p.finalizing = true
 	for _, f := range p.finalizers {
 		if err := f(thread); err != nil {

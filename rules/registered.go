@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rbs-build/rbs/starlark/guard"
 	"github.com/rbs-build/rbs/starlark/label"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -122,6 +123,7 @@ func (r *registrations) moduleCall(m *moduleInfo) *starlark.Builtin {
 // execModule evaluates a MODULE.bazel in env.
 func execModule(file string, src []byte, env starlark.StringDict) error {
 	thread := &starlark.Thread{Name: "MODULE.bazel"}
+	defer guard.Track(thread)()
 	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, file, src, env); err != nil {
 		var ee *starlark.EvalError
 		if errors.As(err, &ee) {

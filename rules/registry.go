@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rbs-build/rbs/starlark/guard"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -206,6 +207,7 @@ func moduleDeps(file string, src []byte) ([]moduleDep, error) {
 		env[name] = anyValue{}
 	}
 	thread := &starlark.Thread{Name: file}
+	defer guard.Track(thread)()
 	if _, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, file, src, env); err != nil {
 		return nil, fmt.Errorf("%s: %v", file, err)
 	}

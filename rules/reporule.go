@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rbs-build/rbs/starlark/guard"
 	"github.com/rbs-build/rbs/starlark/loader"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -194,6 +195,7 @@ func (w *Workspace) fetch(s *repoSpec) (string, error) {
 	return w.make(dir, func(tmp string) error {
 		rctx := &repoContext{ws: w, dir: tmp, spec: s}
 		thread := &starlark.Thread{Name: "fetching @" + s.name, Print: w.debug}
+		defer guard.Track(thread)()
 		if _, err := starlark.Call(thread, s.rule.impl, starlark.Tuple{rctx}, nil); err != nil {
 			return fmt.Errorf("fetching repository @%s (%s at %s) failed: %w", s.name, s.rule.Name(), s.pos, loader.Describe(err))
 		}

@@ -3,6 +3,9 @@ package rules
 import (
 	"fmt"
 	"io/fs"
+	"maps"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,6 +33,37 @@ type RuleClass struct {
 	// implementation returns AnalysisTestResultInfo, from which rbs
 	// writes the test's script.
 	analysisTest bool
+	// outputs are rule(outputs = {...}): each target's predeclared
+	// files, ctx.outputs.KEY, named by a template of its attributes
+	// ("%{name}_deploy.jar").
+	outputs map[string]string
+}
+
+// outputTemplate is a %{attr} of a predeclared output's name.
+var outputTemplate = regexp.MustCompile(`%\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// predeclaredOutputs are the names of target t's predeclared outputs
+// (rule(outputs = ...)), by key.
+func (t *TargetDef) predeclaredOutputs() (map[string]string, error) {
+	out := map[string]string{}
+	for key, tmpl := range t.Rule.outputs {
+		var err error
+		out[key] = outputTemplate.ReplaceAllStringFunc(tmpl, func(m string) string {
+			attr := m[2 : len(m)-1]
+			if attr == "name" {
+				return t.Label.Name
+			}
+			s, ok := t.Attrs[attr].(starlark.String)
+			if !ok && err == nil {
+				err = fmt.Errorf("%s: predeclared output %s: %s is not a string attribute", t.Label, tmpl, attr)
+			}
+			return string(s)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 var _ starlark.Callable = (*RuleClass)(nil)
@@ -83,6 +117,21 @@ func ruleBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	}
 	r := &RuleClass{impl: impl, attrs: map[string]*Attr{}, executable: executable || test || analysisTest, test: test || analysisTest,
 		analysisTest: analysisTest, doc: doc, toolchains: reqs, cfg: incoming}
+	switch o := outputs.(type) {
+	case nil, starlark.NoneType:
+	case *starlark.Dict:
+		r.outputs = map[string]string{}
+		for _, kv := range o.Items() {
+			key, ok1 := starlark.AsString(kv[0])
+			tmpl, ok2 := starlark.AsString(kv[1])
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("rule: outputs: want a dict of strings, got %s: %s", kv[0].Type(), kv[1].Type())
+			}
+			r.outputs[key] = tmpl
+		}
+	default:
+		return nil, fmt.Errorf("rule: outputs: want a dict of names to templates, got %s", outputs.Type())
+	}
 	switch s := setting.(type) {
 	case nil, starlark.NoneType:
 	case *buildSetting:
@@ -268,6 +317,10 @@ func (p *Package) add(t *TargetDef) error {
 	if owner, ok := p.Outputs[t.Label.Name]; ok {
 		return fmt.Errorf("target %s has the name of a file that %s outputs", t.Label, label.Label{Pkg: p.Name, Name: owner})
 	}
+	predeclared, err := t.predeclaredOutputs()
+	if err != nil {
+		return err
+	}
 	for name, a := range t.Rule.attrs {
 		var outs []string
 		switch a.kind {
@@ -295,17 +348,25 @@ func (p *Package) add(t *TargetDef) error {
 			p.Outputs[o] = t.Label.Name
 		}
 	}
+	for _, key := range slices.Sorted(maps.Keys(predeclared)) {
+		o := predeclared[key]
+		if owner, dup := p.Outputs[o]; dup {
+			return fmt.Errorf("output %s is declared twice: by %s and by %s", label.Label{Pkg: p.Name, Name: o}, label.Label{Pkg: p.Name, Name: owner}, t.Label)
+		}
+		p.Outputs[o] = t.Label.Name
+	}
 	p.Targets[t.Label.Name] = t
 	p.Order = append(p.Order, t.Label.Name)
 	return nil
 }
 
-// DepLabels returns the labels a target's label attributes name.
-func DepLabels(t *TargetDef) []label.Label {
+// DepLabels returns the labels a target's label attributes name; without
+// implicit, not those of its private attributes (_name).
+func DepLabels(t *TargetDef, implicit bool) []label.Label {
 	var out []label.Label
 	for _, name := range sortedKeys(t.Rule.attrs) {
 		a := t.Rule.attrs[name]
-		if !a.isLabel() {
+		if !a.isLabel() || !implicit && strings.HasPrefix(name, "_") {
 			continue
 		}
 		for _, s := range a.labels(t.Attrs[name]) {

@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/starlark/guard"
 	"github.com/rbs-build/rbs/starlark/label"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -153,6 +154,7 @@ func (an *analyzer) transition(t *Transition, attrs starlark.Value) ([]configura
 	}
 	settings.Freeze()
 	thread := &starlark.Thread{Name: "transition", Print: w.debug}
+	defer guard.Track(thread)()
 	ret, err := starlark.Call(thread, t.impl, starlark.Tuple{settings, attrs}, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("transition: %w", err)

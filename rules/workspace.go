@@ -26,7 +26,7 @@ import (
 // Embedded holds the Starlark files served as the @rbs repository, such as
 // @rbs//python/rules.rbs.
 //
-//go:embed builtin/*.rbs python/*.rbs job/*.rbs cc/*.rbs
+//go:embed builtin/*.rbs python/*.rbs job/*.rbs cc/*.rbs java/*.rbs
 var Embedded embed.FS
 
 // wellKnown holds, one directory each, the repositories that BUILD files
@@ -60,6 +60,7 @@ var builtinModules = []loader.Module{
 	{Repo: "rbs", Path: "builtin/rules.rbs"},
 	{Repo: "rbs", Path: "python/rules.rbs"},
 	{Repo: "rbs", Path: "cc/rules.rbs"},
+	{Repo: "rbs", Path: "java/rules.rbs"},
 }
 
 // Workspace is a source tree with its packages, loaded on demand, in one

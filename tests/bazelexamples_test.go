@@ -177,3 +177,65 @@ genrule(
 		t.Errorf("--platforms of a genrule: %v\n%s", err, out)
 	}
 }
+
+// Java as Bazel's java-tutorial and query-quickstart build it: a library
+// and a binary (its main class found from its source's path), resources
+// on the class path, a main-only test, and the deploy jar, which runs on
+// its own.
+func TestJavaRules(t *testing.T) {
+	requireTool(t, "javac")
+	requireTool(t, "jar")
+	ws := newWorkspace(t)
+	ws.write("jv/BUILD", `load("@rules_java//java:defs.bzl", "java_binary", "java_library", "java_test")
+java_library(name = "greeter", srcs = ["src/main/java/com/example/Greeting.java"], resources = ["src/main/resources/greeting.txt"])
+java_binary(name = "ProjectRunner", srcs = ["src/main/java/com/example/ProjectRunner.java"], deps = [":greeter"])
+java_test(name = "greeting_test", srcs = ["src/test/java/com/example/GreetingTest.java"], deps = [":greeter"], use_testrunner = False, main_class = "com.example.GreetingTest")
+`)
+	ws.write("jv/src/main/java/com/example/Greeting.java", `package com.example;
+
+public class Greeting {
+    public static String text() throws java.io.IOException {
+        try (java.io.InputStream in = Greeting.class.getResourceAsStream("/greeting.txt")) {
+            return new String(in.readAllBytes()).trim();
+        }
+    }
+}
+`)
+	ws.write("jv/src/main/resources/greeting.txt", "Hi from a resource!\n")
+	ws.write("jv/src/main/java/com/example/ProjectRunner.java", `package com.example;
+
+public class ProjectRunner {
+    public static void main(String[] args) throws Exception {
+        System.out.println(Greeting.text() + " " + String.join(",", args));
+    }
+}
+`)
+	ws.write("jv/src/test/java/com/example/GreetingTest.java", `package com.example;
+
+public class GreetingTest {
+    public static void main(String[] args) throws Exception {
+        if (!Greeting.text().startsWith("Hi")) {
+            System.exit(1);
+        }
+    }
+}
+`)
+	out := ws.mustRbs("build", "//jv:ProjectRunner")
+	if !strings.Contains(out, "rbs-bin/jv/ProjectRunner.jar\n  rbs-bin/jv/ProjectRunner\n") {
+		t.Errorf("the binary's outputs:\n%s", out)
+	}
+	if got := ws.mustRbs("run", "//jv:ProjectRunner", "--", "a", "b"); !strings.Contains(got, "Hi from a resource! a,b\n") {
+		t.Errorf("rbs run //jv:ProjectRunner: %q", got)
+	}
+	ws.mustRbs("build", "//jv:ProjectRunner_deploy.jar")
+	if b, err := exec.Command("java", "-jar", filepath.Join(ws.dir, "rbs-bin/jv/ProjectRunner_deploy.jar"), "c").CombinedOutput(); err != nil || string(b) != "Hi from a resource! c\n" {
+		t.Errorf("java -jar the deploy jar: %v %q", err, b)
+	}
+	if got := ws.mustRbs("test", "//jv:greeting_test"); !strings.Contains(got, "1 test: 1 passed") {
+		t.Errorf("rbs test //jv:greeting_test:\n%s", got)
+	}
+	ws.write("jv/src/main/resources/greeting.txt", "Bye\n")
+	if out, err := ws.rbs("", "test", "//jv:greeting_test"); err == nil || !strings.Contains(out, "FAILED") {
+		t.Errorf("the test after the resource changed: %v\n%s", err, out)
+	}
+}

@@ -168,8 +168,9 @@ func TestPatternsAsBazelTakesThem(t *testing.T) {
 	}
 }
 
-// TestQueryLanguage: rbs query takes Bazel's rdeps(), tests(), attr(),
-// operators and --output, and points at the column of a syntax error.
+// TestQueryLanguage: rbs query takes Bazel's rdeps(), somepath(),
+// allpaths(), tests(), attr(), operators and --output, and points at the
+// column of a syntax error.
 func TestQueryLanguage(t *testing.T) {
 	w := newWorkspace(t)
 	for _, tc := range []struct {
@@ -182,6 +183,8 @@ func TestQueryLanguage(t *testing.T) {
 		{[]string{"kind(genrule, //app:all) - //app:words"}, "//app:count\n"},
 		{[]string{"kind(genrule, //app:all) ^ deps(//app:count_test, 1)"}, "//app:count\n"},
 		{[]string{"--output", "label_kind", "deps(//app:words, 1)"}, "genrule rule //app:words\nsource file //app:words.in\n"},
+		{[]string{"somepath(//app:count_test, //app:words)"}, "//app:count\n//app:count_test\n//app:words\n"},
+		{[]string{"allpaths(//app:all, //app:words)"}, "//app:count\n//app:count_test\n//app:greet\n//app:greet_test\n//app:stamped\n//app:words\n"},
 		{[]string{"--output=build", "//app:count"}, `genrule(
     name = "count",
     cmd = "wc -l < $(location :words) | tr -d ' ' > $@",
@@ -193,6 +196,18 @@ func TestQueryLanguage(t *testing.T) {
 		if out := w.mustRbs(append([]string{"query"}, tc.args...)...); !strings.HasSuffix(out, tc.want) {
 			t.Errorf("query %q:\n%s\nwant\n%s", tc.args, out, tc.want)
 		}
+	}
+	if out := w.mustRbs("query", "somepath(//app:words, //app:count)"); out != "" {
+		t.Errorf("somepath against the dependencies: %q, want nothing", out)
+	}
+	// --noimplicit_deps leaves out what private attributes depend on.
+	w.write("q/defs.bzl", "r = rule(implementation = lambda ctx: [], attrs = {\"_tool\": attr.label(default = \":tool.sh\", allow_files = True), \"src\": attr.label(allow_files = True)})\n")
+	w.write("q/BUILD", "load(\":defs.bzl\", \"r\")\nr(name = \"r\", src = \"in.txt\")\n")
+	if out, want := w.mustRbs("query", "deps(//q:r)"), "//q:in.txt\n//q:r\n//q:tool.sh\n"; out != want {
+		t.Errorf("deps with the implicit: %q, want %q", out, want)
+	}
+	if out, want := w.mustRbs("query", "--noimplicit_deps", "deps(//q:r)"), "//q:in.txt\n//q:r\n"; out != want {
+		t.Errorf("--noimplicit_deps: %q, want %q", out, want)
 	}
 	q := "deps(//app:count) + kind(genrule //app:all)"
 	col := strings.Index(q, "//app:all")

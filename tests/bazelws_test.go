@@ -91,7 +91,7 @@ genrule(name = "vars", outs = ["vars.txt"], cmd = "echo $(WHO) $(COMPILATION_MOD
 	}
 	ws.write("other/BUILD.bazel", `load("@rules_go//go:def.bzl", "go_binary")`+"\n")
 	out, err := ws.rbs("", "build", "//other:all")
-	if err == nil || !strings.Contains(out, "unknown repository @rules_go: no local_repository, repository rule, bazel_dep with a local_path_override or --registry declares it; the repositories are @bazel_skylib, @bazel_tools, @platforms, @rbs, @rules_cc, @rules_python, @rules_shell") {
+	if err == nil || !strings.Contains(out, "unknown repository @rules_go: no local_repository, repository rule, bazel_dep with a local_path_override or --registry declares it; the repositories are @bazel_skylib, @bazel_tools, @platforms, @rbs, @rules_cc, @rules_java, @rules_python, @rules_shell") {
 		t.Fatalf("an unknown repository: %v\n%s", err, out)
 	}
 }

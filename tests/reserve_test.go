@@ -59,7 +59,8 @@ func TestMaintenanceWindow(t *testing.T) {
 
 	// A window holds build actions back too: with the one worker in it, a
 	// remote build's action waits in the queue until the window is gone.
-	rbs(t, srv, "job", "reserve", "now", "--for", "1h", "--reason", "disk swap")
+	// --in 0s is a window that starts now.
+	rbs(t, srv, "job", "reserve", "now", "--in", "0s", "--for", "1h", "--reason", "disk swap")
 	ws := t.TempDir()
 	copyTree(t, "../examples", ws)
 	build := exec.Command(rbsBin, "build", "--remote", srv.Addr, "//app:words")

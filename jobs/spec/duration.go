@@ -21,14 +21,16 @@ var errTooLong = errors.New("too long (at most 365 days)")
 // and "D-HH:MM:SS". A bare integer means minutes. The limit must be positive
 // and at most MaxDuration; surrounding spaces are ignored.
 func ParseDuration(s string) (time.Duration, error) {
-	secs, err := parseSeconds(strings.TrimSpace(s))
+	secs, err := parseSeconds(strings.TrimSpace(s), false)
 	if err != nil {
 		return 0, fmt.Errorf("invalid time limit %q: %v", s, err)
 	}
 	return time.Duration(secs) * time.Second, nil
 }
 
-func parseSeconds(t string) (int64, error) {
+// parseSeconds reads a duration in ParseDuration's grammar, zero too when
+// zero says so.
+func parseSeconds(t string, zero bool) (int64, error) {
 	if t == "" {
 		return 0, errors.New("empty")
 	}
@@ -45,7 +47,7 @@ func parseSeconds(t string) (int64, error) {
 	switch {
 	case err != nil:
 		return 0, err
-	case secs == 0:
+	case secs == 0 && !zero:
 		return 0, errors.New("must be positive")
 	case secs > maxSeconds:
 		return 0, errTooLong
@@ -193,12 +195,28 @@ func FormatDuration(d time.Duration) string {
 // 1d2h, or Slurm's MM, MM:SS, [D-]HH:MM:SS, a bare number being minutes.
 type Duration time.Duration
 
-// UnmarshalText lets flag parsers accept durations.
+// UnmarshalText lets flag parsers accept durations. Its error names the
+// text, the flag's parser the flag: --time: invalid duration "0": must be
+// positive.
 func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := ParseDuration(string(b))
+	secs, err := parseSeconds(strings.TrimSpace(string(b)), false)
 	if err != nil {
-		return err
+		return fmt.Errorf("invalid duration %q: %v", b, err)
 	}
-	*d = Duration(v)
+	*d = Duration(time.Duration(secs) * time.Second)
+	return nil
+}
+
+// Delay is a Duration that may be zero: how long until something starts,
+// "0s" being now.
+type Delay time.Duration
+
+// UnmarshalText lets flag parsers accept delays.
+func (d *Delay) UnmarshalText(b []byte) error {
+	secs, err := parseSeconds(strings.TrimSpace(string(b)), true)
+	if err != nil {
+		return fmt.Errorf("invalid delay %q: %v", b, err)
+	}
+	*d = Delay(time.Duration(secs) * time.Second)
 	return nil
 }

@@ -122,7 +122,10 @@ type task struct {
 	worker   *Worker
 	attempts int
 	deadline time.Time // while executing with a timeout
-	received time.Time
+	// heldUntil keeps a resumed action queued until then, for the
+	// worker that may run it for the server before to report it.
+	heldUntil time.Time
+	received  time.Time
 	// completed is when a deduplicable task completed, for its retention
 	// in done.
 	completed time.Time
@@ -179,6 +182,11 @@ type Snapshot struct {
 // It fails with FAILED_PRECONDITION when workers are registered and none of
 // them offers the action's platform.
 func (s *Scheduler) Submit(a Action) (*Operation, error) {
+	return s.submit(a, 0)
+}
+
+// submit is Submit, with a new task held in the queue for hold.
+func (s *Scheduler) submit(a Action, hold time.Duration) (*Operation, error) {
 	sort.Slice(a.Platform, func(i, j int) bool {
 		if a.Platform[i].Name != a.Platform[j].Name {
 			return a.Platform[i].Name < a.Platform[j].Name
@@ -201,6 +209,9 @@ func (s *Scheduler) Submit(a Action) (*Operation, error) {
 		received: s.cfg.Now(),
 		changed:  make(chan struct{}),
 	}
+	if hold > 0 {
+		t.heldUntil = t.received.Add(hold)
+	}
 	s.tasks[t.id] = t
 	if !a.DoNotCache {
 		s.inFlight[a.Digest] = t
@@ -215,7 +226,10 @@ func (s *Scheduler) Submit(a Action) (*Operation, error) {
 // waits on here: an identical action that completed here within the
 // retention answers too (it ran for the same operation, adopted from a
 // worker, and may have ended between the client's look at the action cache
-// and this call).
+// and this call). A new task waits in the queue, for as long as a worker
+// may be silent (HeartbeatTimeout), before it goes to a worker: a worker
+// may be running the action for the server before, and reconnecting, and
+// adopting it then (adoptOneLocked) runs it once.
 func (s *Scheduler) Resume(a Action) (*Operation, error) {
 	s.mu.Lock()
 	if t, ok := s.done[a.Digest]; ok && !a.DoNotCache {
@@ -225,7 +239,7 @@ func (s *Scheduler) Resume(a Action) (*Operation, error) {
 		return op, nil
 	}
 	s.mu.Unlock()
-	return s.Submit(a)
+	return s.submit(a, s.cfg.HeartbeatTimeout)
 }
 
 func (s *Scheduler) newOpLocked(t *task) *Operation {
@@ -273,10 +287,15 @@ func (s *Scheduler) dispatchLocked() {
 		free += w.actionSlots() - len(w.running)
 	}
 	kept := s.queue[:0]
+	now := s.cfg.Now()
 	for i, t := range s.queue {
 		if free == 0 {
 			kept = append(kept, s.queue[i:]...)
 			break
+		}
+		if now.Before(t.heldUntil) {
+			kept = append(kept, t)
+			continue
 		}
 		w := s.pickLocked(t)
 		if w == nil {

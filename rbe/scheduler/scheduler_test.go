@@ -420,8 +420,52 @@ func TestResumeJoinsACompletedAction(t *testing.T) {
 	if _, err := h.s.Resume(a); err != nil {
 		t.Fatal(err)
 	}
+	h.heartbeat(w, 0)
+	h.advance(h.s.cfg.HeartbeatTimeout) // held for a worker that runs it
 	if tasks, _ := assigned(w); len(tasks) != 1 {
 		t.Fatalf("Resume past the retention assigned %v, want a new run", tasks)
+	}
+}
+
+// A resumed operation's action waits in the queue, even with a worker
+// free, for as long as a worker may be silent: the worker that runs it for
+// the server before may reconnect meanwhile and have it adopted, so it
+// runs once. Unclaimed, it runs then.
+func TestResumeWaitsForTheWorkerThatRunsIt(t *testing.T) {
+	h := newHarness(t)
+	idle := h.worker("idle", 1)
+	a := action("started by the server before")
+	op, err := h.s.Resume(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.advance(h.s.cfg.HeartbeatTimeout / 2)
+	h.heartbeat(idle, 0)
+	if tasks, _ := assigned(idle); len(tasks) != 0 {
+		t.Fatalf("the resumed action went to an idle worker at once: %v", tasks)
+	}
+	runner, err := h.register("runner", "runner", 1, []*workerpb.RunningTask{actionTask("old-server-task", a.Digest)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s.Complete(runner.ID(), "old-server-task", ok(0))
+	if h.stage(op) != Completed {
+		t.Fatal("the resumed operation did not complete with the run the worker reported")
+	}
+	if tasks, _ := assigned(idle); len(tasks) != 0 {
+		t.Fatalf("the action ran twice: %v went to the idle worker too", tasks)
+	}
+
+	// No worker claims another: it runs when the wait is over.
+	b := action("lost with the server before")
+	h.s.Resume(b)
+	h.heartbeat(idle, 0)
+	h.heartbeat(runner, 0)
+	h.advance(h.s.cfg.HeartbeatTimeout)
+	got, _ := assigned(idle)
+	more, _ := assigned(runner)
+	if len(got)+len(more) != 1 {
+		t.Fatalf("after the wait, assigned %v and %v; want one run", got, more)
 	}
 }
 

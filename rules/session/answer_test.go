@@ -60,7 +60,7 @@ filegroup(name = "g", srcs = glob(["data/*.txt"]))
 					return out, true
 				}
 				out, err := s.Answer(args, func() (string, error) {
-					ls, err := s.Query("//...")
+					ls, err := s.Query("//...", true)
 					if err != nil {
 						return "", err
 					}

@@ -19,8 +19,12 @@ import (
 // rdeps(universe, x[, depth]), kind(regex, x), tests(x) and
 // attr(name, regex, x), the operators + (union), - (except) and ^
 // (intersect), and parentheses. It returns labels, sorted.
-func (s *Session) Query(expr string) ([]label.Label, error) {
-	p := &queryParser{s: s, text: expr, toks: lexQuery(expr)}
+// somepath(from, to) is the targets of one path of dependencies from a
+// target of from to one of to, allpaths(from, to) those of every such
+// path. Without implicit, deps leave out what private attributes (_name)
+// depend on, as Bazel's --noimplicit_deps does.
+func (s *Session) Query(expr string, implicit bool) ([]label.Label, error) {
+	p := &queryParser{s: s, text: expr, toks: lexQuery(expr), implicit: implicit}
 	ls, err := p.expr()
 	if err != nil {
 		return nil, err
@@ -80,10 +84,11 @@ func lexQuery(s string) []queryTok {
 }
 
 type queryParser struct {
-	s    *Session
-	text string
-	toks []queryTok
-	pos  int
+	s        *Session
+	text     string
+	toks     []queryTok
+	pos      int
+	implicit bool // deps through private attributes too
 }
 
 func (p *queryParser) peek() queryTok { return p.toks[p.pos] }
@@ -141,7 +146,7 @@ func (p *queryParser) expr() ([]label.Label, error) {
 
 // queryFuncs are the functions and their arguments: e an expression, w a
 // word, n an optional depth.
-var queryFuncs = map[string]string{"deps": "en", "rdeps": "een", "kind": "we", "tests": "e", "attr": "wwe"}
+var queryFuncs = map[string]string{"deps": "en", "rdeps": "een", "kind": "we", "tests": "e", "attr": "wwe", "somepath": "ee", "allpaths": "ee"}
 
 func (p *queryParser) term() ([]label.Label, error) {
 	t := p.peek()
@@ -232,11 +237,16 @@ func (p *queryParser) call() ([]label.Label, error) {
 		}
 		return re, nil
 	}
+	g := &depGraph{s: p.s, implicit: p.implicit}
 	switch name.text {
 	case "deps":
-		return p.s.deps(sets[0], depth)
+		return g.deps(sets[0], depth)
 	case "rdeps":
-		return p.s.rdeps(sets[0], sets[1], depth)
+		return g.rdeps(sets[0], sets[1], depth)
+	case "somepath":
+		return g.somepath(sets[0], sets[1])
+	case "allpaths":
+		return g.allpaths(sets[0], sets[1])
 	case "kind":
 		re, err := regex(0)
 		if err != nil {
@@ -347,15 +357,22 @@ func (s *Session) Kind(l label.Label) (string, error) {
 	return "source file", nil
 }
 
+// depGraph is the target graph as BUILD files declare it, read as a
+// query walks it.
+type depGraph struct {
+	s        *Session
+	implicit bool // through private attributes too
+}
+
 // directDeps are what l depends on directly: a rule's label attributes,
 // a generated file's rule.
-func (s *Session) directDeps(l label.Label) ([]label.Label, error) {
-	pkg, err := s.ws.Package(l.Pkg)
+func (g *depGraph) directDeps(l label.Label) ([]label.Label, error) {
+	pkg, err := g.s.ws.Package(l.Pkg)
 	if err != nil {
 		return nil, err
 	}
 	if t, ok := pkg.Targets[l.Name]; ok {
-		return rules.DepLabels(t), nil
+		return rules.DepLabels(t, g.implicit), nil
 	}
 	if owner, ok := pkg.Outputs[l.Name]; ok {
 		return []label.Label{{Pkg: l.Pkg, Name: owner}}, nil
@@ -365,7 +382,7 @@ func (s *Session) directDeps(l label.Label) ([]label.Label, error) {
 
 // deps returns the labels and everything they depend on, up to depth
 // edges away (-1: any).
-func (s *Session) deps(roots []label.Label, depth int) ([]label.Label, error) {
+func (g *depGraph) deps(roots []label.Label, depth int) ([]label.Label, error) {
 	seen := map[string]bool{}
 	var out []label.Label
 	frontier := roots
@@ -377,7 +394,7 @@ func (s *Session) deps(roots []label.Label, depth int) ([]label.Label, error) {
 			}
 			seen[l.String()] = true
 			out = append(out, l)
-			ds, err := s.directDeps(l)
+			ds, err := g.directDeps(l)
 			if err != nil {
 				return nil, err
 			}
@@ -388,22 +405,31 @@ func (s *Session) deps(roots []label.Label, depth int) ([]label.Label, error) {
 	return out, nil
 }
 
-// rdeps returns the targets of deps(universe) that depend on one of
-// targets, those included, up to depth edges away (-1: any).
-func (s *Session) rdeps(universe, targets []label.Label, depth int) ([]label.Label, error) {
-	all, err := s.deps(universe, -1)
-	if err != nil {
-		return nil, err
+// users maps each target of deps(universe) to those of it that depend on
+// it directly; all is deps(universe).
+func (g *depGraph) users(universe []label.Label) (all []label.Label, users map[string][]label.Label, err error) {
+	if all, err = g.deps(universe, -1); err != nil {
+		return nil, nil, err
 	}
-	users := map[string][]label.Label{}
+	users = map[string][]label.Label{}
 	for _, l := range all {
-		ds, err := s.directDeps(l)
+		ds, err := g.directDeps(l)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, d := range ds {
 			users[d.String()] = append(users[d.String()], l)
 		}
+	}
+	return all, users, nil
+}
+
+// rdeps returns the targets of deps(universe) that depend on one of
+// targets, those included, up to depth edges away (-1: any).
+func (g *depGraph) rdeps(universe, targets []label.Label, depth int) ([]label.Label, error) {
+	all, users, err := g.users(universe)
+	if err != nil {
+		return nil, err
 	}
 	inUniverse := map[string]bool{}
 	for _, l := range all {
@@ -425,4 +451,51 @@ func (s *Session) rdeps(universe, targets []label.Label, depth int) ([]label.Lab
 		frontier = next
 	}
 	return out, nil
+}
+
+// allpaths returns the targets on every path of dependencies from one of
+// from to one of to: those of deps(from) that depend on one of to.
+func (g *depGraph) allpaths(from, to []label.Label) ([]label.Label, error) {
+	return g.rdeps(from, to, -1)
+}
+
+// somepath returns the targets of one shortest path of dependencies
+// from one of from to one of to; none when there is none.
+func (g *depGraph) somepath(from, to []label.Label) ([]label.Label, error) {
+	goal := map[string]bool{}
+	for _, l := range to {
+		goal[l.String()] = true
+	}
+	prev := map[string]label.Label{}
+	seen := map[string]bool{}
+	frontier := from
+	for _, l := range from {
+		seen[l.String()] = true
+	}
+	for len(frontier) > 0 {
+		var next []label.Label
+		for _, l := range frontier {
+			if goal[l.String()] {
+				path := []label.Label{l}
+				for p, ok := prev[l.String()]; ok; p, ok = prev[p.String()] {
+					path = append(path, p)
+				}
+				slices.Reverse(path)
+				return path, nil
+			}
+			ds, err := g.directDeps(l)
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range ds {
+				if !seen[d.String()] {
+					seen[d.String()] = true
+					prev[d.String()] = l
+					next = append(next, d)
+				}
+			}
+		}
+		frontier = next
+	}
+	return nil, nil
 }

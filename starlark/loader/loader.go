@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rbs-build/rbs/starlark/guard"
 	"github.com/rbs-build/rbs/starlark/label"
 	"github.com/rbs-build/rbs/starlark/spell"
 	"go.starlark.net/resolve"
@@ -195,6 +196,7 @@ func (l *Loader) exec(chain *loadChain, m Module) (starlark.StringDict, error) {
 		return nil, fmt.Errorf("loading %s: %w", m, err)
 	}
 	thread := l.Thread(m.String(), m.Repo, m.Package(), chain)
+	defer guard.Track(thread)()
 	env := l.env(m)
 	globals, err := starlark.ExecFileOptions(fileOptions, thread, m.String(), src, env)
 	if err != nil {
@@ -233,6 +235,7 @@ func (l *Loader) Thread(name, repo, pkg string, chain *loadChain) *starlark.Thre
 // on a thread prepared by the caller (so that rule calls can find their
 // package); load() resolves relative to pkg.
 func (l *Loader) ExecBuild(thread *starlark.Thread, filename string, src []byte, env starlark.StringDict) error {
+	defer guard.Track(thread)()
 	_, err := starlark.ExecFileOptions(fileOptions, thread, filename, src, env)
 	if err != nil {
 		return Describe(suggest(err, env))
@@ -261,9 +264,27 @@ func suggest(err error, env starlark.StringDict) error {
 func Describe(err error) error {
 	var evalErr *starlark.EvalError
 	if errors.As(err, &evalErr) {
-		return &Error{msg: evalErr.Backtrace(), err: err}
+		return &Error{msg: shortBacktrace(evalErr.Backtrace()), err: err}
 	}
 	return err
+}
+
+// maxFrames is how many calls a backtrace shows at each end of a deep one.
+const maxFrames = 20
+
+// shortBacktrace leaves out the middle of a backtrace of more than twice
+// maxFrames calls, as a recursion that did not end makes, saying how many.
+func shortBacktrace(bt string) string {
+	lines := strings.Split(bt, "\n")
+	// The first line is the heading, the last the error: the rest calls.
+	if len(lines) <= 2*maxFrames+2 {
+		return bt
+	}
+	calls := lines[1 : len(lines)-1]
+	out := append([]string{lines[0]}, calls[:maxFrames]...)
+	out = append(out, fmt.Sprintf("  ... %d calls more ...", len(calls)-2*maxFrames))
+	out = append(out, calls[len(calls)-maxFrames:]...)
+	return strings.Join(append(out, lines[len(lines)-1]), "\n")
 }
 
 // Error is a Starlark evaluation error with its backtrace.
