@@ -115,8 +115,9 @@ check_test(name = "check", src = "data.txt")
 }
 
 // genrule's make variables as Bazel's make-variables example shows them:
-// a toolchains target's TemplateVariableInfo, $(execpath) of the
-// genrule's own outputs, and the predefined ones, under the output
+// a toolchains target's TemplateVariableInfo (a rule's, and
+// @bazel_tools//tools/cpp:current_cc_toolchain's $(CC)), $(execpath) of
+// the genrule's own outputs, and the predefined ones, under the output
 // directory Bazel names.
 func TestGenruleMakeVariables(t *testing.T) {
 	ws := newWorkspace(t)
@@ -133,6 +134,12 @@ genrule(
     cmd = "echo FOO=$(FOO) RULEDIR=$(RULEDIR) CPU=$(TARGET_CPU) MODE=$(COMPILATION_MODE) > $(execpath sub/a.out); echo $(location sub/b.out) > $(execpath sub/b.out)",
     toolchains = [":set_foo"],
 )
+genrule(
+    name = "cc",
+    outs = ["cc.txt"],
+    cmd = "echo $(CC) > $@",
+    toolchains = ["@bazel_tools//tools/cpp:current_cc_toolchain"],
+)
 `)
 	ws.mustRbs("build", "-c", "opt", "//mv:vars")
 	bin := rules.BinDir(platform.Host(), "opt")
@@ -142,6 +149,12 @@ genrule(
 	}
 	if got, want := ws.read("rbs-bin/mv/sub/b.out"), bin+"/mv/sub/b.out\n"; got != want {
 		t.Errorf("$(location) of its own output: %q, want %q", got, want)
+	}
+	// @bazel_tools//tools/cpp:current_cc_toolchain gives the chosen C
+	// compiler as $(CC).
+	ws.mustRbs("build", "-c", "opt", "//mv:cc")
+	if got := strings.TrimSpace(ws.read("rbs-bin/mv/cc.txt")); got == "" || strings.Contains(got, "$") {
+		t.Errorf("$(CC) from current_cc_toolchain: %q", got)
 	}
 }
 
