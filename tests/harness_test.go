@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,7 +103,13 @@ func startServer(t *testing.T, args ...string) *server {
 func startServerIn(t *testing.T, dir string, args ...string) *server {
 	t.Helper()
 	s := &server{DataDir: dir, log: &logBuffer{}, registered: make(chan struct{}, 64)}
+	listen := "127.0.0.1:0"
 	for i := 0; i < len(args); i++ {
+		if args[i] == "--listen" && i+1 < len(args) {
+			listen = args[i+1]
+			i++
+			continue
+		}
 		if args[i] == "--token" && i+1 < len(args) {
 			s.token = args[i+1]
 			file := filepath.Join(t.TempDir(), "token")
@@ -115,7 +122,13 @@ func startServerIn(t *testing.T, dir string, args ...string) *server {
 		}
 		s.args = append(s.args, args[i])
 	}
-	s.start(t, "127.0.0.1:0")
+	s.start(t, listen)
+	if host, _, _ := net.SplitHostPort(listen); host == "0.0.0.0" {
+		// Served on every address: clients in the test's own network reach
+		// it on loopback.
+		_, port, _ := net.SplitHostPort(s.Addr)
+		s.Addr = net.JoinHostPort("127.0.0.1", port)
+	}
 	return s
 }
 
@@ -188,12 +201,20 @@ type worker struct {
 // registered.
 func startWorker(t *testing.T, srv *server, name string, args ...string) *worker {
 	t.Helper()
+	return launchWorker(t, srv, srv.Addr, nil, name, args...)
+}
+
+// launchWorker is startWorker with the worker reaching srv at addr, its
+// command run under prefix (such as `ip netns exec NAME`).
+func launchWorker(t *testing.T, srv *server, addr string, prefix []string, name string, args ...string) *worker {
+	t.Helper()
 	w := &worker{Name: name, WorkDir: t.TempDir(), log: &logBuffer{}}
-	full := []string{"remote", "worker", "--server", srv.Addr, "--name", name, "--work-dir", w.WorkDir}
+	full := append(append([]string{}, prefix...), rbsBin, "remote", "worker", "--server", addr, "--name", name, "--work-dir", w.WorkDir)
 	if srv.token != "" {
 		full = append(full, "--worker-token-file", filepath.Join(srv.DataDir, "worker-token"))
 	}
-	w.cmd = exec.Command(rbsBin, append(full, args...)...)
+	full = append(full, args...)
+	w.cmd = exec.Command(full[0], full[1:]...)
 	stderr, err := w.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

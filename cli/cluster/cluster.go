@@ -329,7 +329,7 @@ func (c *Cluster) openStores() (cas, ac blobstore.Store, err error) {
 		var err error
 		if given == nil {
 			d := spec.(*blobstore.DiskSpec)
-			s, err = blobstore.NewDisk(d.Dir, d.MaxSize)
+			s, err = blobstore.NewDisk(d.Dir, d.MaxSize, o.Kind.DiskOptions()...)
 		} else {
 			o.Token = cfg.StoreToken
 			if s, err = blobstore.Open(ctx, spec, o); err != nil {

@@ -33,8 +33,12 @@ func stores(t *testing.T) map[string]Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checked, err := NewDisk(t.TempDir(), 0, WithCheckedReads())
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Resident: blobs of up to 8 bytes from memory, larger ones from disk.
-	return map[string]Store{"memory": NewMemory(), "disk": disk, "resident disk": NewResident(residentDisk, 8, 1<<20)}
+	return map[string]Store{"memory": NewMemory(), "disk": disk, "checked disk": checked, "resident disk": NewResident(residentDisk, 8, 1<<20)}
 }
 
 func TestStoreContract(t *testing.T) {
@@ -114,6 +118,88 @@ func testContentAddressed(t *testing.T, backend Store) {
 	if b, err := GetBytes(ctx, s, digest.Empty); err != nil || len(b) != 0 {
 		t.Fatalf("GetBytes(empty) = %q, %v", b, err)
 	}
+}
+
+// A CAS disk store's blob whose file changed on disk is never read back
+// whole: the read fails NOT_FOUND, the blob is removed, and a Put stores
+// it again. Small reads, from an offset too, return none of the bytes.
+func TestDiskCheckedReadsRemoveCorruptBlobs(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB: read in chunks
+	tests := []struct {
+		name    string
+		content string
+		offset  int64
+		damage  func(p string) error
+	}{
+		{"a flipped byte", "some content", 0, func(p string) error { return flipByte(p, 3) }},
+		{"a flipped byte before the offset", "some content", 5, func(p string) error { return flipByte(p, 2) }},
+		{"a flipped last byte of a large blob", big, 0, func(p string) error { return flipByte(p, int64(len(big)-1)) }},
+		{"cut short", "some content", 0, func(p string) error { return os.Truncate(p, 4) }},
+		{"bytes appended", "some content", 0, func(p string) error { return writeTo(p, os.O_APPEND|os.O_WRONLY, "more") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			disk, err := NewDisk(t.TempDir(), 0, WithCheckedReads())
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, b := blob(tt.content)
+			if err := PutBytes(ctx, disk, d, b); err != nil {
+				t.Fatal(err)
+			}
+			p := disk.path(d)
+			if err := os.Chmod(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.damage(p); err != nil {
+				t.Fatal(err)
+			}
+			rc, err := disk.Get(ctx, d, tt.offset)
+			var got []byte
+			if err == nil {
+				got, err = io.ReadAll(rc)
+				rc.Close()
+			}
+			if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "corrupt") {
+				t.Fatalf("reading the damaged blob: %v; want NOT_FOUND saying it was corrupt", err)
+			}
+			if int64(len(got)) >= d.Size()-tt.offset {
+				t.Fatalf("the read passed on all %d bytes", len(got))
+			}
+			if len(tt.content) < 1<<10 && len(got) != 0 {
+				t.Fatalf("a small read passed on %q", got)
+			}
+			if missing, _ := disk.FindMissing(ctx, []digest.Digest{d}); len(missing) != 1 || disk.Size() != 0 {
+				t.Fatalf("the damaged blob is still stored (missing %v, size %d)", missing, disk.Size())
+			}
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Fatalf("its file is still there: %v", err)
+			}
+			if err := PutBytes(ctx, disk, d, b); err != nil {
+				t.Fatal(err)
+			}
+			if again, err := GetBytes(ctx, disk, d); err != nil || string(again) != tt.content {
+				t.Fatalf("after a new Put: %d bytes, %v", len(again), err)
+			}
+		})
+	}
+}
+
+// flipByte inverts the bits of the byte at offset in the file p.
+func flipByte(p string, offset int64) error {
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, offset); err != nil {
+		return err
+	}
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, offset)
+	return err
 }
 
 func TestDiskLeavesNoTemporaryFiles(t *testing.T) {

@@ -40,6 +40,16 @@ func (k Kind) prefix() string {
 	return "cas/"
 }
 
+// DiskOptions are the options of a disk store of the kind: a CAS's reads
+// are checked against their keys (WithCheckedReads); an action cache's
+// entries are not content.
+func (k Kind) DiskOptions() []DiskOption {
+	if k == CASKind {
+		return []DiskOption{WithCheckedReads()}
+	}
+	return nil
+}
+
 // Options says how Open builds a spec's backends.
 type Options struct {
 	Kind Kind
@@ -78,7 +88,7 @@ func open(ctx context.Context, s Spec, o Options, conns *[]*grpc.ClientConn) (St
 		if err := checkStoreDir(s.Dir); err != nil {
 			return nil, err
 		}
-		return NewDisk(s.Dir, bound)
+		return NewDisk(s.Dir, bound, o.Kind.DiskOptions()...)
 	case *GRPCSpec:
 		conn, err := client.Dial(client.Options{Target: s.target(), Token: o.Token, TokenFile: s.TokenFile, CACert: s.CACert})
 		if err != nil {

@@ -45,6 +45,7 @@ type Disk struct {
 	maxSize int64 // 0: unbounded
 	now     func() time.Time
 	mode    os.FileMode // of stored files; 0 keeps the temporary file's 0600
+	checked bool        // reads are checked against their keys (WithCheckedReads)
 
 	// mu guards everything below. File system calls that can be slow
 	// (writes, removals, time updates) happen outside it.
@@ -79,6 +80,15 @@ func WithClock(now func() time.Time) DiskOption { return func(d *Disk) { d.now =
 // WithFileMode stores blobs with the given permissions, so that they can be
 // hard-linked into place as read-only or executable files.
 func WithFileMode(mode os.FileMode) DiskOption { return func(d *Disk) { d.mode = mode } }
+
+// WithCheckedReads makes the store one of content: every Get checks the
+// bytes it reads against the key, as they pass. A blob whose file no longer
+// hashes to its key (a bit flipped on disk, a file cut short) is removed,
+// and the read fails NOT_FOUND instead of passing on the bytes that differ:
+// the bytes of a read are withheld from the point where the file ends or
+// holds more than the key's size, and the last ones until the hash matches.
+// A client then uploads the blob again, or runs again what made it.
+func WithCheckedReads() DiskOption { return func(d *Disk) { d.checked = true } }
 
 // NewDisk opens (creating if needed) a disk store in dir holding at most
 // maxSize bytes (0 for no bound). Existing blobs are indexed, and evicted
@@ -209,22 +219,93 @@ func (d *Disk) Get(_ context.Context, key digest.Digest, offset int64) (io.ReadC
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "reading blob %s: %v", key, err)
 	}
-	if offset != 0 {
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, status.Errorf(codes.Internal, "reading blob %s: %v", key, err)
-		}
-		if offset < 0 || offset > info.Size() {
-			f.Close()
-			return nil, badOffset(key, offset, info.Size())
-		}
+	if offset == 0 && !d.checked {
+		return f, nil
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, status.Errorf(codes.Internal, "reading blob %s: %v", key, err)
+	}
+	if offset < 0 || offset > info.Size() {
+		f.Close()
+		return nil, badOffset(key, offset, info.Size())
+	}
+	if !d.checked {
 		if _, err := f.Seek(offset, io.SeekStart); err != nil {
 			f.Close()
 			return nil, status.Errorf(codes.Internal, "reading blob %s: %v", key, err)
 		}
+		return f, nil
 	}
-	return f, nil
+	c := &checkedBlob{f: f, d: d, key: key, v: digest.NewVerifier(key)}
+	if info.Size() != key.Size() {
+		err := c.corrupt(fmt.Errorf("its file holds %d bytes", info.Size()))
+		f.Close()
+		return nil, err
+	}
+	// The bytes before the offset are hashed too, for the check at the end.
+	if _, err := io.CopyN(io.Discard, c, offset); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkedBlob reads a blob's file for a store WithCheckedReads.
+type checkedBlob struct {
+	f   *os.File
+	d   *Disk
+	key digest.Digest
+	v   *digest.Verifier
+	err error
+}
+
+func (c *checkedBlob) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.f.Read(p)
+	if n > 0 {
+		if _, werr := c.v.Write(p[:n]); werr != nil {
+			return 0, c.corrupt(werr)
+		}
+		if c.v.Written() == c.key.Size() {
+			if cerr := c.v.Check(); cerr != nil {
+				return 0, c.corrupt(cerr)
+			}
+		}
+	}
+	if err == io.EOF && c.v.Written() != c.key.Size() {
+		return 0, c.corrupt(c.v.Check())
+	}
+	if err != nil && err != io.EOF {
+		err = status.Errorf(codes.Internal, "reading blob %s: %v", c.key, err)
+	}
+	return n, err
+}
+
+func (c *checkedBlob) Close() error { return c.f.Close() }
+
+// corrupt removes the blob whose file c read, unless a Put has replaced it
+// meanwhile, and returns the error of the read: why, as NOT_FOUND.
+func (c *checkedBlob) corrupt(why error) error {
+	c.err = status.Errorf(codes.NotFound, "blob %s not found: the stored copy was corrupt (%v) and is removed", c.key, why)
+	read, err := c.f.Stat()
+	if err != nil {
+		return c.err
+	}
+	d, p := c.d, c.d.path(c.key)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if now, err := os.Lstat(p); err != nil || !os.SameFile(read, now) {
+		return c.err
+	}
+	if el, ok := d.index[c.key]; ok {
+		d.dropLocked(el)
+	}
+	os.Remove(p)
+	return c.err
 }
 
 // use marks key as just used and reports whether it is stored.
@@ -400,9 +481,7 @@ func (d *Disk) makeRoom(n int64) bool {
 	for freed := int64(0); freed < max(n, 1) && d.lru.Len() > 0; {
 		el := d.lru.Back()
 		e := el.Value.(*diskEntry)
-		d.lru.Remove(el)
-		delete(d.index, e.key)
-		d.size -= e.size
+		d.dropLocked(el)
 		d.evictions.Add(1)
 		freed += e.size
 		victim := filepath.Join(d.tmpDir, "evict-"+blobName(e.key))
@@ -426,9 +505,7 @@ func (d *Disk) evictLocked() []string {
 	for d.maxSize > 0 && d.size > d.maxSize && d.lru.Len() > 1 {
 		el := d.lru.Back()
 		e := el.Value.(*diskEntry)
-		d.lru.Remove(el)
-		delete(d.index, e.key)
-		d.size -= e.size
+		d.dropLocked(el)
 		d.evictions.Add(1)
 		// Rename out of the way under the lock so a concurrent Put of the
 		// same key cannot be deleted by this eviction.
@@ -438,6 +515,15 @@ func (d *Disk) evictLocked() []string {
 		}
 	}
 	return victims
+}
+
+// dropLocked takes the entry el out of the index; its file is the
+// caller's to remove.
+func (d *Disk) dropLocked(el *list.Element) {
+	e := el.Value.(*diskEntry)
+	d.lru.Remove(el)
+	delete(d.index, e.key)
+	d.size -= e.size
 }
 
 func (d *Disk) remove(paths []string) {
@@ -548,9 +634,7 @@ func (d *Disk) Unchanged(key digest.Digest) (bool, error) {
 		e.touched = now.ModTime()
 		return true, nil
 	}
-	d.lru.Remove(el)
-	delete(d.index, key)
-	d.size -= e.size
+	d.dropLocked(el)
 	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 		return false, status.Errorf(codes.Internal, "dropping changed blob %s: %v", key, err)
 	}

@@ -157,6 +157,9 @@ func (v *Verifier) Write(p []byte) (int, error) {
 	return v.h.Write(p)
 }
 
+// Written returns how many bytes have been written.
+func (v *Verifier) Written() int64 { return v.n }
+
 // Check reports whether everything written matches the expected digest.
 func (v *Verifier) Check() error {
 	if v.n != v.want.size {

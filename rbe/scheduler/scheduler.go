@@ -101,9 +101,13 @@ type Scheduler struct {
 	inFlight map[digest.Digest]*task // deduplicable tasks not yet completed
 	// done holds deduplicable tasks completed within the retention, for
 	// Resume.
-	done    map[digest.Digest]*task
-	tasks   map[string]*task // by id, not yet completed
-	queue   []*task          // queued tasks, in dispatch order
+	done  map[digest.Digest]*task
+	tasks map[string]*task // by id, not yet completed
+	// ended holds the ids of tasks completed here within the retention,
+	// with when: a late report of one, from a worker that was lost (cut
+	// off, not dead) while its task ran again elsewhere, is stale.
+	ended   map[string]time.Time
+	queue   []*task // queued tasks, in dispatch order
 	ops     map[string]*Operation
 	workers map[string]*Worker
 	stats   stats
@@ -155,6 +159,7 @@ func New(cfg Config) *Scheduler {
 		inFlight: map[digest.Digest]*task{},
 		done:     map[digest.Digest]*task{},
 		tasks:    map[string]*task{},
+		ended:    map[string]time.Time{},
 		ops:      map[string]*Operation{},
 		workers:  map[string]*Worker{},
 	}
@@ -416,6 +421,7 @@ func (s *Scheduler) completeLocked(t *task, resp *repb.ExecuteResponse) {
 		t.worker = nil
 	}
 	delete(s.tasks, t.id)
+	s.ended[t.id] = now
 	if s.inFlight[t.action.Digest] == t {
 		delete(s.inFlight, t.action.Digest)
 		t.completed = now
@@ -489,6 +495,11 @@ func (s *Scheduler) Tick() {
 	for d, t := range s.done {
 		if now.Sub(t.completed) > s.cfg.Retention {
 			delete(s.done, d)
+		}
+	}
+	for id, at := range s.ended {
+		if now.Sub(at) > s.cfg.Retention {
+			delete(s.ended, id)
 		}
 	}
 	s.dispatchLocked()

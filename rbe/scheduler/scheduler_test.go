@@ -219,6 +219,19 @@ func TestLostWorkerTasksAreRedispatched(t *testing.T) {
 			if snap, _ := h.s.Watch(op.Name); snap.Stage != Completed || snap.Response.Result.ExitCode != 0 {
 				t.Fatal("w2's result was not taken")
 			}
+			// Back, the lost worker reports its copy finished: a task
+			// that ended here is stale, not one to adopt, until the
+			// retention is up.
+			back, err := h.register("w1", "p1", 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, adopted := h.s.AdoptFinished(back, tasks[0], action("a").Digest); adopted {
+				t.Fatal("the lost worker's stale result was adopted")
+			}
+			if got := h.s.Status().GetActions().GetCompleted(); got != 1 {
+				t.Fatalf("%d actions completed, want the one", got)
+			}
 		})
 	}
 }

@@ -131,9 +131,10 @@ func (s *Scheduler) reconcileLocked(w *Worker, r session.Report) {
 // adoptOneLocked takes on one action the worker runs under a task id this
 // scheduler did not give: an action already queued here (a client's retry
 // got here first) becomes the one the worker runs; an action in flight on
-// another worker, or a task that is not an action's, is left alone.
+// another worker, a task that is not an action's, or one that ended here
+// (its worker was lost meanwhile, and it ran elsewhere), is left alone.
 func (s *Scheduler) adoptOneLocked(w *Worker, r session.Task) *task {
-	if r.Action.IsZero() || s.tasks[r.ID] != nil {
+	if _, ended := s.ended[r.ID]; ended || r.Action.IsZero() || s.tasks[r.ID] != nil {
 		return nil
 	}
 	t := s.inFlight[r.Action]

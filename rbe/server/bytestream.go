@@ -71,16 +71,21 @@ func (b *byteStream) Read(req *bspb.ReadRequest, stream bspb.ByteStream_ReadServ
 	buf := *bp
 	for {
 		n, err := io.ReadFull(src, buf)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			// A store's own status (a corrupt blob it removed is NOT_FOUND)
+			// is the answer; what it read of this chunk is not sent.
+			if _, ok := status.FromError(err); ok {
+				return err
+			}
+			return status.Errorf(codes.Internal, "reading blob %s: %v", d, err)
+		}
 		if n > 0 {
 			if serr := stream.Send(&bspb.ReadResponse{Data: buf[:n]}); serr != nil {
 				return serr
 			}
 		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return nil
-		}
 		if err != nil {
-			return status.Errorf(codes.Internal, "reading blob %s: %v", d, err)
+			return nil
 		}
 	}
 }
