@@ -26,6 +26,10 @@ func (e *StatusError) Error() string {
 		return e.s.Message()
 	case codes.Unavailable:
 		msg := e.s.Message()
+		if strings.HasPrefix(msg, "the server ") || strings.HasPrefix(msg, "this server ") {
+			// Reached, the server says why it cannot serve now.
+			return msg
+		}
 		if _, dial, ok := strings.Cut(msg, "Error while dialing: "); ok {
 			msg = strings.TrimSuffix(dial, `"`)
 		}

@@ -24,6 +24,10 @@ func TestReadable(t *testing.T) {
 			status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`),
 			"cannot reach the server: dial tcp 127.0.0.1:1: connect: connection refused", codes.Unavailable,
 		},
+		{
+			status.Error(codes.Unavailable, "the server cannot record job state (disk I/O error): nothing of this request was recorded; try again later"),
+			"the server cannot record job state (disk I/O error): nothing of this request was recorded; try again later", codes.Unavailable,
+		},
 		{status.Error(codes.DeadlineExceeded, "too slow"), "deadline exceeded: too slow", codes.DeadlineExceeded},
 		{status.Error(codes.Unauthenticated, "bad token"), "unauthenticated: bad token", codes.Unauthenticated},
 		{plain, "plain", codes.Unknown},
