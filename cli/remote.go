@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rbs-build/rbs/cli/cluster"
 	"github.com/rbs-build/rbs/cli/schema"
 	"github.com/rbs-build/rbs/jobs/spec"
@@ -26,6 +30,7 @@ import (
 	"github.com/rbs-build/rbs/rbe/gpu"
 	"github.com/rbs-build/rbs/rbe/heapfloor"
 	"github.com/rbs-build/rbs/rbe/platform"
+	"github.com/rbs-build/rbs/rbe/web"
 	"github.com/rbs-build/rbs/rbe/worker"
 )
 
@@ -44,30 +49,31 @@ const serverHeapFloor = 64 << 20
 
 // RemoteServeCmd is `rbs remote serve`.
 type RemoteServeCmd struct {
-	Listen          string        `help:"Address to listen on (port 0 picks a free one; default: :8980 with a token and no --workers, else 127.0.0.1:8980). Without a token only a loopback address is served." placeholder:"ADDR"`
-	DataDir         string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path" placeholder:"DIR"`
-	State           string        `help:"Where the batch scheduler's state is kept: postgres://USER@HOST:PORT/DB, a PostgreSQL database that several servers may share (password from --state-password-file, PGPASSFILE or ~/.pgpass, never the URL); default: SQLite in DATA_DIR/jobs.db." placeholder:"URL"`
-	StatePassword   string        `name:"state-password-file" help:"File holding the password of the --state database." type:"existingfile" placeholder:"FILE"`
-	Advertise       string        `help:"Address the other servers of a shared --state, and the clients they forward to, reach this one at (default: the --listen address, with this host's name for an unspecified host)." placeholder:"HOST:PORT"`
-	CAS             string        `name:"cas" placeholder:"SPEC" help:"The CAS's backends: disk:DIR[?max_size=SIZE], grpc://HOST:PORT[/INSTANCE][?token_file=FILE&ca=FILE] (grpcs:// for TLS; the token comes from token_file, else $RBS_CAS_TOKEN), s3://BUCKET[/PREFIX]?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials), shard([N*]A,B,...), mirror(A,B) or cache(disk:DIR,REMOTE), nested (default: disk:DATA_DIR/cas)."`
-	AC              string        `name:"ac" placeholder:"SPEC" help:"The action cache's backends, as --cas; a grpc backend is the remote's action cache (default: disk:DATA_DIR/ac)."`
-	CASMaxSize      units.Size    `name:"cas-max-size" help:"Bound on the size of each disk store of the CAS that names no max_size; least recently used blobs are evicted beyond it." default:"50GiB"`
-	ACMaxSize       units.Size    `name:"ac-max-size" help:"Bound on the size of each disk store of the action cache that names no max_size." default:"1GiB"`
-	TokenFile       string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile" placeholder:"FILE"`
-	UsersFile       string        `name:"users-file" help:"File of named user tokens, one 'NAME TOKEN' a line: each is good wherever the user token is, and jobs submitted with one are recorded as that user's." type:"existingfile" placeholder:"FILE"`
-	WorkerTokenFile string        `name:"worker-token-file" help:"File holding the token workers bear, the only one the worker stream takes (default: $RBS_WORKER_TOKEN, else one made in DATA_DIR/worker-token)." type:"existingfile" placeholder:"FILE"`
-	InsecureNoAuth  bool          `name:"insecure-no-auth" help:"Serve a non-loopback address without a token: anyone who reaches the port can run commands on every worker."`
-	TLSCert         string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile" placeholder:"FILE"`
-	TLSKey          string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile" placeholder:"FILE"`
-	Config          string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile" placeholder:"FILE"`
-	WorkerTimeout   spec.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere: 15s, 2m, or Slurm's MM:SS, a bare number being minutes." default:"15s" placeholder:"DURATION"`
-	JobRetention    spec.Duration `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS, a bare number being minutes (default: for ever)." placeholder:"DURATION"`
-	PreemptGrace    spec.Duration `name:"preempt-grace" help:"How long a preempted job has between SIGTERM and SIGKILL to write its checkpoint: 30s, 2m, 1d, a bare number being minutes." default:"30s" placeholder:"DURATION"`
-	PreemptExempt   spec.Duration `name:"preempt-exempt" help:"How long a job runs, from each start, before it may be preempted (Slurm's PreemptExemptTime), so that a requeued job is not stopped over and over while room comes and goes: 5m, 1h, a bare number being minutes (default: from its start)." placeholder:"DURATION"`
-	MaxJobOutput    units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
-	Workers         int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs." placeholder:"N"`
-	MetricsPublic   bool          `name:"metrics-public" help:"Serve /metrics without the token, for a Prometheus that holds none; the rest of the web endpoint still asks for it."`
-	LogFormat       string        `name:"log-format" help:"Log format on stderr: text or json (default: text)." default:"text" placeholder:"text|json"`
+	Listen             string        `help:"Address to listen on (port 0 picks a free one; default: :8980 with a token and no --workers, else 127.0.0.1:8980). Without a token only a loopback address is served." placeholder:"ADDR"`
+	DataDir            string        `help:"Directory for the CAS, action cache and state (default: $XDG_DATA_HOME/rbs)." type:"path" placeholder:"DIR"`
+	State              string        `help:"Where the batch scheduler's state is kept: postgres://USER@HOST:PORT/DB, a PostgreSQL database that several servers may share (password from --state-password-file, PGPASSFILE or ~/.pgpass, never the URL); default: SQLite in DATA_DIR/jobs.db." placeholder:"URL"`
+	StatePassword      string        `name:"state-password-file" help:"File holding the password of the --state database." type:"existingfile" placeholder:"FILE"`
+	Advertise          string        `help:"Address the other servers of a shared --state, and the clients they forward to, reach this one at (default: the --listen address, with this host's name for an unspecified host)." placeholder:"HOST:PORT"`
+	CAS                string        `name:"cas" placeholder:"SPEC" help:"The CAS's backends: disk:DIR[?max_size=SIZE], grpc://HOST:PORT[/INSTANCE][?token_file=FILE&ca=FILE] (grpcs:// for TLS; the token comes from token_file, else $RBS_CAS_TOKEN), s3://BUCKET[/PREFIX]?endpoint=URL&region=R (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials), shard([N*]A,B,...), mirror(A,B) or cache(disk:DIR,REMOTE), nested (default: disk:DATA_DIR/cas)."`
+	AC                 string        `name:"ac" placeholder:"SPEC" help:"The action cache's backends, as --cas; a grpc backend is the remote's action cache (default: disk:DATA_DIR/ac)."`
+	CASMaxSize         units.Size    `name:"cas-max-size" help:"Bound on the size of each disk store of the CAS that names no max_size; least recently used blobs are evicted beyond it." default:"50GiB"`
+	ACMaxSize          units.Size    `name:"ac-max-size" help:"Bound on the size of each disk store of the action cache that names no max_size." default:"1GiB"`
+	TokenFile          string        `name:"token-file" help:"File holding the user token every call must bear (default: $RBS_REMOTE_TOKEN; none: serve loopback only)." type:"existingfile" placeholder:"FILE"`
+	UsersFile          string        `name:"users-file" help:"File of named user tokens, one 'NAME TOKEN' a line: each is good wherever the user token is, and jobs submitted with one are recorded as that user's." type:"existingfile" placeholder:"FILE"`
+	WorkerTokenFile    string        `name:"worker-token-file" help:"File holding the token workers bear, the only one the worker stream takes (default: $RBS_WORKER_TOKEN, else one made in DATA_DIR/worker-token)." type:"existingfile" placeholder:"FILE"`
+	InsecureNoAuth     bool          `name:"insecure-no-auth" help:"Serve a non-loopback address without a token: anyone who reaches the port can run commands on every worker."`
+	TLSCert            string        `name:"tls-cert" help:"PEM certificate to serve TLS with." type:"existingfile" placeholder:"FILE"`
+	TLSKey             string        `name:"tls-key" help:"PEM private key of --tls-cert." type:"existingfile" placeholder:"FILE"`
+	Config             string        `help:"cluster.rbs file declaring the job queues (default: one queue, batch)." type:"existingfile" placeholder:"FILE"`
+	WorkerTimeout      spec.Duration `help:"How long a silent or disconnected worker keeps its actions and jobs before they go elsewhere: 15s, 2m, or Slurm's MM:SS, a bare number being minutes." default:"15s" placeholder:"DURATION"`
+	JobRetention       spec.Duration `help:"How long ended jobs, their output included, are kept: 30d, 12h, or Slurm's D-HH:MM:SS, a bare number being minutes (default: for ever)." placeholder:"DURATION"`
+	OperationRetention spec.Duration `name:"operation-retention" help:"How long a finished build action's operation stays for clients that wait on it again (WaitExecution): 10m, 30s, or Slurm's MM:SS, a bare number being minutes." default:"10m" placeholder:"DURATION"`
+	PreemptGrace       spec.Duration `name:"preempt-grace" help:"How long a preempted job has between SIGTERM and SIGKILL to write its checkpoint: 30s, 2m, 1d, a bare number being minutes." default:"30s" placeholder:"DURATION"`
+	PreemptExempt      spec.Duration `name:"preempt-exempt" help:"How long a job runs, from each start, before it may be preempted (Slurm's PreemptExemptTime), so that a requeued job is not stopped over and over while room comes and goes: 5m, 1h, a bare number being minutes (default: from its start)." placeholder:"DURATION"`
+	MaxJobOutput       units.Size    `name:"max-job-output" help:"Most output kept of each job attempt: its first and last halves, with a line between them saying how much was dropped (0: no cap)." default:"1GiB"`
+	Workers            int           `help:"Run N workers in this process beside the server, named w1…wN with work dirs DATA_DIR/workers/wI, each offering an Nth of this machine's CPUs (at least one), memory and GPUs, and as many action and job slots as CPUs." placeholder:"N"`
+	MetricsPublic      bool          `name:"metrics-public" help:"Serve /metrics without the token, for a Prometheus that holds none; the rest of the web endpoint still asks for it."`
+	LogFormat          string        `name:"log-format" help:"Log format on stderr: text or json (default: text)." default:"text" placeholder:"text|json"`
 }
 
 // Run implements the command.
@@ -143,31 +149,32 @@ func (c *RemoteServeCmd) Run() error {
 		}
 	}
 	return cluster.Serve(ctx, cluster.Config{
-		Listen:         c.Listen,
-		DataDir:        dataDir,
-		State:          state,
-		Advertise:      c.Advertise,
-		StatePassword:  c.StatePassword,
-		CAS:            casSpec,
-		AC:             acSpec,
-		CASMaxSize:     int64(c.CASMaxSize),
-		ACMaxSize:      int64(c.ACMaxSize),
-		StoreToken:     os.Getenv(storeTokenEnv),
-		Token:          token,
-		Users:          users,
-		WorkerToken:    workerToken,
-		InsecureNoAuth: c.InsecureNoAuth,
-		TLSCert:        c.TLSCert,
-		TLSKey:         c.TLSKey,
-		Config:         c.Config,
-		WorkerTimeout:  time.Duration(c.WorkerTimeout),
-		JobRetention:   time.Duration(c.JobRetention),
-		MaxJobOutput:   int64(c.MaxJobOutput),
-		PreemptGrace:   time.Duration(c.PreemptGrace),
-		PreemptExempt:  time.Duration(c.PreemptExempt),
-		Workers:        workers,
-		MetricsPublic:  c.MetricsPublic,
-		Log:            log,
+		Listen:             c.Listen,
+		DataDir:            dataDir,
+		State:              state,
+		Advertise:          c.Advertise,
+		StatePassword:      c.StatePassword,
+		CAS:                casSpec,
+		AC:                 acSpec,
+		CASMaxSize:         int64(c.CASMaxSize),
+		ACMaxSize:          int64(c.ACMaxSize),
+		StoreToken:         os.Getenv(storeTokenEnv),
+		Token:              token,
+		Users:              users,
+		WorkerToken:        workerToken,
+		InsecureNoAuth:     c.InsecureNoAuth,
+		TLSCert:            c.TLSCert,
+		TLSKey:             c.TLSKey,
+		Config:             c.Config,
+		WorkerTimeout:      time.Duration(c.WorkerTimeout),
+		JobRetention:       time.Duration(c.JobRetention),
+		OperationRetention: time.Duration(c.OperationRetention),
+		MaxJobOutput:       int64(c.MaxJobOutput),
+		PreemptGrace:       time.Duration(c.PreemptGrace),
+		PreemptExempt:      time.Duration(c.PreemptExempt),
+		Workers:            workers,
+		MetricsPublic:      c.MetricsPublic,
+		Log:                log,
 		Ready: func(addr net.Addr) {
 			fmt.Fprintf(os.Stderr, "rbs remote serve: listening on %s (dashboard: %s)\n", addr, dashboardURL(addr, c.TLSCert != ""))
 		},
@@ -270,6 +277,7 @@ type RemoteWorkerCmd struct {
 	ContainerRuntime string       `name:"container-runtime" help:"What runs the jobs that name an image (--container): auto finds podman, else docker, on PATH and offers none when neither works; podman, docker or the path of either must work; none offers none (default: auto)." default:"auto" placeholder:"auto|podman|docker|none|PATH"`
 	ContainerFlag    []string     `name:"container-flag" sep:"none" placeholder:"FLAG" help:"Flag for every container run, after those the worker works out for this machine (podman: --runtime runc where crun is the default, --ulimit nofile and nproc at the worker's own limits, --pids-limit -1), which it may override; e.g. --container-flag=--security-opt=label=disable (repeatable)."`
 	LogFormat        string       `name:"log-format" help:"Log format on stderr: text or json (default: text)." default:"text" placeholder:"text|json"`
+	MetricsListen    string       `name:"metrics-listen" help:"Serve the worker's Prometheus metrics, the Go runtime's and the process's (goroutines, open files, memory), at http://ADDR/metrics (and its profiles at /debug/pprof/), for an agent on the same machine: a loopback address only; port 0 picks a free one." placeholder:"ADDR"`
 }
 
 // newLogger returns a logger writing to stderr in format: text or json.
@@ -292,7 +300,36 @@ func (c *RemoteWorkerCmd) Run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.MetricsListen != "" {
+		addr, err := serveProcessMetrics(ctx, c.MetricsListen)
+		if err != nil {
+			return err
+		}
+		cfg.Log.Info("serving metrics", "url", "http://"+addr+"/metrics")
+	}
 	return worker.Run(ctx, cfg)
+}
+
+// serveProcessMetrics serves the Go runtime's and the process's metrics at
+// /metrics, and its profiles under /debug/pprof/, on listen, a loopback
+// address, until ctx is done, and returns the address it listens on.
+func serveProcessMetrics(ctx context.Context, listen string) (string, error) {
+	if !cluster.Loopback(listen) {
+		return "", fmt.Errorf("--metrics-listen %q: a worker serves its metrics on a loopback address only", listen)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-listen: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	web.HandleProfiles(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	context.AfterFunc(ctx, func() { srv.Close() })
+	return ln.Addr().String(), nil
 }
 
 // config is the worker the flags describe, offering the GPUs --gpus selects

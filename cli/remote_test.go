@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rbs-build/rbs/proto/workerpb"
@@ -82,6 +85,34 @@ func TestServeStoreSpecs(t *testing.T) {
 		tc.cmd.DataDir = t.TempDir()
 		if err := tc.cmd.Run(); err == nil || err.Error() != tc.want {
 			t.Errorf("Run: %v\nwant %s", err, tc.want)
+		}
+	}
+}
+
+// A worker's metrics are served on loopback only, with the process's and
+// the Go runtime's figures.
+func TestServeProcessMetrics(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0:0", ":0", "8.8.8.8:0"} {
+		if _, err := serveProcessMetrics(t.Context(), listen); err == nil || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("--metrics-listen %s: %v; want it refused for not being loopback", listen, err)
+		}
+	}
+	addr, err := serveProcessMetrics(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"go_goroutines ", "process_open_fds ", "process_resident_memory_bytes "} {
+		if !strings.Contains(string(b), "\n"+name) {
+			t.Errorf("/metrics has no %s:\n%s", name, b)
 		}
 	}
 }

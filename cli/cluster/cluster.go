@@ -92,6 +92,9 @@ type Config struct {
 	WorkerTimeout time.Duration
 	// JobRetention is how long ended jobs are kept; 0 keeps them for ever.
 	JobRetention time.Duration
+	// OperationRetention is how long a finished action's operation is
+	// kept for WaitExecution; 0 for the default.
+	OperationRetention time.Duration
 	// MaxJobOutput caps the output stored of each job attempt, in bytes:
 	// its head and its tail are kept; 0 for no cap.
 	MaxJobOutput int64
@@ -198,7 +201,7 @@ func Open(cfg Config) (_ *Cluster, err error) {
 	if c.casStore, c.acStore, err = c.openStores(); err != nil {
 		return nil, err
 	}
-	if !cfg.userTokens() && !loopback(cfg.Listen) {
+	if !cfg.userTokens() && !Loopback(cfg.Listen) {
 		if !cfg.InsecureNoAuth {
 			return nil, fmt.Errorf("refusing to serve %s without a token: anyone who reaches that port could run commands on every worker. "+
 				"Give a token with --token-file FILE or RBS_REMOTE_TOKEN, listen on 127.0.0.1, or pass --insecure-no-auth to serve it open anyway", cfg.Listen)
@@ -247,7 +250,7 @@ func (c *Cluster) compose() error {
 	if c.jobs, err = service.New(jobsCfg); err != nil {
 		return err
 	}
-	execQueue = scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout, Lost: c.jobs.WorkerLost})
+	execQueue = scheduler.New(scheduler.Config{NewID: func() string { return uuid.NewString() }, HeartbeatTimeout: cfg.WorkerTimeout, Retention: cfg.OperationRetention, Lost: c.jobs.WorkerLost})
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
 	c.stopJobs = stopJobs
 	c.jobsDone = make(chan error, 1)
@@ -575,11 +578,11 @@ func DefaultListen(haveToken bool) string {
 	return "127.0.0.1:8980"
 }
 
-// loopback reports whether the listen address host:port is reachable from
+// Loopback reports whether the listen address host:port is reachable from
 // this machine only: a loopback IP, or a name all of whose addresses are.
 // It is decided before listening, so that a refused server never opens the
 // port.
-func loopback(listen string) bool {
+func Loopback(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil || host == "" {
 		return false

@@ -163,8 +163,8 @@ func TestNoTokenServesLoopbackOnly(t *testing.T) {
 		{"no port", false},
 	}
 	for _, tt := range tests {
-		if got := loopback(tt.listen); got != tt.loopback {
-			t.Errorf("loopback(%q) = %v, want %v", tt.listen, got, tt.loopback)
+		if got := Loopback(tt.listen); got != tt.loopback {
+			t.Errorf("Loopback(%q) = %v, want %v", tt.listen, got, tt.loopback)
 		}
 	}
 	// A refusal comes before the port is opened; a token or

@@ -89,7 +89,7 @@ func Record(p, abs string, info fs.FileInfo) (*Output, error) {
 		}
 		return &Output{Kind: Symlink, Abs: abs, Target: target}, nil
 	case info.Mode().IsRegular():
-		d, err := merkle.HashFile(abs)
+		d, err := merkle.Hash(abs)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +134,7 @@ func (c *Contents) walk(abs, rel, p string) (int64, error) {
 			if err != nil {
 				return 0, err
 			}
-			d, err := merkle.HashFile(sub)
+			d, err := merkle.Hash(sub)
 			if err != nil {
 				return 0, err
 			}

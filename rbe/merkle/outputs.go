@@ -122,16 +122,23 @@ func HashFile(abs string) (digest.Digest, error) {
 			return h.d, nil
 		}
 	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return digest.Digest{}, err
-	}
-	defer f.Close()
-	d, err := digest.FromReader(f)
+	d, err := Hash(abs)
 	if err != nil {
 		return digest.Digest{}, err
 	}
 	id.d = d
 	hashes.Store(abs, id)
 	return d, nil
+}
+
+// Hash returns the digest of the file at abs, hashed now and not
+// remembered: for the files of a scratch directory, which are never seen
+// again, and which HashFile would remember for the life of the process.
+func Hash(abs string) (digest.Digest, error) {
+	f, err := os.Open(abs)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	defer f.Close()
+	return digest.FromReader(f)
 }

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +71,7 @@ func New(cfg Config) http.Handler {
 		}
 		app.Handle(pattern, h)
 	}
+	HandleProfiles(app)
 	if cfg.Dashboard != nil {
 		app.Handle("/", cfg.Dashboard)
 	} else {
@@ -86,6 +88,17 @@ func New(cfg Config) http.Handler {
 		mux.Handle("/metrics", metrics)
 	}
 	return mux
+}
+
+// HandleProfiles serves Go's runtime profiles on mux under /debug/pprof/,
+// as net/http/pprof does: heap (with ?gc=1, after a collection), goroutine,
+// CPU (profile), trace and the rest, for `go tool pprof URL`.
+func HandleProfiles(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // underAPI reports whether a ServeMux pattern ("[METHOD ][HOST]/PATH")

@@ -86,6 +86,8 @@ func TestAuth(t *testing.T) {
 		{name: "the login page needs no auth", tok: token, path: "/login", code: http.StatusOK, body: `<form method="post" action="/login">`},
 		{name: "an unknown path without a dashboard", tok: token, path: "/jobs", header: bearer, code: http.StatusNotFound},
 		{name: "an unknown path without auth", tok: token, path: "/jobs", code: http.StatusUnauthorized},
+		{name: "profiles without auth", tok: token, public: true, path: "/debug/pprof/goroutine?debug=1", code: http.StatusUnauthorized},
+		{name: "profiles with the bearer token", tok: token, dashboard: dashboard, path: "/debug/pprof/goroutine?debug=1", header: bearer, code: http.StatusOK, body: "goroutine profile:"},
 		{name: "the dashboard gets the other paths", tok: token, dashboard: dashboard, path: "/jobs/7", header: bearer, code: http.StatusOK, body: "dashboard at /jobs/7"},
 		{name: "the dashboard behind auth", tok: token, dashboard: dashboard, path: "/jobs/7", header: page, code: http.StatusSeeOther, body: "/login"},
 		{name: "routes before the dashboard", tok: token, dashboard: dashboard, path: "/api/thing", header: bearer, code: http.StatusOK, body: `{"thing":1}`},

@@ -233,7 +233,7 @@ func (r *actionRunner) execute(ctx context.Context, a *workerpb.AssignAction, ad
 		{stdout, func(d *repb.Digest) { c.ActionResult.StdoutDigest = d }},
 		{stderr, func(d *repb.Digest) { c.ActionResult.StderrDigest = d }},
 	} {
-		d, err := merkle.HashFile(f.file.Name())
+		d, err := merkle.Hash(f.file.Name())
 		if err != nil {
 			return nil, err
 		}
