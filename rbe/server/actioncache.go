@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/blobstore"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/merkle"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -80,10 +82,37 @@ func (a *actionCache) UpdateActionResult(ctx context.Context, req *repb.UpdateAc
 	if req.ActionResult == nil {
 		return nil, status.Error(codes.InvalidArgument, "missing action_result")
 	}
+	if err := CheckResultPaths(req.ActionResult); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	if err := PutActionResult(ctx, a.ac, key, req.ActionResult); err != nil {
 		return nil, err
 	}
 	return req.ActionResult, nil
+}
+
+// CheckResultPaths checks that every output an action result names has a
+// path that stays in the working directory: relative, clean, without "..".
+// A client downloads each to its path.
+func CheckResultPaths(res *repb.ActionResult) error {
+	var paths []string
+	for _, f := range res.OutputFiles {
+		paths = append(paths, f.Path)
+	}
+	for _, d := range res.OutputDirectories {
+		paths = append(paths, d.Path)
+	}
+	for _, group := range [][]*repb.OutputSymlink{res.OutputSymlinks, res.OutputFileSymlinks, res.OutputDirectorySymlinks} {
+		for _, l := range group {
+			paths = append(paths, l.Path)
+		}
+	}
+	for _, p := range paths {
+		if err := merkle.CheckPath(p); err != nil {
+			return fmt.Errorf("action result output: %w", err)
+		}
+	}
+	return nil
 }
 
 // PutActionResult stores res as the result of the action key.

@@ -163,6 +163,9 @@ func (ws *workers) complete(ctx context.Context, w *scheduler.Worker, r *workerp
 		if err := proto.Unmarshal(r.Result, resp.Result); err != nil {
 			resp.Result = nil
 			resp.Status = status.Newf(codes.Internal, "worker %s sent an unreadable action result: %v", w.ID(), err).Proto()
+		} else if err := CheckResultPaths(resp.Result); err != nil {
+			resp.Result = nil
+			resp.Status = status.Newf(codes.Internal, "worker %s sent an action result that is refused: %v", w.ID(), err).Proto()
 		}
 	}
 	if md := resp.Result.GetExecutionMetadata(); md != nil {
