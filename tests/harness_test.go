@@ -276,6 +276,35 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) (s
 	return string(out), err
 }
 
+// relay listens on ip, on a port of its own, and joins each connection to
+// a new one to target: what the client sends is copied by up, what the
+// server sends by down, and both connections close once either copy ends.
+// It returns the address to dial.
+func relay(t *testing.T, ip, target string, up, down func(dst io.Writer, src io.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close() // the server is down: so is the client's connection
+				continue
+			}
+			go func() { down(c, s); c.Close(); s.Close() }()
+			go func() { up(s, c); c.Close(); s.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // copyTree copies the directory src to dst.
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -443,27 +442,8 @@ type requestProxy struct {
 
 func startRequestProxy(t *testing.T, target string) *requestProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	p := &requestProxy{Addr: ln.Addr().String(), requests: make(chan struct{}, 100)}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close() // the server is down: so is the client's connection
-				continue
-			}
-			go func() { io.Copy(c, up); c.Close(); up.Close() }()
-			go func() { p.forward(up, c); c.Close(); up.Close() }()
-		}
-	}()
+	p := &requestProxy{requests: make(chan struct{}, 100)}
+	p.Addr = relay(t, "127.0.0.1", target, p.forward, func(dst io.Writer, src io.Reader) { io.Copy(dst, src) })
 	return p
 }
 

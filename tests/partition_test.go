@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,39 +97,14 @@ func (l *netLink) ip(t *testing.T, args ...string) {
 	}
 }
 
-// delayRelay listens on ip and relays each connection to target, holding
+// delayRelay relays connections from ip to target (see relay), holding
 // every chunk of bytes for delay in each direction, in order: a slow link
 // the kernel here cannot make (it has no netem). It returns the address to
 // dial.
 func delayRelay(t *testing.T, ip, target string, delay time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		conns.Wait()
-	})
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			conns.Add(2)
-			closeBoth := sync.OnceFunc(func() { in.Close(); out.Close() })
-			go func() { defer conns.Done(); delayed(out, in, delay); closeBoth() }()
-			go func() { defer conns.Done(); delayed(in, out, delay); closeBoth() }()
-		}
-	}()
-	return ln.Addr().String()
+	slow := func(dst io.Writer, src io.Reader) { delayed(dst, src, delay) }
+	return relay(t, ip, target, slow, slow)
 }
 
 // delayed copies src to dst, each chunk written delay after it was read.
