@@ -114,6 +114,10 @@ type JobSubmitCmd struct {
 	PackRequired  bool          `name:"pack-required" help:"With --pack, wait until one domain has room for every node, rather than spread."`
 	MaxRetries    int32         `name:"max-retries" help:"Run the job again, up to N times, when an attempt ends FAILED, TIMEOUT or OUT_OF_MEMORY (never when CANCELLED); a requeue after a lost worker uses none (0 to 100; default: the job target's, else 0)." placeholder:"N"`
 	CheckpointDir string        `name:"checkpoint-dir" help:"Directory, relative to the job's directory, recorded into the CAS when each attempt ends and restored, as writable files, into the next attempt's." placeholder:"DIR"`
+	Cache         bool          `help:"Answer the job from the job cache when a job of the same key (its command, environment, inputs, platform, image, outputs and --cache-version) completed before, and remember its result when it completes (default: the job target's, else its queue's)."`
+	NoCache       bool          `name:"no-cache" help:"Run the job whatever the job cache holds, and remember its result in place of the entry."`
+	CacheVersion  string        `name:"cache-version" help:"A version that is part of the job's cache key: change it to miss the entries of earlier runs." placeholder:"TEXT"`
+	Sweep         []string      `sep:"none" help:"Make the job an array over every combination of the parameters' values, as lr=0.1,0.01 (repeatable): each task gets its values as RBS_SWEEP_LR and in the command's {lr}. --array %N caps how many run at once." placeholder:"NAME=V1,V2"`
 	Hold          bool          `help:"Submit the job held: it stays PENDING (JobHeldUser) until rbs job release ID. A held job is accepted even when no registered worker could ever run it, which is otherwise refused."`
 	Parsable      bool          `help:"Print only the job id."`
 	Interactive   bool          `short:"i" help:"Attach your stdin and stdout to the job through the server: your stdin is its stdin (end of file closes it), its output comes to your stdout, the submission line goes to stderr, and the exit status is the job's exit code, as with srun (1 for a job that ended without one, such as one cancelled before it ran)."`
@@ -234,11 +238,11 @@ func (c *JobSubmitCmd) Run() error {
 	}
 	switch {
 	case len(ms) > 1:
-		printPipeline(os.Stdout, ms, resp.JobIds, c.Parsable)
+		printPipeline(os.Stdout, ms, resp, c.Parsable)
 	case c.Parsable:
 		fmt.Println(resp.JobId)
 	default:
-		fmt.Printf("Submitted job %d\n", resp.JobId)
+		fmt.Printf("Submitted job %d%s\n", resp.JobId, cacheNote(resp, 0, ms[0]))
 	}
 	return nil
 }
@@ -389,7 +393,22 @@ func (c *JobSubmitCmd) overrides(memory int64) (manifest.Overrides, error) {
 		Name: c.Name, Queue: c.Queue, Priority: c.Priority, CPUs: c.CPUs, GPUs: c.GPUs,
 		MaxRetries: c.MaxRetries, CheckpointDir: c.CheckpointDir, Outputs: c.Outputs, Array: c.Array,
 		NoRequeue: c.NoRequeue, Interactive: c.Interactive, Container: c.Container, Preemptible: c.Preemptible, Constraints: c.Constraint, Hold: c.Hold,
-		Pack: c.Pack, PackRequired: c.PackRequired,
+		Pack: c.Pack, PackRequired: c.PackRequired, CacheVersion: c.CacheVersion,
+	}
+	switch {
+	case c.Cache && c.NoCache:
+		return o, fmt.Errorf("--cache and --no-cache: give one")
+	case c.Cache:
+		o.Cache = "on"
+	case c.NoCache:
+		o.Cache = "refresh"
+	}
+	for _, s := range c.Sweep {
+		name, values, err := spec.ParseSweep(s)
+		if err != nil {
+			return o, fmt.Errorf("--sweep: %w", err)
+		}
+		o.Sweep = append(o.Sweep, manifest.SweepParam{Name: name, Values: values})
 	}
 	if c.Nodes != "" {
 		lo, hi, err := spec.ParseNodes(c.Nodes)

@@ -55,7 +55,8 @@ func (c *JobSubmitCmd) targetManifests(ctx context.Context, target string, extra
 
 // printPipeline prints the jobs of a pipeline as they were submitted: one
 // line each with its id, name and the ids it runs after, or only the ids.
-func printPipeline(w io.Writer, ms []*manifest.Manifest, ids []int64, parsable bool) {
+func printPipeline(w io.Writer, ms []*manifest.Manifest, resp *jobspb.SubmitResponse, parsable bool) {
+	ids := resp.JobIds
 	if parsable {
 		for _, id := range ids {
 			fmt.Fprintln(w, id)
@@ -63,7 +64,12 @@ func printPipeline(w io.Writer, ms []*manifest.Manifest, ids []int64, parsable b
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOBID\tNAME\tAFTER")
+	cache := len(resp.CachedTasks) == len(ids)
+	if cache {
+		fmt.Fprintln(tw, "JOBID\tNAME\tCACHE\tAFTER")
+	} else {
+		fmt.Fprintln(tw, "JOBID\tNAME\tAFTER")
+	}
 	for i, m := range ms {
 		var after []string
 		for _, d := range m.After {
@@ -73,7 +79,11 @@ func printPipeline(w io.Writer, ms []*manifest.Manifest, ids []int64, parsable b
 			}
 			after = append(after, d.Kind+":"+id)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", ids[i], m.Name, strings.Join(after, ","))
+		if cache {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ids[i], m.Name, cacheWord(resp, i, m), strings.Join(after, ","))
+		} else {
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", ids[i], m.Name, strings.Join(after, ","))
+		}
 	}
 	tw.Flush()
 }
@@ -106,4 +116,29 @@ func checkPartitions(jobs jobspb.JobsClient, ms []*manifest.Manifest) error {
 		}
 	}
 	return nil
+}
+
+// cacheWord says what the job cache did for entry i of a submission:
+// "cached" (from job N), "runs", or for an array how many of its tasks
+// were cached.
+func cacheWord(resp *jobspb.SubmitResponse, i int, m *manifest.Manifest) string {
+	n := resp.CachedTasks[i]
+	switch {
+	case resp.CachedFrom[i] != "":
+		return "cached from job " + resp.CachedFrom[i]
+	case m.Array == "" && len(m.Sweep) == 0 && n == 0:
+		return "runs"
+	case n == 0:
+		return "runs (no task cached)"
+	}
+	return fmt.Sprintf("%d task(s) cached, the rest run", n)
+}
+
+// cacheNote is cacheWord for the line of a single job's submission; "" when
+// the job does not use the cache.
+func cacheNote(resp *jobspb.SubmitResponse, i int, m *manifest.Manifest) string {
+	if len(resp.CachedTasks) <= i {
+		return ""
+	}
+	return " (" + cacheWord(resp, i, m) + ")"
 }

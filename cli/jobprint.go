@@ -88,6 +88,14 @@ func printJobDetail(w io.Writer, j *jobspb.JobInfo) {
 	if s.User != "" {
 		row("User:", "%s", s.User)
 	}
+	if len(j.Sweep) > 0 {
+		row("Sweep:", "%s", strings.Join(j.Sweep, ", "))
+	}
+	if r.CachedFrom != "" {
+		row("Cache:", "cached from job %s: its result, outputs and output, without running", r.CachedFrom)
+	} else if p := s.Cache; p == jobspb.CachePolicy_CACHE_ON || p == jobspb.CachePolicy_CACHE_REFRESH {
+		row("Cache:", "%s", schema.CachePolicy(p))
+	}
 	if j.QueuePosition > 0 {
 		row("Position:", "%d in queue %s", j.QueuePosition, s.Queue)
 	}

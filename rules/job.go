@@ -103,6 +103,20 @@ func (c *Configured) Job() (*manifest.Manifest, error) {
 	m.Container = str("container")
 	m.Pack = str("pack")
 	m.PackRequired = info.fields["pack_required"] == starlark.True
+	if info.fields["cache"] == starlark.True {
+		m.Cache = "on"
+	}
+	m.CacheVersion = str("cache_version")
+	if sweep, ok := info.fields["sweep"].(*starlark.Dict); ok {
+		for _, kv := range sweep.Items() {
+			name, _ := starlark.AsString(kv[0])
+			values, err := stringList(kv[1])
+			if err != nil {
+				return nil, bad("sweep", fmt.Errorf("%s: %v", name, err))
+			}
+			m.Sweep = append(m.Sweep, manifest.SweepParam{Name: name, Values: values})
+		}
+	}
 	if m.Constraints, err = stringList(info.fields["constraints"]); err != nil {
 		return nil, bad("constraints", err)
 	}

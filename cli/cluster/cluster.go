@@ -31,6 +31,7 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/auth"
 	"github.com/rbs-build/rbs/rbe/blobstore"
+	"github.com/rbs-build/rbs/rbe/digest"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/forward"
 	"github.com/rbs-build/rbs/rbe/scheduler"
@@ -246,7 +247,20 @@ func (c *Cluster) compose() error {
 	// worker gone or silent loses its actions and its jobs at once. The
 	// jobs scheduler's maintenance windows keep actions off their workers.
 	var execQueue *scheduler.Scheduler
-	jobsCfg := service.Config{Store: c.store, Sched: schedCfg, Log: cfg.Log, Maintenance: func(all bool, workers []string) { execQueue.SetMaintenance(all, workers) }}
+	jobsCfg := service.Config{Store: c.store, Sched: schedCfg, Log: cfg.Log, Maintenance: func(all bool, workers []string) { execQueue.SetMaintenance(all, workers) },
+		HasOutputs: func(ctx context.Context, root string) bool {
+			d, err := digest.Parse(root)
+			if err != nil {
+				return false
+			}
+			ok, err := blobstore.Complete(ctx, c.casStore, d)
+			if err != nil {
+				if cfg.Log != nil {
+					cfg.Log.Warn("checking a job cache entry's outputs; the job runs", "output_root", root, "err", err)
+				}
+			}
+			return ok
+		}}
 	if c.jobs, err = service.New(jobsCfg); err != nil {
 		return err
 	}

@@ -72,6 +72,14 @@ type Job struct {
 	Pack         string `json:"pack,omitempty"`
 	PackRequired bool   `json:"pack_required,omitempty"`
 	Borrowed     bool   `json:"borrowed"`
+	// Cache is the job cache's policy for the job: on, off or refresh;
+	// CacheKey its key once worked out; CachedFrom the job whose result it
+	// was answered with from the cache, without running.
+	Cache      string `json:"cache"`
+	CacheKey   string `json:"cache_key,omitempty"`
+	CachedFrom string `json:"cached_from,omitempty"`
+	// Sweep is a sweep task's values, NAME=VALUE.
+	Sweep []string `json:"sweep,omitempty"`
 }
 
 // Attempt is one ended attempt of a job.
@@ -279,6 +287,17 @@ func Time(ms int64) *string {
 	return &s
 }
 
+// CachePolicy names a job's cache policy as users write it.
+func CachePolicy(p jobspb.CachePolicy) string {
+	switch p {
+	case jobspb.CachePolicy_CACHE_ON:
+		return "on"
+	case jobspb.CachePolicy_CACHE_REFRESH:
+		return "refresh"
+	}
+	return "off"
+}
+
 // FromJob is one job as the schema has it.
 func FromJob(j *jobspb.JobInfo) Job {
 	r := j.Record
@@ -298,6 +317,7 @@ func FromJob(j *jobspb.JobInfo) Job {
 		QueuePosition: j.QueuePosition, ExpectedStart: Time(j.ExpectedStartUnixMs), StartUnknown: j.StartUnknown,
 		Workers: WorkersOf(r), Ranks: []Rank{},
 		Pack: s.Pack, PackRequired: s.PackRequired, Borrowed: r.Borrowed,
+		Cache: CachePolicy(s.Cache), CacheKey: r.CacheKey, CachedFrom: r.CachedFrom, Sweep: j.Sweep,
 	}
 	for _, a := range r.History {
 		out.History = append(out.History, Attempt{a.Attempt, a.Worker, a.Workers, a.State, a.ExitCode, Time(a.StartUnixMs), Time(a.EndUnixMs), a.Message})

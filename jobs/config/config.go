@@ -6,6 +6,7 @@
 //	queue(name = "gpu", priority = 10, max_time = "2d", usage_factor = 2.0,
 //	      quota = {"gpus": 8}, cohort = "ml", borrowing_limit = {"gpus": 8})
 //	queue(name = "debug", priority = 100, max_time = "30m")
+//	queue(name = "pipelines", cache = True)   # jobs remembered unless they say
 //	age_priority(weight = 1, every = "1m", max = 10000)
 //	backfill(lookback = 10000)
 //	account(name = "vision", shares = 3, users = ["alice", "bob"])
@@ -76,11 +77,11 @@ func Load(path string) (*Cluster, error) {
 	queue := starlark.NewBuiltin("queue", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var name, maxTime, cohort string
 		var priority int
-		var isDefault bool
+		var isDefault, cache bool
 		var usageFactor starlark.Value = starlark.None
 		var quota, borrowing *starlark.Dict
 		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "priority?", &priority, "max_time?", &maxTime, "default?", &isDefault,
-			"usage_factor?", &usageFactor, "quota?", &quota, "cohort?", &cohort, "borrowing_limit?", &borrowing); err != nil {
+			"usage_factor?", &usageFactor, "quota?", &quota, "cohort?", &cohort, "borrowing_limit?", &borrowing, "cache?", &cache); err != nil {
 			return nil, err
 		}
 		if name == "" {
@@ -90,7 +91,7 @@ func Load(path string) (*Cluster, error) {
 			return nil, fmt.Errorf("queue %q is declared twice", name)
 		}
 		seen[name] = true
-		q := sched.Queue{Name: name, Priority: int32(priority), Default: isDefault, Cohort: cohort}
+		q := sched.Queue{Name: name, Priority: int32(priority), Default: isDefault, Cohort: cohort, Cache: cache}
 		if maxTime != "" {
 			d, err := spec.ParseDuration(maxTime)
 			if err != nil {

@@ -14,8 +14,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
+	"github.com/rbs-build/rbs/jobs/memo"
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/digest"
@@ -92,7 +94,26 @@ type Manifest struct {
 	// of as it can; with PackRequired, in one, or it waits.
 	Pack         string `json:"pack,omitempty"`
 	PackRequired bool   `json:"pack_required,omitempty"`
+	// Cache is "on" to answer the job from the job cache when it can and
+	// remember its result, "off" for neither, "refresh" to run it and
+	// replace the entry; "" leaves it to the queue.
+	Cache string `json:"cache,omitempty"`
+	// CacheVersion is part of the job's key: changing it makes the job
+	// miss the entries of earlier versions.
+	CacheVersion string `json:"cache_version,omitempty"`
+	// Sweep makes the job an array over the cartesian product of the
+	// parameters' values (Array may then only cap it, as "%4").
+	Sweep []SweepParam `json:"sweep,omitempty"`
 }
+
+// SweepParam is one parameter of a sweep.
+type SweepParam struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+}
+
+// MaxCacheVersion bounds cache_version.
+const MaxCacheVersion = 128
 
 // Dep is what a job runs after, and how: afterok, afterany or afternotok.
 // A built manifest names a job target (Label); a submitted one names a job
@@ -229,9 +250,25 @@ func (m *Manifest) Validate() error {
 			return bad("outputs", "%v; give a path inside the job's directory", err)
 		}
 	}
-	if m.Array != "" {
+	if m.Array != "" && len(m.Sweep) == 0 {
 		if _, err := spec.ParseArray(m.Array); err != nil {
 			return bad("array", "%v", err)
+		}
+	}
+	switch m.Cache {
+	case "", "on", "off", "refresh":
+	default:
+		return bad("cache", "%q: want on, off or refresh", m.Cache)
+	}
+	if m.Interactive && (m.Cache == "on" || m.Cache == "refresh") {
+		return bad("cache", "an interactive job reads its stdin, which no cache key holds: it cannot be cached")
+	}
+	if len(m.CacheVersion) > MaxCacheVersion || strings.ContainsRune(m.CacheVersion, 0) {
+		return bad("cache_version", "%q: want at most %d bytes and no NUL", m.CacheVersion, MaxCacheVersion)
+	}
+	if len(m.Sweep) > 0 {
+		if _, _, err := m.sweepArray(); err != nil {
+			return bad("sweep", "%v", err)
 		}
 	}
 	for _, d := range m.After {
@@ -250,6 +287,38 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	return nil
+}
+
+// sweepArray checks the sweep and returns its size and the cap Array sets
+// on it (0 for none).
+func (m *Manifest) sweepArray() (tasks, limit int, err error) {
+	if m.Interactive {
+		return 0, 0, fmt.Errorf("an interactive job cannot be a sweep: its stdin goes to one process")
+	}
+	if m.Array != "" {
+		n, ok := strings.CutPrefix(m.Array, "%")
+		if limit, err = strconv.Atoi(n); !ok || err != nil || limit < 1 {
+			return 0, 0, fmt.Errorf("array %q with a sweep: the sweep makes the array; give only a cap, such as %%4", m.Array)
+		}
+	}
+	tasks = 1
+	seen := map[string]bool{}
+	for _, p := range m.Sweep {
+		if err := spec.CheckSweepName(p.Name); err != nil {
+			return 0, 0, err
+		}
+		if seen[strings.ToUpper(p.Name)] {
+			return 0, 0, fmt.Errorf("parameter %q is given twice (names are the same in RBS_SWEEP_ whatever their case)", p.Name)
+		}
+		seen[strings.ToUpper(p.Name)] = true
+		if err := spec.CheckSweepValues(p.Values); err != nil {
+			return 0, 0, fmt.Errorf("parameter %s: %v", p.Name, err)
+		}
+		if tasks *= len(p.Values); tasks > spec.MaxArrayTasks {
+			return 0, 0, fmt.Errorf("more than %d combinations: at most %d tasks", spec.MaxArrayTasks, spec.MaxArrayTasks)
+		}
+	}
+	return tasks, limit, nil
 }
 
 // name names a dependency's target in errors.
@@ -303,10 +372,29 @@ func (m *Manifest) Job(entry int) (*Job, error) {
 		s.Platform = p.String()
 	}
 	j := &Job{Spec: s}
-	if m.Array != "" {
+	switch {
+	case len(m.Sweep) > 0:
+		tasks, limit, _ := m.sweepArray()
+		for _, p := range m.Sweep {
+			s.Sweep = append(s.Sweep, &jobspb.SweepParam{Name: p.Name, Values: p.Values})
+		}
+		text := fmt.Sprintf("0-%d", tasks-1)
+		if limit > 0 {
+			text += "%" + strconv.Itoa(limit)
+		}
+		s.Array = &jobspb.ArraySpec{Limit: int32(limit), Text: text}
+		for i := range tasks {
+			j.Indices = append(j.Indices, i)
+		}
+	case m.Array != "":
 		a, _ := spec.ParseArray(m.Array)
 		s.Array = &jobspb.ArraySpec{Limit: int32(a.Limit), Text: a.String()}
 		j.Indices = a.Indices
+	}
+	s.Cache = map[string]jobspb.CachePolicy{"on": jobspb.CachePolicy_CACHE_ON, "off": jobspb.CachePolicy_CACHE_OFF,
+		"refresh": jobspb.CachePolicy_CACHE_REFRESH}[m.Cache]
+	if !m.Interactive {
+		s.CacheKey = memo.Spec(s, m.CacheVersion)
 	}
 	for _, d := range m.After {
 		dep := &jobspb.Dependency{Kind: d.Kind, Index: -1}
@@ -339,6 +427,9 @@ type Overrides struct {
 	Env                                       map[string]string
 	NoRequeue, Interactive, Preemptible, Hold bool
 	PackRequired                              bool
+	// Cache and CacheVersion set the manifest's; Sweep replaces its sweep.
+	Cache, CacheVersion string
+	Sweep               []SweepParam
 }
 
 // Apply sets o over m. The result is checked by Validate like any
@@ -360,6 +451,11 @@ func (o Overrides) Apply(m *Manifest) {
 	set(&m.Array, o.Array)
 	set(&m.Container, o.Container)
 	set(&m.Pack, o.Pack)
+	set(&m.Cache, o.Cache)
+	set(&m.CacheVersion, o.CacheVersion)
+	if len(o.Sweep) > 0 {
+		m.Sweep = o.Sweep
+	}
 	set32(&m.Priority, o.Priority)
 	set32(&m.CPUs, o.CPUs)
 	set32(&m.GPUs, o.GPUs)

@@ -179,6 +179,10 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 			return fail("staging the job's inputs: " + errorText(err))
 		}
 	}
+	tree, err := rn.withUpstream(ctx, tree, a.Upstream)
+	if err != nil {
+		return fail(err.Error())
+	}
 	args := a.Command
 	if a.Script != "" {
 		args = append([]string{filepath.Join(dir, scriptName)}, a.Command...)

@@ -48,6 +48,38 @@ func (rn *Runner) jobTree(ctx context.Context, root string) (*execroot.Tree, err
 	return t, nil
 }
 
+// withUpstream returns the job's input tree (nil for none) with the
+// outputs of the jobs it runs after merged in, at their paths. A path two
+// of them hold differently fails the job, naming both.
+func (rn *Runner) withUpstream(ctx context.Context, tree *execroot.Tree, up []*workerpb.UpstreamOutput) (*execroot.Tree, error) {
+	from := "the job's inputs"
+	for _, u := range up {
+		t, err := rn.jobTree(ctx, u.OutputRoot)
+		if err != nil {
+			return nil, fmt.Errorf("staging the outputs of job %s, which this job runs after: %s", u.JobId, errorText(err))
+		}
+		if tree == nil {
+			tree, from = t, "the outputs of job "+u.JobId
+			continue
+		}
+		var conflict *execroot.ConflictError
+		merged, err := execroot.Merge(tree, t)
+		if errors.As(err, &conflict) {
+			return nil, fmt.Errorf("staging the outputs of job %s, which this job runs after: %s holds %s too, with other contents", u.JobId, from, conflict.Path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("staging the outputs of job %s, which this job runs after: %v", u.JobId, err)
+		}
+		tree = merged
+		if from == "the job's inputs" {
+			from = "the job's inputs or the outputs of job " + u.JobId
+		} else {
+			from += " or " + u.JobId
+		}
+	}
+	return tree, nil
+}
+
 // holds reports whether dir has an entry called name.
 func holds(dir *repb.Directory, name string) bool {
 	for _, f := range dir.Files {

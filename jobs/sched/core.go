@@ -46,6 +46,8 @@ type Queue struct {
 	Quota          *Resources
 	BorrowingLimit *Resources
 	Cohort         string
+	// Cache turns the job cache on for the queue's jobs that do not say.
+	Cache bool
 }
 
 // DefaultQueues is the configuration when none is given: one "batch" queue.
@@ -152,6 +154,8 @@ type job struct {
 	// Core's (see interns).
 	query      *fitQuery
 	queryEpoch uint32
+	// checking says the job waits on a CacheCheck.
+	checking bool
 }
 
 // node returns the node of j's running attempt with the task id, or nil.
@@ -458,6 +462,12 @@ type Core struct {
 	submits    map[string][]int64
 	keyOf      map[int64]string
 	newSubmits []store.Submit
+	// cache holds the job cache's entries: the job that made each key
+	// (memo.go); resolving the jobs to resolve at the next round, and
+	// checks the CacheChecks asked since CacheChecks was last called.
+	cache     map[string]Key
+	resolving []*job
+	checks    []CacheCheck
 }
 
 // New returns a Core holding the state read from the store (nil for
@@ -553,6 +563,18 @@ func New(cfg Config, st *store.State) (*Core, error) {
 		if rec.Id >= c.nextID {
 			c.nextID = rec.Id + 1
 		}
+		switch {
+		case j.state() == Completed:
+			if o := c.entry(rec.CacheKey); o == nil || o.rec.EndUnixMs <= rec.EndUnixMs {
+				c.remember(j)
+			}
+		case j.state() == Pending && rec.PendingReason == ReasonCacheCheck:
+			// Its check was lost with the server that asked: ask again.
+			rec.CacheKey, rec.PendingReason = "", ""
+			c.resolving = append(c.resolving, j)
+		case j.state() == Pending && unkeyed(j):
+			c.resolving = append(c.resolving, j)
+		}
 	}
 	// Usage was written when it last changed: since then it has grown by
 	// what runs now, whose nodes setTask has just charged.
@@ -595,6 +617,7 @@ func emptyCore(cfg Config) *Core {
 		workers:    map[string]*worker{},
 		windows:    map[string]*jobspb.Reservation{},
 		usage:      map[string]*usage{},
+		cache:      map[string]Key{},
 	}
 }
 
@@ -779,6 +802,12 @@ func (c *Core) check(s *jobspb.JobSpec) (time.Duration, error) {
 	if limit == 0 {
 		limit = q.MaxTime
 	}
+	if s.Cache == jobspb.CachePolicy_CACHE_QUEUE_DEFAULT {
+		s.Cache = jobspb.CachePolicy_CACHE_OFF
+		if q.Cache && s.CacheKey != "" {
+			s.Cache = jobspb.CachePolicy_CACHE_ON
+		}
+	}
 	for _, d := range s.Deps {
 		if d.PipelineEntry == 0 && len(c.depTargets(Key{d.JobId, d.Index})) == 0 {
 			return 0, status.Errorf(codes.InvalidArgument, "dependency %s:%s: no such job", d.Kind, Key{d.JobId, d.Index})
@@ -819,6 +848,9 @@ func (c *Core) insert(s *jobspb.JobSpec, limit time.Duration, indices []int) int
 		for _, i := range indices {
 			newJob(int32(i))
 		}
+	}
+	if caches(s) {
+		c.resolving = append(c.resolving, c.depTargets(Key{id, -1})...)
 	}
 	return id
 }
@@ -940,6 +972,9 @@ func (c *Core) move(j *job, to State) {
 		}
 		delete(c.pending, j.key)
 		j.forRoom = false
+	}
+	if to == Completed {
+		c.remember(j)
 	}
 	if to.Terminal() {
 		c.finished(j.key.ID)

@@ -21,7 +21,7 @@ func logLine(j *job, s string) store.LogChunk {
 func (c *Core) info(j *job, sp *jobspb.JobSpec, now time.Time) *jobspb.JobInfo {
 	rec := proto.Clone(j.rec).(*jobspb.JobRecord)
 	rec.Spec = sp
-	info := &jobspb.JobInfo{Record: rec, Id: j.key.String(), Priority: c.priorityOf(j, now)}
+	info := &jobspb.JobInfo{Record: rec, Id: j.key.String(), Priority: c.priorityOf(j, now), Sweep: sweepValues(j.spec, j.key.Index)}
 	for _, d := range j.spec.Deps {
 		target := Key{d.JobId, d.Index}
 		info.Deps = append(info.Deps, &jobspb.DependencyState{Kind: d.Kind, Id: target.String(), State: string(c.groupState(target)),

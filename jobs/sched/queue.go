@@ -242,6 +242,8 @@ func (c *Core) park(j *job, reason string) {
 	case ReasonArrayTaskLimit:
 		i, _ := slices.BinarySearchFunc(c.capped[j.key.ID], j, submitted)
 		c.capped[j.key.ID] = slices.Insert(c.capped[j.key.ID], i, j)
+	case ReasonCacheCheck:
+		// CacheChecked, or resolveCache, unparks it.
 	default:
 		return
 	}
@@ -260,6 +262,9 @@ func (c *Core) unpark(j *job) {
 		return
 	}
 	j.parked = false
+	if unkeyed(j) {
+		c.resolving = append(c.resolving, j)
+	}
 	if j.state() == Pending {
 		c.enterClass(j)
 		c.reschedule = true

@@ -62,6 +62,7 @@ func (c *Core) forgetOld(now time.Time) {
 			continue
 		}
 		for _, j := range c.depTargets(Key{e.id, -1}) {
+			c.forgetEntry(j)
 			delete(c.jobs, j.key)
 			delete(c.dirty, j.key)
 			c.seen[j.key] = true

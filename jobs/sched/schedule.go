@@ -132,11 +132,14 @@ func (c *Core) sortedWorkers() []*worker {
 // order, not whether anything fits), but for a plan kept past its time
 // (see replanEvery), which Tick marks.
 func (c *Core) Schedule() {
+	if len(c.resolving) > 0 {
+		c.resolveCache()
+	}
 	if !c.reschedule {
 		return
 	}
 	// Jobs unparked during the round are weighed in the next.
-	defer func() { c.reschedule = len(c.entering) > 0 }()
+	defer func() { c.reschedule = len(c.entering) > 0 || len(c.resolving) > 0 }()
 	if c.replan.j != nil && c.replan.j.state() != Pending {
 		c.replan = replan{}
 	}
@@ -395,6 +398,12 @@ func (c *Core) blocked(j *job, runningInArray map[int64]int, workers []*worker) 
 	r := c.specReason(j, workers)
 	if r.deps != "" {
 		return r.deps
+	}
+	if j.checking || unkeyed(j) {
+		if !j.checking {
+			c.resolving = append(c.resolving, j)
+		}
+		return ReasonCacheCheck
 	}
 	if a := j.spec.Array; a != nil && a.Limit > 0 && runningInArray[j.key.ID] >= int(a.Limit) {
 		return ReasonArrayTaskLimit
@@ -677,6 +686,7 @@ func (c *Core) assign(j *job, n *jobspb.Node) {
 	} {
 		env[k] = v
 	}
+	command := sweepEnv(s, j.key.Index, env)
 	if j.key.Index >= 0 {
 		index := strconv.Itoa(int(j.key.Index))
 		env["RBS_ARRAY_INDEX"] = index
@@ -703,7 +713,7 @@ func (c *Core) assign(j *job, n *jobspb.Node) {
 	c.send(w, &workerpb.ServerMessage{Kind: &workerpb.ServerMessage_AssignJob{AssignJob: &workerpb.AssignJob{
 		TaskId:         n.TaskId,
 		JobId:          j.key.String(),
-		Command:        s.Command,
+		Command:        command,
 		Script:         s.Script,
 		Env:            env,
 		Cpus:           cpusOf(s),
@@ -720,6 +730,7 @@ func (c *Core) assign(j *job, n *jobspb.Node) {
 		PickMasterPort: gang && n.Rank == 0,
 		StopGraceMs:    c.stopGrace(s),
 		ContainerImage: s.Container,
+		Upstream:       c.upstream(j),
 	}}})
 }
 

@@ -23,7 +23,9 @@ var States = []State{Pending, Running, Completed, Failed, Cancelled, Timeout, No
 
 // transitions is the table of legal state changes.
 var transitions = map[State][]State{
-	Pending: {Running, Cancelled},
+	// A pending job ends COMPLETED without running when it is answered
+	// from the job cache.
+	Pending: {Running, Cancelled, Completed},
 	// A running job ends, or goes back to PENDING when its worker is lost
 	// or it is preempted.
 	Running: {Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory, Preempted, Pending},
@@ -82,4 +84,8 @@ const (
 	// (--pack-required), and none has room for all its nodes; the reason
 	// goes on to say how many the roomiest has.
 	ReasonTopology = "Topology"
+	// ReasonCacheCheck: the job cache holds a result for the job, and the
+	// server is checking that the CAS still has its outputs before
+	// answering the job with it.
+	ReasonCacheCheck = "CacheCheck"
 )

@@ -5,7 +5,7 @@ import "testing"
 // TestTransitions checks every pair of states against the table.
 func TestTransitions(t *testing.T) {
 	legal := map[[2]State]bool{}
-	for _, to := range []State{Running, Cancelled} {
+	for _, to := range []State{Running, Cancelled, Completed} { // COMPLETED: from the job cache
 		legal[[2]State{Pending, to}] = true
 	}
 	for _, to := range []State{Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMemory, Preempted, Pending} {

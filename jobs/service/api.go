@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rbs-build/rbs/jobs/manifest"
+	"github.com/rbs-build/rbs/jobs/memo"
 	"github.com/rbs-build/rbs/jobs/sched"
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"github.com/rbs-build/rbs/rbe/auth"
@@ -25,7 +26,8 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 	// Who submits: the user of a named token, else whom the client says
 	// it runs as.
 	user := auth.UserName(ctx)
-	if user == "" {
+	named := user != ""
+	if !named {
 		if err := checkUser(req.User); err != nil {
 			return nil, err
 		}
@@ -44,17 +46,46 @@ func (s *Service) Submit(ctx context.Context, req *jobspb.SubmitRequest) (*jobsp
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		jobs[i].Spec.User = user
+		if named && jobs[i].Spec.CacheKey != "" {
+			// Each user's jobs are answered only from their own.
+			jobs[i].Spec.CacheKey = memo.Scoped(jobs[i].Spec.CacheKey, user)
+		}
 	}
 	var ids []int64
+	cached := false
 	err := s.run(ctx, &request{write: true, done: make(chan struct{}), event: "submit", fn: func(c *sched.Core) error {
 		var err error
 		ids, err = c.SubmitOnce(req.IdempotencyKey, jobs)
+		cached = err == nil && c.Cached(ids)
 		return err
 	}})
 	if err != nil {
 		return nil, err
 	}
-	return &jobspb.SubmitResponse{JobId: ids[len(ids)-1], JobIds: ids}, nil
+	resp := &jobspb.SubmitResponse{JobId: ids[len(ids)-1], JobIds: ids}
+	if !cached {
+		return resp, nil
+	}
+	// The jobs the cache may answer are answered before the client is:
+	// those whose entries are being checked, and those after them.
+	for {
+		settling := false
+		next, err := s.doNext(ctx, func(c *sched.Core) error {
+			if settling = c.Settling(ids); !settling {
+				for _, id := range ids {
+					n, from := c.CachedTasks(id)
+					resp.CachedTasks, resp.CachedFrom = append(resp.CachedTasks, n), append(resp.CachedFrom, from)
+				}
+			}
+			return nil
+		})
+		if err != nil || !settling {
+			return resp, nil // submitted, whatever the cache did
+		}
+		if err := s.await(ctx, next); err != nil {
+			return resp, nil
+		}
+	}
 }
 
 // maxKey bounds a submission's idempotency key.
@@ -269,6 +300,9 @@ func (s *Service) Output(ctx context.Context, req *jobspb.LogsRequest, send func
 	if err != nil {
 		return err
 	}
+	// A job answered from the cache has the output of the one it was
+	// answered with.
+	s.read(func(c *sched.Core) { k = c.OutputOf(k) })
 	if req.Offset < 0 {
 		return status.Errorf(codes.InvalidArgument, "negative offset %d", req.Offset)
 	}

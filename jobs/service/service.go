@@ -53,6 +53,9 @@ type Service struct {
 	// what it was told last.
 	maintenance     func(all bool, workers []string)
 	lastMaintenance string
+	hasOutputs      func(ctx context.Context, root string) bool
+	// checking bounds the cache checks that run at once.
+	checking chan struct{}
 
 	reqs chan *request
 	done chan struct{} // closed when the loop has stopped
@@ -110,6 +113,10 @@ type Config struct {
 	// maintenance window (all, or those named) whenever that changes, so
 	// that build actions stay off them too.
 	Maintenance func(all bool, workers []string)
+	// HasOutputs, when set, tells whether the CAS still holds every blob
+	// of an output root (a Directory's digest, "HASH/SIZE"), before a job
+	// is answered from the job cache with it; unset, it is taken to.
+	HasOutputs func(ctx context.Context, root string) bool
 }
 
 // New loads the store and returns a Service; Run starts it.
@@ -141,6 +148,8 @@ func New(cfg Config) (*Service, error) {
 		log:         cfg.Log,
 		tick:        cfg.Tick,
 		maintenance: cfg.Maintenance,
+		hasOutputs:  cfg.HasOutputs,
+		checking:    make(chan struct{}, maxChecks),
 		reqs:        make(chan *request, cfg.Buffer),
 		done:        make(chan struct{}),
 		core:        core,
@@ -253,6 +262,9 @@ func (s *Service) apply(round []*request) error {
 			sess.Send(o.Msg)
 		}
 	}
+	for _, chk := range s.core.CacheChecks() {
+		s.checkCache(chk)
+	}
 	sent := time.Now()
 	for _, r := range round {
 		if r.event != "" {
@@ -273,6 +285,32 @@ func (s *Service) apply(round []*request) error {
 	s.mu.Unlock()
 	s.answer(round, next)
 	return nil
+}
+
+// maxChecks bounds the cache checks that run at once, and checkTime each.
+const (
+	maxChecks = 16
+	checkTime = time.Minute
+)
+
+// checkCache answers a check the Core asked for, off the loop: whether the
+// CAS still has the entry's outputs. One it cannot tell is a miss: the job
+// runs.
+func (s *Service) checkCache(chk sched.CacheCheck) {
+	answer := func(present bool) {
+		s.post(func(c *sched.Core) error { c.CacheChecked(chk, present); return nil })
+	}
+	if s.hasOutputs == nil {
+		go answer(true)
+		return
+	}
+	go func() {
+		s.checking <- struct{}{}
+		defer func() { <-s.checking }()
+		ctx, cancel := context.WithTimeout(context.Background(), checkTime)
+		defer cancel()
+		answer(s.hasOutputs(ctx, chk.OutputRoot))
+	}()
 }
 
 // answer wakes the requests of a round that wait for it; next is closed

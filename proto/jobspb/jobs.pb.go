@@ -24,6 +24,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type CachePolicy int32
+
+const (
+	CachePolicy_CACHE_QUEUE_DEFAULT CachePolicy = 0
+	// CACHE_ON answers the job from the cache when it can and remembers its
+	// result when it completes.
+	CachePolicy_CACHE_ON  CachePolicy = 1
+	CachePolicy_CACHE_OFF CachePolicy = 2
+	// CACHE_REFRESH runs the job whatever the cache holds, and its result
+	// replaces the entry.
+	CachePolicy_CACHE_REFRESH CachePolicy = 3
+)
+
+// Enum value maps for CachePolicy.
+var (
+	CachePolicy_name = map[int32]string{
+		0: "CACHE_QUEUE_DEFAULT",
+		1: "CACHE_ON",
+		2: "CACHE_OFF",
+		3: "CACHE_REFRESH",
+	}
+	CachePolicy_value = map[string]int32{
+		"CACHE_QUEUE_DEFAULT": 0,
+		"CACHE_ON":            1,
+		"CACHE_OFF":           2,
+		"CACHE_REFRESH":       3,
+	}
+)
+
+func (x CachePolicy) Enum() *CachePolicy {
+	p := new(CachePolicy)
+	*p = x
+	return p
+}
+
+func (x CachePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CachePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobs_proto_enumTypes[0].Descriptor()
+}
+
+func (CachePolicy) Type() protoreflect.EnumType {
+	return &file_jobs_proto_enumTypes[0]
+}
+
+func (x CachePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CachePolicy.Descriptor instead.
+func (CachePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{0}
+}
+
 // Reservation is a maintenance window on some workers, or all.
 type Reservation struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -420,7 +476,21 @@ type JobSpec struct {
 	Pack string `protobuf:"bytes,28,opt,name=pack,proto3" json:"pack,omitempty"`
 	// pack_required makes the job wait, rather than spread over several
 	// domains, until one domain can hold all its nodes.
-	PackRequired  bool `protobuf:"varint,29,opt,name=pack_required,json=packRequired,proto3" json:"pack_required,omitempty"`
+	PackRequired bool `protobuf:"varint,29,opt,name=pack_required,json=packRequired,proto3" json:"pack_required,omitempty"`
+	// cache_key is the digest of what decides the job's result (see
+	// jobs/memo): its command, environment, input root, platform, image,
+	// declared outputs and cache version, with who may share its entries.
+	// The server sets it at its edge for a job that may be remembered; ""
+	// for one that may not (an interactive job).
+	CacheKey string `protobuf:"bytes,30,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"`
+	// cache says whether the job is answered from, and remembered in, the
+	// job cache. The server resolves CACHE_QUEUE_DEFAULT to its queue's
+	// setting when the job is submitted.
+	Cache CachePolicy `protobuf:"varint,31,opt,name=cache,proto3,enum=rbs.jobs.v1.CachePolicy" json:"cache,omitempty"`
+	// sweep, for a parameter sweep, makes the job an array over the
+	// cartesian product of the parameters' values: task i takes the
+	// combination i counts to, the last parameter varying fastest.
+	Sweep         []*SweepParam `protobuf:"bytes,32,rep,name=sweep,proto3" json:"sweep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -658,6 +728,80 @@ func (x *JobSpec) GetPackRequired() bool {
 	return false
 }
 
+func (x *JobSpec) GetCacheKey() string {
+	if x != nil {
+		return x.CacheKey
+	}
+	return ""
+}
+
+func (x *JobSpec) GetCache() CachePolicy {
+	if x != nil {
+		return x.Cache
+	}
+	return CachePolicy_CACHE_QUEUE_DEFAULT
+}
+
+func (x *JobSpec) GetSweep() []*SweepParam {
+	if x != nil {
+		return x.Sweep
+	}
+	return nil
+}
+
+// SweepParam is one parameter of a sweep and the values it takes.
+type SweepParam struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepParam) Reset() {
+	*x = SweepParam{}
+	mi := &file_jobs_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepParam) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepParam) ProtoMessage() {}
+
+func (x *SweepParam) ProtoReflect() protoreflect.Message {
+	mi := &file_jobs_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepParam.ProtoReflect.Descriptor instead.
+func (*SweepParam) Descriptor() ([]byte, []int) {
+	return file_jobs_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SweepParam) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SweepParam) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type Dependency struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is afterok, afterany or afternotok.
@@ -674,7 +818,7 @@ type Dependency struct {
 
 func (x *Dependency) Reset() {
 	*x = Dependency{}
-	mi := &file_jobs_proto_msgTypes[8]
+	mi := &file_jobs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +830,7 @@ func (x *Dependency) String() string {
 func (*Dependency) ProtoMessage() {}
 
 func (x *Dependency) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[8]
+	mi := &file_jobs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +843,7 @@ func (x *Dependency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dependency.ProtoReflect.Descriptor instead.
 func (*Dependency) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{8}
+	return file_jobs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Dependency) GetKind() string {
@@ -743,7 +887,7 @@ type ArraySpec struct {
 
 func (x *ArraySpec) Reset() {
 	*x = ArraySpec{}
-	mi := &file_jobs_proto_msgTypes[9]
+	mi := &file_jobs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +899,7 @@ func (x *ArraySpec) String() string {
 func (*ArraySpec) ProtoMessage() {}
 
 func (x *ArraySpec) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[9]
+	mi := &file_jobs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +912,7 @@ func (x *ArraySpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArraySpec.ProtoReflect.Descriptor instead.
 func (*ArraySpec) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{9}
+	return file_jobs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ArraySpec) GetLimit() int32 {
@@ -841,14 +985,21 @@ type JobRecord struct {
 	Held bool `protobuf:"varint,30,opt,name=held,proto3" json:"held,omitempty"`
 	// borrowed says the running attempt uses quota its queue borrowed from
 	// its cohort: it is stopped when the lending queue needs it back.
-	Borrowed      bool `protobuf:"varint,31,opt,name=borrowed,proto3" json:"borrowed,omitempty"`
+	Borrowed bool `protobuf:"varint,31,opt,name=borrowed,proto3" json:"borrowed,omitempty"`
+	// cache_key is the task's key in the job cache once worked out (the
+	// spec's, its array index or sweep values, and the output roots of the
+	// jobs it runs after): a job that completes with one is remembered.
+	CacheKey string `protobuf:"bytes,32,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"`
+	// cached_from is the id of the job ("12", "12_3") whose result this one
+	// was answered with, from the cache, without running.
+	CachedFrom    string `protobuf:"bytes,33,opt,name=cached_from,json=cachedFrom,proto3" json:"cached_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_jobs_proto_msgTypes[10]
+	mi := &file_jobs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1011,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[10]
+	mi := &file_jobs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1024,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{10}
+	return file_jobs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobRecord) GetId() int64 {
@@ -1086,6 +1237,20 @@ func (x *JobRecord) GetBorrowed() bool {
 	return false
 }
 
+func (x *JobRecord) GetCacheKey() string {
+	if x != nil {
+		return x.CacheKey
+	}
+	return ""
+}
+
+func (x *JobRecord) GetCachedFrom() string {
+	if x != nil {
+		return x.CachedFrom
+	}
+	return ""
+}
+
 // Node is one node of a job's running attempt.
 type Node struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1121,7 +1286,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_jobs_proto_msgTypes[11]
+	mi := &file_jobs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1298,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[11]
+	mi := &file_jobs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1311,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{11}
+	return file_jobs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Node) GetRank() int32 {
@@ -1272,7 +1437,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_jobs_proto_msgTypes[12]
+	mi := &file_jobs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1449,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[12]
+	mi := &file_jobs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1462,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{12}
+	return file_jobs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Attempt) GetAttempt() int32 {
@@ -1370,7 +1535,7 @@ type JobOutput struct {
 
 func (x *JobOutput) Reset() {
 	*x = JobOutput{}
-	mi := &file_jobs_proto_msgTypes[13]
+	mi := &file_jobs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1547,7 @@ func (x *JobOutput) String() string {
 func (*JobOutput) ProtoMessage() {}
 
 func (x *JobOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[13]
+	mi := &file_jobs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1560,7 @@ func (x *JobOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOutput.ProtoReflect.Descriptor instead.
 func (*JobOutput) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{13}
+	return file_jobs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobOutput) GetPath() string {
@@ -1440,7 +1605,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_jobs_proto_msgTypes[14]
+	mi := &file_jobs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1617,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[14]
+	mi := &file_jobs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1630,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{14}
+	return file_jobs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmitRequest) GetManifests() [][]byte {
@@ -1494,14 +1659,20 @@ type SubmitResponse struct {
 	JobId int64                  `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// job_ids are the ids of the request's manifests, in order; job_id is
 	// the last of them.
-	JobIds        []int64 `protobuf:"varint,2,rep,packed,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	JobIds []int64 `protobuf:"varint,2,rep,packed,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	// cached_tasks counts, for each job of job_ids, its tasks (1 for a plain
+	// job) answered from the job cache by the time the server answered.
+	CachedTasks []int32 `protobuf:"varint,3,rep,packed,name=cached_tasks,json=cachedTasks,proto3" json:"cached_tasks,omitempty"`
+	// cached_from is, for each plain job of job_ids answered from the cache,
+	// the id of the job whose result it took; "" otherwise.
+	CachedFrom    []string `protobuf:"bytes,4,rep,name=cached_from,json=cachedFrom,proto3" json:"cached_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_jobs_proto_msgTypes[15]
+	mi := &file_jobs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1684,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[15]
+	mi := &file_jobs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1697,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{15}
+	return file_jobs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SubmitResponse) GetJobId() int64 {
@@ -1539,6 +1710,20 @@ func (x *SubmitResponse) GetJobId() int64 {
 func (x *SubmitResponse) GetJobIds() []int64 {
 	if x != nil {
 		return x.JobIds
+	}
+	return nil
+}
+
+func (x *SubmitResponse) GetCachedTasks() []int32 {
+	if x != nil {
+		return x.CachedTasks
+	}
+	return nil
+}
+
+func (x *SubmitResponse) GetCachedFrom() []string {
+	if x != nil {
+		return x.CachedFrom
 	}
 	return nil
 }
@@ -1559,7 +1744,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_jobs_proto_msgTypes[16]
+	mi := &file_jobs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1756,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[16]
+	mi := &file_jobs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1769,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{16}
+	return file_jobs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRequest) GetStates() []string {
@@ -1631,7 +1816,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_jobs_proto_msgTypes[17]
+	mi := &file_jobs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1828,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[17]
+	mi := &file_jobs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1841,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{17}
+	return file_jobs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListResponse) GetJobs() []*JobInfo {
@@ -1675,7 +1860,7 @@ type ShowRequest struct {
 
 func (x *ShowRequest) Reset() {
 	*x = ShowRequest{}
-	mi := &file_jobs_proto_msgTypes[18]
+	mi := &file_jobs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1872,7 @@ func (x *ShowRequest) String() string {
 func (*ShowRequest) ProtoMessage() {}
 
 func (x *ShowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[18]
+	mi := &file_jobs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1885,7 @@ func (x *ShowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShowRequest.ProtoReflect.Descriptor instead.
 func (*ShowRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{18}
+	return file_jobs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShowRequest) GetId() string {
@@ -1719,7 +1904,7 @@ type ShowResponse struct {
 
 func (x *ShowResponse) Reset() {
 	*x = ShowResponse{}
-	mi := &file_jobs_proto_msgTypes[19]
+	mi := &file_jobs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1916,7 @@ func (x *ShowResponse) String() string {
 func (*ShowResponse) ProtoMessage() {}
 
 func (x *ShowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[19]
+	mi := &file_jobs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1929,7 @@ func (x *ShowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShowResponse.ProtoReflect.Descriptor instead.
 func (*ShowResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{19}
+	return file_jobs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ShowResponse) GetJobs() []*JobInfo {
@@ -1772,7 +1957,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_jobs_proto_msgTypes[20]
+	mi := &file_jobs_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1969,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[20]
+	mi := &file_jobs_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1982,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{20}
+	return file_jobs_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LogsRequest) GetId() string {
@@ -1844,7 +2029,7 @@ type LogsResponse struct {
 
 func (x *LogsResponse) Reset() {
 	*x = LogsResponse{}
-	mi := &file_jobs_proto_msgTypes[21]
+	mi := &file_jobs_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +2041,7 @@ func (x *LogsResponse) String() string {
 func (*LogsResponse) ProtoMessage() {}
 
 func (x *LogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[21]
+	mi := &file_jobs_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2054,7 @@ func (x *LogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
 func (*LogsResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{21}
+	return file_jobs_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LogsResponse) GetData() []byte {
@@ -1888,7 +2073,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_jobs_proto_msgTypes[22]
+	mi := &file_jobs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2085,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[22]
+	mi := &file_jobs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2098,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{22}
+	return file_jobs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WaitRequest) GetIds() []string {
@@ -1932,7 +2117,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_jobs_proto_msgTypes[23]
+	mi := &file_jobs_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2129,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[23]
+	mi := &file_jobs_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2142,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{23}
+	return file_jobs_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WaitResponse) GetJobs() []*JobInfo {
@@ -1976,7 +2161,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_jobs_proto_msgTypes[24]
+	mi := &file_jobs_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2173,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[24]
+	mi := &file_jobs_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2186,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{24}
+	return file_jobs_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelRequest) GetIds() []string {
@@ -2023,7 +2208,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_jobs_proto_msgTypes[25]
+	mi := &file_jobs_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2220,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[25]
+	mi := &file_jobs_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2233,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{25}
+	return file_jobs_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelResponse) GetJobs() []*JobInfo {
@@ -2074,7 +2259,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_jobs_proto_msgTypes[26]
+	mi := &file_jobs_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2271,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[26]
+	mi := &file_jobs_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2284,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{26}
+	return file_jobs_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReleaseRequest) GetIds() []string {
@@ -2119,7 +2304,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_jobs_proto_msgTypes[27]
+	mi := &file_jobs_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2316,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[27]
+	mi := &file_jobs_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2329,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{27}
+	return file_jobs_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseResponse) GetJobs() []*JobInfo {
@@ -2162,7 +2347,7 @@ type QueuesRequest struct {
 
 func (x *QueuesRequest) Reset() {
 	*x = QueuesRequest{}
-	mi := &file_jobs_proto_msgTypes[28]
+	mi := &file_jobs_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2359,7 @@ func (x *QueuesRequest) String() string {
 func (*QueuesRequest) ProtoMessage() {}
 
 func (x *QueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[28]
+	mi := &file_jobs_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2372,7 @@ func (x *QueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesRequest.ProtoReflect.Descriptor instead.
 func (*QueuesRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{28}
+	return file_jobs_proto_rawDescGZIP(), []int{29}
 }
 
 type QueuesResponse struct {
@@ -2199,7 +2384,7 @@ type QueuesResponse struct {
 
 func (x *QueuesResponse) Reset() {
 	*x = QueuesResponse{}
-	mi := &file_jobs_proto_msgTypes[29]
+	mi := &file_jobs_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2396,7 @@ func (x *QueuesResponse) String() string {
 func (*QueuesResponse) ProtoMessage() {}
 
 func (x *QueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[29]
+	mi := &file_jobs_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2409,7 @@ func (x *QueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesResponse.ProtoReflect.Descriptor instead.
 func (*QueuesResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{29}
+	return file_jobs_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QueuesResponse) GetQueues() []*QueueInfo {
@@ -2256,7 +2441,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_jobs_proto_msgTypes[30]
+	mi := &file_jobs_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2453,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[30]
+	mi := &file_jobs_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2466,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{30}
+	return file_jobs_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -2366,7 +2551,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_jobs_proto_msgTypes[31]
+	mi := &file_jobs_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2563,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[31]
+	mi := &file_jobs_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2576,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{31}
+	return file_jobs_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Resources) GetCpus() int64 {
@@ -2438,14 +2623,17 @@ type JobInfo struct {
 	ExpectedStartUnixMs int64 `protobuf:"varint,7,opt,name=expected_start_unix_ms,json=expectedStartUnixMs,proto3" json:"expected_start_unix_ms,omitempty"`
 	// start_unknown is, for a pending job shown alone whose plan knows no
 	// start, why: "no worker can ever run it: only 1 CPU on each (asked 4)".
-	StartUnknown  string `protobuf:"bytes,8,opt,name=start_unknown,json=startUnknown,proto3" json:"start_unknown,omitempty"`
+	StartUnknown string `protobuf:"bytes,8,opt,name=start_unknown,json=startUnknown,proto3" json:"start_unknown,omitempty"`
+	// sweep lists a sweep task's values, "NAME=VALUE", in the order of the
+	// sweep's parameters.
+	Sweep         []string `protobuf:"bytes,9,rep,name=sweep,proto3" json:"sweep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_jobs_proto_msgTypes[32]
+	mi := &file_jobs_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2645,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[32]
+	mi := &file_jobs_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2658,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{32}
+	return file_jobs_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JobInfo) GetRecord() *JobRecord {
@@ -2529,6 +2717,13 @@ func (x *JobInfo) GetStartUnknown() string {
 	return ""
 }
 
+func (x *JobInfo) GetSweep() []string {
+	if x != nil {
+		return x.Sweep
+	}
+	return nil
+}
+
 type Priority struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Base  int64                  `protobuf:"varint,1,opt,name=base,proto3" json:"base,omitempty"`
@@ -2545,7 +2740,7 @@ type Priority struct {
 
 func (x *Priority) Reset() {
 	*x = Priority{}
-	mi := &file_jobs_proto_msgTypes[33]
+	mi := &file_jobs_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2752,7 @@ func (x *Priority) String() string {
 func (*Priority) ProtoMessage() {}
 
 func (x *Priority) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[33]
+	mi := &file_jobs_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2765,7 @@ func (x *Priority) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Priority.ProtoReflect.Descriptor instead.
 func (*Priority) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{33}
+	return file_jobs_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Priority) GetBase() int64 {
@@ -2623,7 +2818,7 @@ type SharesRequest struct {
 
 func (x *SharesRequest) Reset() {
 	*x = SharesRequest{}
-	mi := &file_jobs_proto_msgTypes[34]
+	mi := &file_jobs_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2635,7 +2830,7 @@ func (x *SharesRequest) String() string {
 func (*SharesRequest) ProtoMessage() {}
 
 func (x *SharesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[34]
+	mi := &file_jobs_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2648,7 +2843,7 @@ func (x *SharesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharesRequest.ProtoReflect.Descriptor instead.
 func (*SharesRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{34}
+	return file_jobs_proto_rawDescGZIP(), []int{35}
 }
 
 type SharesResponse struct {
@@ -2663,7 +2858,7 @@ type SharesResponse struct {
 
 func (x *SharesResponse) Reset() {
 	*x = SharesResponse{}
-	mi := &file_jobs_proto_msgTypes[35]
+	mi := &file_jobs_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2870,7 @@ func (x *SharesResponse) String() string {
 func (*SharesResponse) ProtoMessage() {}
 
 func (x *SharesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[35]
+	mi := &file_jobs_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2883,7 @@ func (x *SharesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharesResponse.ProtoReflect.Descriptor instead.
 func (*SharesResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{35}
+	return file_jobs_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SharesResponse) GetAccounts() []*AccountShare {
@@ -2739,7 +2934,7 @@ type AccountShare struct {
 
 func (x *AccountShare) Reset() {
 	*x = AccountShare{}
-	mi := &file_jobs_proto_msgTypes[36]
+	mi := &file_jobs_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2946,7 @@ func (x *AccountShare) String() string {
 func (*AccountShare) ProtoMessage() {}
 
 func (x *AccountShare) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[36]
+	mi := &file_jobs_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2959,7 @@ func (x *AccountShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountShare.ProtoReflect.Descriptor instead.
 func (*AccountShare) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{36}
+	return file_jobs_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AccountShare) GetName() string {
@@ -2859,7 +3054,7 @@ type DependencyState struct {
 
 func (x *DependencyState) Reset() {
 	*x = DependencyState{}
-	mi := &file_jobs_proto_msgTypes[37]
+	mi := &file_jobs_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +3066,7 @@ func (x *DependencyState) String() string {
 func (*DependencyState) ProtoMessage() {}
 
 func (x *DependencyState) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[37]
+	mi := &file_jobs_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3079,7 @@ func (x *DependencyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependencyState.ProtoReflect.Descriptor instead.
 func (*DependencyState) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{37}
+	return file_jobs_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DependencyState) GetKind() string {
@@ -2929,7 +3124,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_jobs_proto_msgTypes[38]
+	mi := &file_jobs_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3136,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[38]
+	mi := &file_jobs_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3149,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{38}
+	return file_jobs_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AttachRequest) GetId() string {
@@ -2990,7 +3185,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_jobs_proto_msgTypes[39]
+	mi := &file_jobs_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3002,7 +3197,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[39]
+	mi := &file_jobs_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3015,7 +3210,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{39}
+	return file_jobs_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AttachResponse) GetData() []byte {
@@ -3053,7 +3248,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x19CancelReservationResponse\"\x15\n" +
 	"\x13ReservationsRequest\"T\n" +
 	"\x14ReservationsResponse\x12<\n" +
-	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\xa2\a\n" +
+	"\freservations\x18\x01 \x03(\v2\x18.rbs.jobs.v1.ReservationR\freservations\"\x9e\b\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
@@ -3087,10 +3282,17 @@ const file_jobs_proto_rawDesc = "" +
 	"\x04user\x18\x1a \x01(\tR\x04user\x12\x12\n" +
 	"\x04hold\x18\x1b \x01(\bR\x04hold\x12\x12\n" +
 	"\x04pack\x18\x1c \x01(\tR\x04pack\x12#\n" +
-	"\rpack_required\x18\x1d \x01(\bR\fpackRequired\x1a6\n" +
+	"\rpack_required\x18\x1d \x01(\bR\fpackRequired\x12\x1b\n" +
+	"\tcache_key\x18\x1e \x01(\tR\bcacheKey\x12.\n" +
+	"\x05cache\x18\x1f \x01(\x0e2\x18.rbs.jobs.v1.CachePolicyR\x05cache\x12-\n" +
+	"\x05sweep\x18  \x03(\v2\x17.rbs.jobs.v1.SweepParamR\x05sweep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
+	"\n" +
+	"SweepParam\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"t\n" +
 	"\n" +
 	"Dependency\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x15\n" +
@@ -3099,7 +3301,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0epipeline_entry\x18\x04 \x01(\x05R\rpipelineEntry\";\n" +
 	"\tArraySpec\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\x9a\b\n" +
+	"\x04text\x18\x03 \x01(\tR\x04textJ\x04\b\x01\x10\x02\"\xd8\b\n" +
 	"\tJobRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12(\n" +
@@ -3135,7 +3337,10 @@ const file_jobs_proto_rawDesc = "" +
 	"\fpreempted_by\x18\x1b \x01(\tR\vpreemptedBy\x12\x1e\n" +
 	"\vcpu_time_ms\x18\x1d \x01(\x03R\tcpuTimeMs\x12\x12\n" +
 	"\x04held\x18\x1e \x01(\bR\x04held\x12\x1a\n" +
-	"\bborrowed\x18\x1f \x01(\bR\bborrowed\"\xe1\x03\n" +
+	"\bborrowed\x18\x1f \x01(\bR\bborrowed\x12\x1b\n" +
+	"\tcache_key\x18  \x01(\tR\bcacheKey\x12\x1f\n" +
+	"\vcached_from\x18! \x01(\tR\n" +
+	"cachedFrom\"\xe1\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x17\n" +
@@ -3171,10 +3376,13 @@ const file_jobs_proto_rawDesc = "" +
 	"\rSubmitRequest\x12\x1c\n" +
 	"\tmanifests\x18\x03 \x03(\fR\tmanifests\x12\x12\n" +
 	"\x04user\x18\x04 \x01(\tR\x04user\x12'\n" +
-	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKeyJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"@\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKeyJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"\x84\x01\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x03R\x05jobId\x12\x17\n" +
-	"\ajob_ids\x18\x02 \x03(\x03R\x06jobIds\"\xb5\x01\n" +
+	"\ajob_ids\x18\x02 \x03(\x03R\x06jobIds\x12!\n" +
+	"\fcached_tasks\x18\x03 \x03(\x05R\vcachedTasks\x12\x1f\n" +
+	"\vcached_from\x18\x04 \x03(\tR\n" +
+	"cachedFrom\"\xb5\x01\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06states\x18\x01 \x03(\tR\x06states\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -3227,7 +3435,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\tResources\x12\x12\n" +
 	"\x04cpus\x18\x01 \x01(\x03R\x04cpus\x12!\n" +
 	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12\x12\n" +
-	"\x04gpus\x18\x03 \x01(\x03R\x04gpus\"\xcd\x02\n" +
+	"\x04gpus\x18\x03 \x01(\x03R\x04gpus\"\xe3\x02\n" +
 	"\aJobInfo\x12.\n" +
 	"\x06record\x18\x01 \x01(\v2\x16.rbs.jobs.v1.JobRecordR\x06record\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x121\n" +
@@ -3236,7 +3444,8 @@ const file_jobs_proto_rawDesc = "" +
 	"\tplacement\x18\x05 \x03(\tR\tplacement\x12%\n" +
 	"\x0equeue_position\x18\x06 \x01(\x05R\rqueuePosition\x123\n" +
 	"\x16expected_start_unix_ms\x18\a \x01(\x03R\x13expectedStartUnixMs\x12#\n" +
-	"\rstart_unknown\x18\b \x01(\tR\fstartUnknown\"\xa7\x01\n" +
+	"\rstart_unknown\x18\b \x01(\tR\fstartUnknown\x12\x14\n" +
+	"\x05sweep\x18\t \x03(\tR\x05sweep\"\xa7\x01\n" +
 	"\bPriority\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\x03R\x04base\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\x03R\x05queue\x12\x10\n" +
@@ -3277,7 +3486,12 @@ const file_jobs_proto_rawDesc = "" +
 	"\x03eof\x18\x03 \x01(\bR\x03eof\"L\n" +
 	"\x0eAttachResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12&\n" +
-	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job2\x9c\a\n" +
+	"\x03job\x18\x02 \x01(\v2\x14.rbs.jobs.v1.JobInfoR\x03job*V\n" +
+	"\vCachePolicy\x12\x17\n" +
+	"\x13CACHE_QUEUE_DEFAULT\x10\x00\x12\f\n" +
+	"\bCACHE_ON\x10\x01\x12\r\n" +
+	"\tCACHE_OFF\x10\x02\x12\x11\n" +
+	"\rCACHE_REFRESH\x10\x032\x9c\a\n" +
 	"\x04Jobs\x12A\n" +
 	"\x06Submit\x12\x1a.rbs.jobs.v1.SubmitRequest\x1a\x1b.rbs.jobs.v1.SubmitResponse\x12=\n" +
 	"\x04List\x12\x18.rbs.jobs.v1.ListRequest\x1a\x19.rbs.jobs.v1.ListResponse0\x01\x12=\n" +
@@ -3305,107 +3519,112 @@ func file_jobs_proto_rawDescGZIP() []byte {
 	return file_jobs_proto_rawDescData
 }
 
-var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_jobs_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_jobs_proto_goTypes = []any{
-	(*Reservation)(nil),               // 0: rbs.jobs.v1.Reservation
-	(*ReserveRequest)(nil),            // 1: rbs.jobs.v1.ReserveRequest
-	(*ReserveResponse)(nil),           // 2: rbs.jobs.v1.ReserveResponse
-	(*CancelReservationRequest)(nil),  // 3: rbs.jobs.v1.CancelReservationRequest
-	(*CancelReservationResponse)(nil), // 4: rbs.jobs.v1.CancelReservationResponse
-	(*ReservationsRequest)(nil),       // 5: rbs.jobs.v1.ReservationsRequest
-	(*ReservationsResponse)(nil),      // 6: rbs.jobs.v1.ReservationsResponse
-	(*JobSpec)(nil),                   // 7: rbs.jobs.v1.JobSpec
-	(*Dependency)(nil),                // 8: rbs.jobs.v1.Dependency
-	(*ArraySpec)(nil),                 // 9: rbs.jobs.v1.ArraySpec
-	(*JobRecord)(nil),                 // 10: rbs.jobs.v1.JobRecord
-	(*Node)(nil),                      // 11: rbs.jobs.v1.Node
-	(*Attempt)(nil),                   // 12: rbs.jobs.v1.Attempt
-	(*JobOutput)(nil),                 // 13: rbs.jobs.v1.JobOutput
-	(*SubmitRequest)(nil),             // 14: rbs.jobs.v1.SubmitRequest
-	(*SubmitResponse)(nil),            // 15: rbs.jobs.v1.SubmitResponse
-	(*ListRequest)(nil),               // 16: rbs.jobs.v1.ListRequest
-	(*ListResponse)(nil),              // 17: rbs.jobs.v1.ListResponse
-	(*ShowRequest)(nil),               // 18: rbs.jobs.v1.ShowRequest
-	(*ShowResponse)(nil),              // 19: rbs.jobs.v1.ShowResponse
-	(*LogsRequest)(nil),               // 20: rbs.jobs.v1.LogsRequest
-	(*LogsResponse)(nil),              // 21: rbs.jobs.v1.LogsResponse
-	(*WaitRequest)(nil),               // 22: rbs.jobs.v1.WaitRequest
-	(*WaitResponse)(nil),              // 23: rbs.jobs.v1.WaitResponse
-	(*CancelRequest)(nil),             // 24: rbs.jobs.v1.CancelRequest
-	(*CancelResponse)(nil),            // 25: rbs.jobs.v1.CancelResponse
-	(*ReleaseRequest)(nil),            // 26: rbs.jobs.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),           // 27: rbs.jobs.v1.ReleaseResponse
-	(*QueuesRequest)(nil),             // 28: rbs.jobs.v1.QueuesRequest
-	(*QueuesResponse)(nil),            // 29: rbs.jobs.v1.QueuesResponse
-	(*QueueInfo)(nil),                 // 30: rbs.jobs.v1.QueueInfo
-	(*Resources)(nil),                 // 31: rbs.jobs.v1.Resources
-	(*JobInfo)(nil),                   // 32: rbs.jobs.v1.JobInfo
-	(*Priority)(nil),                  // 33: rbs.jobs.v1.Priority
-	(*SharesRequest)(nil),             // 34: rbs.jobs.v1.SharesRequest
-	(*SharesResponse)(nil),            // 35: rbs.jobs.v1.SharesResponse
-	(*AccountShare)(nil),              // 36: rbs.jobs.v1.AccountShare
-	(*DependencyState)(nil),           // 37: rbs.jobs.v1.DependencyState
-	(*AttachRequest)(nil),             // 38: rbs.jobs.v1.AttachRequest
-	(*AttachResponse)(nil),            // 39: rbs.jobs.v1.AttachResponse
-	nil,                               // 40: rbs.jobs.v1.JobSpec.EnvEntry
+	(CachePolicy)(0),                  // 0: rbs.jobs.v1.CachePolicy
+	(*Reservation)(nil),               // 1: rbs.jobs.v1.Reservation
+	(*ReserveRequest)(nil),            // 2: rbs.jobs.v1.ReserveRequest
+	(*ReserveResponse)(nil),           // 3: rbs.jobs.v1.ReserveResponse
+	(*CancelReservationRequest)(nil),  // 4: rbs.jobs.v1.CancelReservationRequest
+	(*CancelReservationResponse)(nil), // 5: rbs.jobs.v1.CancelReservationResponse
+	(*ReservationsRequest)(nil),       // 6: rbs.jobs.v1.ReservationsRequest
+	(*ReservationsResponse)(nil),      // 7: rbs.jobs.v1.ReservationsResponse
+	(*JobSpec)(nil),                   // 8: rbs.jobs.v1.JobSpec
+	(*SweepParam)(nil),                // 9: rbs.jobs.v1.SweepParam
+	(*Dependency)(nil),                // 10: rbs.jobs.v1.Dependency
+	(*ArraySpec)(nil),                 // 11: rbs.jobs.v1.ArraySpec
+	(*JobRecord)(nil),                 // 12: rbs.jobs.v1.JobRecord
+	(*Node)(nil),                      // 13: rbs.jobs.v1.Node
+	(*Attempt)(nil),                   // 14: rbs.jobs.v1.Attempt
+	(*JobOutput)(nil),                 // 15: rbs.jobs.v1.JobOutput
+	(*SubmitRequest)(nil),             // 16: rbs.jobs.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 17: rbs.jobs.v1.SubmitResponse
+	(*ListRequest)(nil),               // 18: rbs.jobs.v1.ListRequest
+	(*ListResponse)(nil),              // 19: rbs.jobs.v1.ListResponse
+	(*ShowRequest)(nil),               // 20: rbs.jobs.v1.ShowRequest
+	(*ShowResponse)(nil),              // 21: rbs.jobs.v1.ShowResponse
+	(*LogsRequest)(nil),               // 22: rbs.jobs.v1.LogsRequest
+	(*LogsResponse)(nil),              // 23: rbs.jobs.v1.LogsResponse
+	(*WaitRequest)(nil),               // 24: rbs.jobs.v1.WaitRequest
+	(*WaitResponse)(nil),              // 25: rbs.jobs.v1.WaitResponse
+	(*CancelRequest)(nil),             // 26: rbs.jobs.v1.CancelRequest
+	(*CancelResponse)(nil),            // 27: rbs.jobs.v1.CancelResponse
+	(*ReleaseRequest)(nil),            // 28: rbs.jobs.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),           // 29: rbs.jobs.v1.ReleaseResponse
+	(*QueuesRequest)(nil),             // 30: rbs.jobs.v1.QueuesRequest
+	(*QueuesResponse)(nil),            // 31: rbs.jobs.v1.QueuesResponse
+	(*QueueInfo)(nil),                 // 32: rbs.jobs.v1.QueueInfo
+	(*Resources)(nil),                 // 33: rbs.jobs.v1.Resources
+	(*JobInfo)(nil),                   // 34: rbs.jobs.v1.JobInfo
+	(*Priority)(nil),                  // 35: rbs.jobs.v1.Priority
+	(*SharesRequest)(nil),             // 36: rbs.jobs.v1.SharesRequest
+	(*SharesResponse)(nil),            // 37: rbs.jobs.v1.SharesResponse
+	(*AccountShare)(nil),              // 38: rbs.jobs.v1.AccountShare
+	(*DependencyState)(nil),           // 39: rbs.jobs.v1.DependencyState
+	(*AttachRequest)(nil),             // 40: rbs.jobs.v1.AttachRequest
+	(*AttachResponse)(nil),            // 41: rbs.jobs.v1.AttachResponse
+	nil,                               // 42: rbs.jobs.v1.JobSpec.EnvEntry
 }
 var file_jobs_proto_depIdxs = []int32{
-	0,  // 0: rbs.jobs.v1.ReserveRequest.reservation:type_name -> rbs.jobs.v1.Reservation
-	0,  // 1: rbs.jobs.v1.ReserveResponse.reservation:type_name -> rbs.jobs.v1.Reservation
-	0,  // 2: rbs.jobs.v1.ReservationsResponse.reservations:type_name -> rbs.jobs.v1.Reservation
-	40, // 3: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
-	8,  // 4: rbs.jobs.v1.JobSpec.deps:type_name -> rbs.jobs.v1.Dependency
-	9,  // 5: rbs.jobs.v1.JobSpec.array:type_name -> rbs.jobs.v1.ArraySpec
-	7,  // 6: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
-	13, // 7: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
-	12, // 8: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
-	11, // 9: rbs.jobs.v1.JobRecord.nodes:type_name -> rbs.jobs.v1.Node
-	32, // 10: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	32, // 11: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	32, // 12: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	32, // 13: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	32, // 14: rbs.jobs.v1.ReleaseResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
-	30, // 15: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
-	31, // 16: rbs.jobs.v1.QueueInfo.quota:type_name -> rbs.jobs.v1.Resources
-	31, // 17: rbs.jobs.v1.QueueInfo.used:type_name -> rbs.jobs.v1.Resources
-	31, // 18: rbs.jobs.v1.QueueInfo.borrowing_limit:type_name -> rbs.jobs.v1.Resources
-	10, // 19: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
-	33, // 20: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
-	37, // 21: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
-	36, // 22: rbs.jobs.v1.SharesResponse.accounts:type_name -> rbs.jobs.v1.AccountShare
-	36, // 23: rbs.jobs.v1.AccountShare.users:type_name -> rbs.jobs.v1.AccountShare
-	32, // 24: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
-	14, // 25: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
-	16, // 26: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
-	18, // 27: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
-	20, // 28: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
-	22, // 29: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
-	24, // 30: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
-	26, // 31: rbs.jobs.v1.Jobs.Release:input_type -> rbs.jobs.v1.ReleaseRequest
-	28, // 32: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
-	38, // 33: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
-	1,  // 34: rbs.jobs.v1.Jobs.Reserve:input_type -> rbs.jobs.v1.ReserveRequest
-	3,  // 35: rbs.jobs.v1.Jobs.CancelReservation:input_type -> rbs.jobs.v1.CancelReservationRequest
-	5,  // 36: rbs.jobs.v1.Jobs.Reservations:input_type -> rbs.jobs.v1.ReservationsRequest
-	34, // 37: rbs.jobs.v1.Jobs.Shares:input_type -> rbs.jobs.v1.SharesRequest
-	15, // 38: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
-	17, // 39: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
-	19, // 40: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
-	21, // 41: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
-	23, // 42: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
-	25, // 43: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
-	27, // 44: rbs.jobs.v1.Jobs.Release:output_type -> rbs.jobs.v1.ReleaseResponse
-	29, // 45: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
-	39, // 46: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
-	2,  // 47: rbs.jobs.v1.Jobs.Reserve:output_type -> rbs.jobs.v1.ReserveResponse
-	4,  // 48: rbs.jobs.v1.Jobs.CancelReservation:output_type -> rbs.jobs.v1.CancelReservationResponse
-	6,  // 49: rbs.jobs.v1.Jobs.Reservations:output_type -> rbs.jobs.v1.ReservationsResponse
-	35, // 50: rbs.jobs.v1.Jobs.Shares:output_type -> rbs.jobs.v1.SharesResponse
-	38, // [38:51] is the sub-list for method output_type
-	25, // [25:38] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	1,  // 0: rbs.jobs.v1.ReserveRequest.reservation:type_name -> rbs.jobs.v1.Reservation
+	1,  // 1: rbs.jobs.v1.ReserveResponse.reservation:type_name -> rbs.jobs.v1.Reservation
+	1,  // 2: rbs.jobs.v1.ReservationsResponse.reservations:type_name -> rbs.jobs.v1.Reservation
+	42, // 3: rbs.jobs.v1.JobSpec.env:type_name -> rbs.jobs.v1.JobSpec.EnvEntry
+	10, // 4: rbs.jobs.v1.JobSpec.deps:type_name -> rbs.jobs.v1.Dependency
+	11, // 5: rbs.jobs.v1.JobSpec.array:type_name -> rbs.jobs.v1.ArraySpec
+	0,  // 6: rbs.jobs.v1.JobSpec.cache:type_name -> rbs.jobs.v1.CachePolicy
+	9,  // 7: rbs.jobs.v1.JobSpec.sweep:type_name -> rbs.jobs.v1.SweepParam
+	8,  // 8: rbs.jobs.v1.JobRecord.spec:type_name -> rbs.jobs.v1.JobSpec
+	15, // 9: rbs.jobs.v1.JobRecord.outputs:type_name -> rbs.jobs.v1.JobOutput
+	14, // 10: rbs.jobs.v1.JobRecord.history:type_name -> rbs.jobs.v1.Attempt
+	13, // 11: rbs.jobs.v1.JobRecord.nodes:type_name -> rbs.jobs.v1.Node
+	34, // 12: rbs.jobs.v1.ListResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	34, // 13: rbs.jobs.v1.ShowResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	34, // 14: rbs.jobs.v1.WaitResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	34, // 15: rbs.jobs.v1.CancelResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	34, // 16: rbs.jobs.v1.ReleaseResponse.jobs:type_name -> rbs.jobs.v1.JobInfo
+	32, // 17: rbs.jobs.v1.QueuesResponse.queues:type_name -> rbs.jobs.v1.QueueInfo
+	33, // 18: rbs.jobs.v1.QueueInfo.quota:type_name -> rbs.jobs.v1.Resources
+	33, // 19: rbs.jobs.v1.QueueInfo.used:type_name -> rbs.jobs.v1.Resources
+	33, // 20: rbs.jobs.v1.QueueInfo.borrowing_limit:type_name -> rbs.jobs.v1.Resources
+	12, // 21: rbs.jobs.v1.JobInfo.record:type_name -> rbs.jobs.v1.JobRecord
+	35, // 22: rbs.jobs.v1.JobInfo.priority:type_name -> rbs.jobs.v1.Priority
+	39, // 23: rbs.jobs.v1.JobInfo.deps:type_name -> rbs.jobs.v1.DependencyState
+	38, // 24: rbs.jobs.v1.SharesResponse.accounts:type_name -> rbs.jobs.v1.AccountShare
+	38, // 25: rbs.jobs.v1.AccountShare.users:type_name -> rbs.jobs.v1.AccountShare
+	34, // 26: rbs.jobs.v1.AttachResponse.job:type_name -> rbs.jobs.v1.JobInfo
+	16, // 27: rbs.jobs.v1.Jobs.Submit:input_type -> rbs.jobs.v1.SubmitRequest
+	18, // 28: rbs.jobs.v1.Jobs.List:input_type -> rbs.jobs.v1.ListRequest
+	20, // 29: rbs.jobs.v1.Jobs.Show:input_type -> rbs.jobs.v1.ShowRequest
+	22, // 30: rbs.jobs.v1.Jobs.Logs:input_type -> rbs.jobs.v1.LogsRequest
+	24, // 31: rbs.jobs.v1.Jobs.Wait:input_type -> rbs.jobs.v1.WaitRequest
+	26, // 32: rbs.jobs.v1.Jobs.Cancel:input_type -> rbs.jobs.v1.CancelRequest
+	28, // 33: rbs.jobs.v1.Jobs.Release:input_type -> rbs.jobs.v1.ReleaseRequest
+	30, // 34: rbs.jobs.v1.Jobs.Queues:input_type -> rbs.jobs.v1.QueuesRequest
+	40, // 35: rbs.jobs.v1.Jobs.Attach:input_type -> rbs.jobs.v1.AttachRequest
+	2,  // 36: rbs.jobs.v1.Jobs.Reserve:input_type -> rbs.jobs.v1.ReserveRequest
+	4,  // 37: rbs.jobs.v1.Jobs.CancelReservation:input_type -> rbs.jobs.v1.CancelReservationRequest
+	6,  // 38: rbs.jobs.v1.Jobs.Reservations:input_type -> rbs.jobs.v1.ReservationsRequest
+	36, // 39: rbs.jobs.v1.Jobs.Shares:input_type -> rbs.jobs.v1.SharesRequest
+	17, // 40: rbs.jobs.v1.Jobs.Submit:output_type -> rbs.jobs.v1.SubmitResponse
+	19, // 41: rbs.jobs.v1.Jobs.List:output_type -> rbs.jobs.v1.ListResponse
+	21, // 42: rbs.jobs.v1.Jobs.Show:output_type -> rbs.jobs.v1.ShowResponse
+	23, // 43: rbs.jobs.v1.Jobs.Logs:output_type -> rbs.jobs.v1.LogsResponse
+	25, // 44: rbs.jobs.v1.Jobs.Wait:output_type -> rbs.jobs.v1.WaitResponse
+	27, // 45: rbs.jobs.v1.Jobs.Cancel:output_type -> rbs.jobs.v1.CancelResponse
+	29, // 46: rbs.jobs.v1.Jobs.Release:output_type -> rbs.jobs.v1.ReleaseResponse
+	31, // 47: rbs.jobs.v1.Jobs.Queues:output_type -> rbs.jobs.v1.QueuesResponse
+	41, // 48: rbs.jobs.v1.Jobs.Attach:output_type -> rbs.jobs.v1.AttachResponse
+	3,  // 49: rbs.jobs.v1.Jobs.Reserve:output_type -> rbs.jobs.v1.ReserveResponse
+	5,  // 50: rbs.jobs.v1.Jobs.CancelReservation:output_type -> rbs.jobs.v1.CancelReservationResponse
+	7,  // 51: rbs.jobs.v1.Jobs.Reservations:output_type -> rbs.jobs.v1.ReservationsResponse
+	37, // 52: rbs.jobs.v1.Jobs.Shares:output_type -> rbs.jobs.v1.SharesResponse
+	40, // [40:53] is the sub-list for method output_type
+	27, // [27:40] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_jobs_proto_init() }
@@ -3418,13 +3637,14 @@ func file_jobs_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobs_proto_rawDesc), len(file_jobs_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   41,
+			NumEnums:      1,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_jobs_proto_goTypes,
 		DependencyIndexes: file_jobs_proto_depIdxs,
+		EnumInfos:         file_jobs_proto_enumTypes,
 		MessageInfos:      file_jobs_proto_msgTypes,
 	}.Build()
 	File_jobs_proto = out.File

@@ -1190,7 +1190,10 @@ type AssignJob struct {
 	ContainerImage string `protobuf:"bytes,18,opt,name=container_image,json=containerImage,proto3" json:"container_image,omitempty"`
 	// stop_grace_ms is how long the attempt has between SIGTERM and SIGKILL
 	// when it is cancelled or stopped; 0 for the worker's default.
-	StopGraceMs   int64 `protobuf:"varint,19,opt,name=stop_grace_ms,json=stopGraceMs,proto3" json:"stop_grace_ms,omitempty"`
+	StopGraceMs int64 `protobuf:"varint,19,opt,name=stop_grace_ms,json=stopGraceMs,proto3" json:"stop_grace_ms,omitempty"`
+	// upstream are the outputs of the jobs this one runs after (afterok),
+	// staged into its directory at their paths with its input root.
+	Upstream      []*UpstreamOutput `protobuf:"bytes,20,rep,name=upstream,proto3" json:"upstream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1358,6 +1361,66 @@ func (x *AssignJob) GetStopGraceMs() int64 {
 	return 0
 }
 
+func (x *AssignJob) GetUpstream() []*UpstreamOutput {
+	if x != nil {
+		return x.Upstream
+	}
+	return nil
+}
+
+// UpstreamOutput is the output root of a job another runs after.
+type UpstreamOutput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	OutputRoot    string                 `protobuf:"bytes,2,opt,name=output_root,json=outputRoot,proto3" json:"output_root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpstreamOutput) Reset() {
+	*x = UpstreamOutput{}
+	mi := &file_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpstreamOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpstreamOutput) ProtoMessage() {}
+
+func (x *UpstreamOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpstreamOutput.ProtoReflect.Descriptor instead.
+func (*UpstreamOutput) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UpstreamOutput) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *UpstreamOutput) GetOutputRoot() string {
+	if x != nil {
+		return x.OutputRoot
+	}
+	return ""
+}
+
 // JobStdin carries stdin of an interactive job attempt. offset is where
 // data starts in the attempt's stdin: the worker writes only what follows
 // what it has written, so a chunk sent again (after a reconnect) is never
@@ -1375,7 +1438,7 @@ type JobStdin struct {
 
 func (x *JobStdin) Reset() {
 	*x = JobStdin{}
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1450,7 @@ func (x *JobStdin) String() string {
 func (*JobStdin) ProtoMessage() {}
 
 func (x *JobStdin) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[14]
+	mi := &file_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1463,7 @@ func (x *JobStdin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStdin.ProtoReflect.Descriptor instead.
 func (*JobStdin) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{14}
+	return file_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JobStdin) GetTaskId() string {
@@ -1444,7 +1507,7 @@ type JobStdinAck struct {
 
 func (x *JobStdinAck) Reset() {
 	*x = JobStdinAck{}
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1519,7 @@ func (x *JobStdinAck) String() string {
 func (*JobStdinAck) ProtoMessage() {}
 
 func (x *JobStdinAck) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[15]
+	mi := &file_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1532,7 @@ func (x *JobStdinAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStdinAck.ProtoReflect.Descriptor instead.
 func (*JobStdinAck) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{15}
+	return file_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobStdinAck) GetTaskId() string {
@@ -1497,7 +1560,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1572,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[16]
+	mi := &file_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1585,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{16}
+	return file_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobStarted) GetTaskId() string {
@@ -1556,7 +1619,7 @@ type JobLog struct {
 
 func (x *JobLog) Reset() {
 	*x = JobLog{}
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1631,7 @@ func (x *JobLog) String() string {
 func (*JobLog) ProtoMessage() {}
 
 func (x *JobLog) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[17]
+	mi := &file_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1644,7 @@ func (x *JobLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobLog.ProtoReflect.Descriptor instead.
 func (*JobLog) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{17}
+	return file_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobLog) GetTaskId() string {
@@ -1641,7 +1704,7 @@ type JobEnded struct {
 
 func (x *JobEnded) Reset() {
 	*x = JobEnded{}
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1716,7 @@ func (x *JobEnded) String() string {
 func (*JobEnded) ProtoMessage() {}
 
 func (x *JobEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[18]
+	mi := &file_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1729,7 @@ func (x *JobEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEnded.ProtoReflect.Descriptor instead.
 func (*JobEnded) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{18}
+	return file_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobEnded) GetTaskId() string {
@@ -1760,7 +1823,7 @@ type JobOutput struct {
 
 func (x *JobOutput) Reset() {
 	*x = JobOutput{}
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1835,7 @@ func (x *JobOutput) String() string {
 func (*JobOutput) ProtoMessage() {}
 
 func (x *JobOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[19]
+	mi := &file_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1848,7 @@ func (x *JobOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOutput.ProtoReflect.Descriptor instead.
 func (*JobOutput) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{19}
+	return file_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobOutput) GetPath() string {
@@ -1833,7 +1896,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1908,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[20]
+	mi := &file_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1921,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{20}
+	return file_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskResult) GetTaskId() string {
@@ -1932,7 +1995,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2007,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[21]
+	mi := &file_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2020,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{21}
+	return file_worker_proto_rawDescGZIP(), []int{22}
 }
 
 type StatusResponse struct {
@@ -1973,7 +2036,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2048,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[22]
+	mi := &file_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2061,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{22}
+	return file_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatusResponse) GetWorkers() []*WorkerStatus {
@@ -2045,7 +2108,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2120,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[23]
+	mi := &file_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2133,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{23}
+	return file_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WorkerStatus) GetId() string {
@@ -2139,7 +2202,7 @@ type SlotUse struct {
 
 func (x *SlotUse) Reset() {
 	*x = SlotUse{}
-	mi := &file_worker_proto_msgTypes[24]
+	mi := &file_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2214,7 @@ func (x *SlotUse) String() string {
 func (*SlotUse) ProtoMessage() {}
 
 func (x *SlotUse) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[24]
+	mi := &file_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2227,7 @@ func (x *SlotUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotUse.ProtoReflect.Descriptor instead.
 func (*SlotUse) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{24}
+	return file_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SlotUse) GetUsed() int32 {
@@ -2191,7 +2254,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2266,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[25]
+	mi := &file_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2279,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{25}
+	return file_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueueStatus) GetQueuedActions() int32 {
@@ -2263,7 +2326,7 @@ type ActionRecord struct {
 
 func (x *ActionRecord) Reset() {
 	*x = ActionRecord{}
-	mi := &file_worker_proto_msgTypes[26]
+	mi := &file_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2338,7 @@ func (x *ActionRecord) String() string {
 func (*ActionRecord) ProtoMessage() {}
 
 func (x *ActionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[26]
+	mi := &file_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2351,7 @@ func (x *ActionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionRecord.ProtoReflect.Descriptor instead.
 func (*ActionRecord) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{26}
+	return file_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ActionRecord) GetDigest() string {
@@ -2380,7 +2443,7 @@ type ActionStats struct {
 
 func (x *ActionStats) Reset() {
 	*x = ActionStats{}
-	mi := &file_worker_proto_msgTypes[27]
+	mi := &file_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2455,7 @@ func (x *ActionStats) String() string {
 func (*ActionStats) ProtoMessage() {}
 
 func (x *ActionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[27]
+	mi := &file_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2468,7 @@ func (x *ActionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionStats.ProtoReflect.Descriptor instead.
 func (*ActionStats) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{27}
+	return file_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ActionStats) GetCompleted() int64 {
@@ -2523,7 +2586,7 @@ const file_worker_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\fR\x06action\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\fR\acommand\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xbf\x05\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\xfa\x05\n" +
 	"\tAssignJob\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -2546,10 +2609,15 @@ const file_worker_proto_rawDesc = "" +
 	"\tgpu_uuids\x18\x10 \x03(\tR\bgpuUuids\x12(\n" +
 	"\x10pick_master_port\x18\x11 \x01(\bR\x0epickMasterPort\x12'\n" +
 	"\x0fcontainer_image\x18\x12 \x01(\tR\x0econtainerImage\x12\"\n" +
-	"\rstop_grace_ms\x18\x13 \x01(\x03R\vstopGraceMs\x1a6\n" +
+	"\rstop_grace_ms\x18\x13 \x01(\x03R\vstopGraceMs\x129\n" +
+	"\bupstream\x18\x14 \x03(\v2\x1d.rbs.worker.v1.UpstreamOutputR\bupstream\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
+	"\x0eUpstreamOutput\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
+	"\voutput_root\x18\x02 \x01(\tR\n" +
+	"outputRoot\"a\n" +
 	"\bJobStdin\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
@@ -2667,7 +2735,7 @@ func file_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_worker_proto_goTypes = []any{
 	(SlotClass)(0),         // 0: rbs.worker.v1.SlotClass
 	(*WorkerMessage)(nil),  // 1: rbs.worker.v1.WorkerMessage
@@ -2684,37 +2752,38 @@ var file_worker_proto_goTypes = []any{
 	(*AssignAction)(nil),   // 12: rbs.worker.v1.AssignAction
 	(*Cancel)(nil),         // 13: rbs.worker.v1.Cancel
 	(*AssignJob)(nil),      // 14: rbs.worker.v1.AssignJob
-	(*JobStdin)(nil),       // 15: rbs.worker.v1.JobStdin
-	(*JobStdinAck)(nil),    // 16: rbs.worker.v1.JobStdinAck
-	(*JobStarted)(nil),     // 17: rbs.worker.v1.JobStarted
-	(*JobLog)(nil),         // 18: rbs.worker.v1.JobLog
-	(*JobEnded)(nil),       // 19: rbs.worker.v1.JobEnded
-	(*JobOutput)(nil),      // 20: rbs.worker.v1.JobOutput
-	(*TaskResult)(nil),     // 21: rbs.worker.v1.TaskResult
-	(*StatusRequest)(nil),  // 22: rbs.worker.v1.StatusRequest
-	(*StatusResponse)(nil), // 23: rbs.worker.v1.StatusResponse
-	(*WorkerStatus)(nil),   // 24: rbs.worker.v1.WorkerStatus
-	(*SlotUse)(nil),        // 25: rbs.worker.v1.SlotUse
-	(*QueueStatus)(nil),    // 26: rbs.worker.v1.QueueStatus
-	(*ActionRecord)(nil),   // 27: rbs.worker.v1.ActionRecord
-	(*ActionStats)(nil),    // 28: rbs.worker.v1.ActionStats
-	nil,                    // 29: rbs.worker.v1.Registered.JobOutputEntry
-	nil,                    // 30: rbs.worker.v1.AssignJob.EnvEntry
-	nil,                    // 31: rbs.worker.v1.StatusResponse.JobsEntry
+	(*UpstreamOutput)(nil), // 15: rbs.worker.v1.UpstreamOutput
+	(*JobStdin)(nil),       // 16: rbs.worker.v1.JobStdin
+	(*JobStdinAck)(nil),    // 17: rbs.worker.v1.JobStdinAck
+	(*JobStarted)(nil),     // 18: rbs.worker.v1.JobStarted
+	(*JobLog)(nil),         // 19: rbs.worker.v1.JobLog
+	(*JobEnded)(nil),       // 20: rbs.worker.v1.JobEnded
+	(*JobOutput)(nil),      // 21: rbs.worker.v1.JobOutput
+	(*TaskResult)(nil),     // 22: rbs.worker.v1.TaskResult
+	(*StatusRequest)(nil),  // 23: rbs.worker.v1.StatusRequest
+	(*StatusResponse)(nil), // 24: rbs.worker.v1.StatusResponse
+	(*WorkerStatus)(nil),   // 25: rbs.worker.v1.WorkerStatus
+	(*SlotUse)(nil),        // 26: rbs.worker.v1.SlotUse
+	(*QueueStatus)(nil),    // 27: rbs.worker.v1.QueueStatus
+	(*ActionRecord)(nil),   // 28: rbs.worker.v1.ActionRecord
+	(*ActionStats)(nil),    // 29: rbs.worker.v1.ActionStats
+	nil,                    // 30: rbs.worker.v1.Registered.JobOutputEntry
+	nil,                    // 31: rbs.worker.v1.AssignJob.EnvEntry
+	nil,                    // 32: rbs.worker.v1.StatusResponse.JobsEntry
 }
 var file_worker_proto_depIdxs = []int32{
 	3,  // 0: rbs.worker.v1.WorkerMessage.register:type_name -> rbs.worker.v1.Register
 	8,  // 1: rbs.worker.v1.WorkerMessage.heartbeat:type_name -> rbs.worker.v1.Heartbeat
-	21, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
-	17, // 3: rbs.worker.v1.WorkerMessage.job_started:type_name -> rbs.worker.v1.JobStarted
-	18, // 4: rbs.worker.v1.WorkerMessage.job_log:type_name -> rbs.worker.v1.JobLog
-	19, // 5: rbs.worker.v1.WorkerMessage.job_ended:type_name -> rbs.worker.v1.JobEnded
-	16, // 6: rbs.worker.v1.WorkerMessage.job_stdin_ack:type_name -> rbs.worker.v1.JobStdinAck
+	22, // 2: rbs.worker.v1.WorkerMessage.result:type_name -> rbs.worker.v1.TaskResult
+	18, // 3: rbs.worker.v1.WorkerMessage.job_started:type_name -> rbs.worker.v1.JobStarted
+	19, // 4: rbs.worker.v1.WorkerMessage.job_log:type_name -> rbs.worker.v1.JobLog
+	20, // 5: rbs.worker.v1.WorkerMessage.job_ended:type_name -> rbs.worker.v1.JobEnded
+	17, // 6: rbs.worker.v1.WorkerMessage.job_stdin_ack:type_name -> rbs.worker.v1.JobStdinAck
 	10, // 7: rbs.worker.v1.ServerMessage.registered:type_name -> rbs.worker.v1.Registered
 	12, // 8: rbs.worker.v1.ServerMessage.assign_action:type_name -> rbs.worker.v1.AssignAction
 	13, // 9: rbs.worker.v1.ServerMessage.cancel:type_name -> rbs.worker.v1.Cancel
 	14, // 10: rbs.worker.v1.ServerMessage.assign_job:type_name -> rbs.worker.v1.AssignJob
-	15, // 11: rbs.worker.v1.ServerMessage.job_stdin:type_name -> rbs.worker.v1.JobStdin
+	16, // 11: rbs.worker.v1.ServerMessage.job_stdin:type_name -> rbs.worker.v1.JobStdin
 	9,  // 12: rbs.worker.v1.ServerMessage.ack:type_name -> rbs.worker.v1.Ack
 	4,  // 13: rbs.worker.v1.Register.resources:type_name -> rbs.worker.v1.Resources
 	6,  // 14: rbs.worker.v1.Register.properties:type_name -> rbs.worker.v1.Property
@@ -2723,28 +2792,29 @@ var file_worker_proto_depIdxs = []int32{
 	0,  // 17: rbs.worker.v1.RunningTask.slot_class:type_name -> rbs.worker.v1.SlotClass
 	11, // 18: rbs.worker.v1.RunningTask.action_digest:type_name -> rbs.worker.v1.Digest
 	7,  // 19: rbs.worker.v1.Heartbeat.running:type_name -> rbs.worker.v1.RunningTask
-	29, // 20: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
+	30, // 20: rbs.worker.v1.Registered.job_output:type_name -> rbs.worker.v1.Registered.JobOutputEntry
 	11, // 21: rbs.worker.v1.AssignAction.action_digest:type_name -> rbs.worker.v1.Digest
-	30, // 22: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
-	20, // 23: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
-	11, // 24: rbs.worker.v1.TaskResult.action_digest:type_name -> rbs.worker.v1.Digest
-	24, // 25: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
-	26, // 26: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
-	31, // 27: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
-	28, // 28: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
-	4,  // 29: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
-	6,  // 30: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
-	25, // 31: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
-	25, // 32: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
-	1,  // 33: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
-	22, // 34: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
-	2,  // 35: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
-	23, // 36: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
-	35, // [35:37] is the sub-list for method output_type
-	33, // [33:35] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	31, // 22: rbs.worker.v1.AssignJob.env:type_name -> rbs.worker.v1.AssignJob.EnvEntry
+	15, // 23: rbs.worker.v1.AssignJob.upstream:type_name -> rbs.worker.v1.UpstreamOutput
+	21, // 24: rbs.worker.v1.JobEnded.outputs:type_name -> rbs.worker.v1.JobOutput
+	11, // 25: rbs.worker.v1.TaskResult.action_digest:type_name -> rbs.worker.v1.Digest
+	25, // 26: rbs.worker.v1.StatusResponse.workers:type_name -> rbs.worker.v1.WorkerStatus
+	27, // 27: rbs.worker.v1.StatusResponse.queue:type_name -> rbs.worker.v1.QueueStatus
+	32, // 28: rbs.worker.v1.StatusResponse.jobs:type_name -> rbs.worker.v1.StatusResponse.JobsEntry
+	29, // 29: rbs.worker.v1.StatusResponse.actions:type_name -> rbs.worker.v1.ActionStats
+	4,  // 30: rbs.worker.v1.WorkerStatus.resources:type_name -> rbs.worker.v1.Resources
+	6,  // 31: rbs.worker.v1.WorkerStatus.properties:type_name -> rbs.worker.v1.Property
+	26, // 32: rbs.worker.v1.WorkerStatus.action_slots:type_name -> rbs.worker.v1.SlotUse
+	26, // 33: rbs.worker.v1.WorkerStatus.job_slots:type_name -> rbs.worker.v1.SlotUse
+	1,  // 34: rbs.worker.v1.Workers.Connect:input_type -> rbs.worker.v1.WorkerMessage
+	23, // 35: rbs.worker.v1.Cluster.Status:input_type -> rbs.worker.v1.StatusRequest
+	2,  // 36: rbs.worker.v1.Workers.Connect:output_type -> rbs.worker.v1.ServerMessage
+	24, // 37: rbs.worker.v1.Cluster.Status:output_type -> rbs.worker.v1.StatusResponse
+	36, // [36:38] is the sub-list for method output_type
+	34, // [34:36] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -2775,7 +2845,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -264,6 +264,9 @@ async function job(id) {
       rows.push(row("Exit code", j.exit_code), row("CPU time", secs(1000 * j.cpu_time_seconds)), row("Peak memory", bytes(j.peak_memory_bytes)));
     }
     if (j.message) rows.push(row("Message", j.message));
+    if ((j.sweep || []).length) rows.push(row("Sweep", el("span", { id: "job-sweep" }, j.sweep.join(", "))));
+    if (j.cached_from) rows.push(row("Cache", el("span", { id: "job-cached" }, "cached from job ", el("a", { href: "#/jobs/" + j.cached_from }, j.cached_from))));
+    else if (j.cache !== "off") rows.push(row("Cache", j.cache));
     for (const d of j.dependencies) rows.push(row("Dependency", `${d.kind}:${d.id} (${d.state})`));
     const parts = [table([], rows, { id: "job" })];
     if ((j.placement || []).length) {

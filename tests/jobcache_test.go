@@ -1,0 +1,192 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// cacheView is what rbs job show --json says of the job cache.
+type cacheView struct {
+	ID         string   `json:"id"`
+	State      string   `json:"state"`
+	Cache      string   `json:"cache"`
+	CacheKey   string   `json:"cache_key"`
+	CachedFrom string   `json:"cached_from"`
+	OutputRoot string   `json:"output_root"`
+	Sweep      []string `json:"sweep"`
+}
+
+func showCache(t *testing.T, srv *server, id string) []cacheView {
+	t.Helper()
+	out := rbs(t, srv, "job", "show", "--json", id)
+	var vs []cacheView
+	if strings.HasPrefix(strings.TrimSpace(out), "[") {
+		if err := json.Unmarshal([]byte(out), &vs); err != nil {
+			t.Fatal(err)
+		}
+		return vs
+	}
+	var v cacheView
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	return []cacheView{v}
+}
+
+// pipelineRow is one line of submit's table: JOBID NAME CACHE... AFTER.
+var pipelineRow = regexp.MustCompile(`(?m)^(\d+)\s+(\w+)\s+(cached from job \d+|runs)\b`)
+
+// submitPipeline submits //pipe:stages and returns each stage's id and what
+// the cache did for it, by name.
+func submitPipeline(t *testing.T, srv *server, ws string) (ids, cache map[string]string) {
+	t.Helper()
+	out, err := run(t, ws, []string{"RBS_REMOTE=" + srv.Addr}, rbsBin, "job", "submit", "//pipe:stages")
+	if err != nil {
+		t.Fatalf("submitting //pipe:stages: %v\n%s", err, out)
+	}
+	ids, cache = map[string]string{}, map[string]string{}
+	for _, m := range pipelineRow.FindAllStringSubmatch(out, -1) {
+		ids[m[2]], cache[m[2]] = m[1], m[3]
+	}
+	if len(ids) != 3 {
+		t.Fatalf("submit printed:\n%s", out)
+	}
+	return ids, cache
+}
+
+// A three-stage pipeline whose stages pass files on: resubmitted
+// unchanged, every stage is answered from the cache at once; with its last
+// stage edited, the first two are and the last runs, on their outputs.
+func TestJobCachePipeline(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "4", "--job-slots", "4")
+	ws := t.TempDir()
+	copyTree(t, "../examples", ws)
+	pipe := filepath.Join(ws, "pipe")
+	os.MkdirAll(pipe, 0o755)
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(pipe, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("prep.sh", "#!/bin/sh\nmkdir -p data && echo rows=3 > data/prep.txt && echo prep ran\n")
+	write("feat.sh", "#!/bin/sh\necho \"$(cat data/prep.txt) features\" > data/feat.txt && echo feat ran\n")
+	write("report.sh", "#!/bin/sh\nmkdir -p out && echo \"report v1: $(cat data/feat.txt)\" > out/report.txt && echo report ran\n")
+	write("BUILD.rbs", `load("@rbs//job/rules.rbs", "batch_job", "job_pipeline")
+sh_binary(name = "prep_bin", srcs = ["prep.sh"])
+sh_binary(name = "feat_bin", srcs = ["feat.sh"])
+sh_binary(name = "report_bin", srcs = ["report.sh"])
+batch_job(name = "prep", binary = ":prep_bin", outputs = ["data/prep.txt"], cache = True)
+batch_job(name = "feat", binary = ":feat_bin", outputs = ["data/feat.txt"], after = [":prep"], cache = True)
+batch_job(name = "report", binary = ":report_bin", outputs = ["out"], after = [":feat"], cache = True)
+job_pipeline(name = "stages", jobs = [":prep", ":feat", ":report"])
+`)
+	report := func(id string) string {
+		t.Helper()
+		dest := filepath.Join(t.TempDir(), "o")
+		rbs(t, srv, "job", "outputs", id, "--dest", dest)
+		b, err := os.ReadFile(filepath.Join(dest, "out", "report.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+
+	first, cache := submitPipeline(t, srv, ws)
+	for name, c := range cache {
+		if c != "runs" {
+			t.Fatalf("first submission: %s %q, want runs", name, c)
+		}
+	}
+	rbs(t, srv, "job", "wait", first["prep"], first["feat"], first["report"])
+	if got, want := report(first["report"]), "report v1: rows=3 features"; got != want {
+		t.Fatalf("first report %q, want %q", got, want)
+	}
+
+	// Unchanged: all three answered from the cache before submit returns.
+	again, cache := submitPipeline(t, srv, ws)
+	for _, name := range []string{"prep", "feat", "report"} {
+		if want := "cached from job " + first[name]; cache[name] != want {
+			t.Fatalf("unchanged resubmission: %s %q, want %q", name, cache[name], want)
+		}
+		v := showCache(t, srv, again[name])[0]
+		if v.State != "COMPLETED" || v.CachedFrom != first[name] || v.Cache != "on" {
+			t.Fatalf("job %s (%s): %+v", again[name], name, v)
+		}
+	}
+	if logs := rbs(t, srv, "job", "logs", again["feat"]); logs != "feat ran\n" {
+		t.Fatalf("a cached job's logs are %q, want its origin's", logs)
+	}
+	if got := report(again["report"]); got != "report v1: rows=3 features" {
+		t.Fatalf("cached report %q", got)
+	}
+	if show := rbs(t, srv, "job", "show", again["report"]); !strings.Contains(show, "cached from job "+first["report"]) {
+		t.Fatalf("rbs job show of a cached job:\n%s", show)
+	}
+
+	// The last stage edited: the first two are cached, the last runs on
+	// their outputs.
+	write("report.sh", "#!/bin/sh\nmkdir -p out && echo \"report v2: $(cat data/feat.txt)\" > out/report.txt && echo report ran\n")
+	third, cache := submitPipeline(t, srv, ws)
+	if cache["prep"] != "cached from job "+first["prep"] || cache["feat"] != "cached from job "+first["feat"] || cache["report"] != "runs" {
+		t.Fatalf("after editing report.sh: %v", cache)
+	}
+	rbs(t, srv, "job", "wait", third["report"])
+	if got, want := report(third["report"]), "report v2: rows=3 features"; got != want {
+		t.Fatalf("edited report %q, want %q", got, want)
+	}
+
+	// --no-cache runs every stage and its results become the entries.
+	out, err := run(t, ws, []string{"RBS_REMOTE=" + srv.Addr}, rbsBin, "job", "submit", "--no-cache", "//pipe:stages")
+	if err != nil || strings.Count(out, " runs ") != 3 {
+		t.Fatalf("--no-cache: %v\n%s", err, out)
+	}
+}
+
+// A sweep is an array over the product of its values, each task with its
+// own in its environment and arguments; extended by a value with --cache,
+// only the new tasks run.
+func TestSweep(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "4", "--job-slots", "4")
+	sweep := func(lrs string) (string, string) {
+		out := rbs(t, srv, "job", "submit", "--cache", "--sweep", "lr="+lrs, "--sweep", "batch=32,64", "--outputs", "out",
+			"--", "sh", "-c", `mkdir -p out && echo "{\"loss\": $RBS_SWEEP_BATCH}" > out/metrics.json && echo lr={lr} batch=$RBS_SWEEP_BATCH`)
+		m := regexp.MustCompile(`Submitted job (\d+)(.*)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("submit printed %q", out)
+		}
+		return m[1], strings.TrimSpace(m[2])
+	}
+	id, note := sweep("0.1,0.01")
+	if note != "(runs (no task cached))" {
+		t.Fatalf("first sweep: %q", note)
+	}
+	rbs(t, srv, "job", "wait", id)
+	tasks := showCache(t, srv, id)
+	if len(tasks) != 4 || strings.Join(tasks[3].Sweep, " ") != "lr=0.01 batch=64" {
+		t.Fatalf("the sweep's tasks: %+v", tasks)
+	}
+	if logs := rbs(t, srv, "job", "logs", id+"_1"); logs != "lr=0.1 batch=64\n" {
+		t.Fatalf("task 1 printed %q", logs)
+	}
+	if show := rbs(t, srv, "job", "show", id+"_2"); !strings.Contains(show, "lr=0.01, batch=32") {
+		t.Fatalf("rbs job show of a sweep task:\n%s", show)
+	}
+	id2, note := sweep("0.1,0.01,0.001")
+	if note != "(4 task(s) cached, the rest run)" {
+		t.Fatalf("extended sweep: %q", note)
+	}
+	rbs(t, srv, "job", "wait", id2)
+	for _, v := range showCache(t, srv, id2) {
+		isNew := strings.Contains(strings.Join(v.Sweep, " "), "lr=0.001")
+		if v.State != "COMPLETED" || (v.CachedFrom == "") != isNew {
+			t.Errorf("task %s %v: %s, cached from %q", v.ID, v.Sweep, v.State, v.CachedFrom)
+		}
+	}
+}
