@@ -14,6 +14,7 @@ import (
 	"github.com/rbs-build/rbs/jobs/spec"
 	"github.com/rbs-build/rbs/jobs/units"
 	"github.com/rbs-build/rbs/proto/jobspb"
+	"github.com/rbs-build/rbs/rbe/client"
 )
 
 // JobStatsCmd is `rbs job stats`.
@@ -26,6 +27,8 @@ type JobStatsCmd struct {
 	Worst    int    `help:"How many of the jobs that used their CPUs worst to list." default:"5"`
 	JSON     bool   `name:"json" help:"Print the report as JSON."`
 	Parsable bool   `help:"Print one job a line, fields separated by '|', with a header line, as sacct --parsable2 does."`
+	Array    string `help:"Compare the tasks of this array (a sweep's, say) instead: each task's sweep values, state, wall time and --metric." placeholder:"ID"`
+	Metric   string `help:"With --array, a number each task wrote to one of its outputs, FILE:KEY: a JSON file and the key of a number in it (a.b for a key of an object), such as out/metrics.json:loss." placeholder:"FILE:KEY"`
 }
 
 // Run implements the command.
@@ -41,11 +44,24 @@ func (c *JobStatsCmd) Run() error {
 	if c.Worst < 0 {
 		return fmt.Errorf("invalid --worst: %d: want 0 or more", c.Worst)
 	}
+	var m metric
+	if c.Metric != "" {
+		var err error
+		if m, err = parseMetric(c.Metric); err != nil {
+			return err
+		}
+	}
+	if m.file != "" && c.Array == "" {
+		return fmt.Errorf("--metric compares the tasks of an array: give --array ID too")
+	}
 	jobs, conn, err := jobsClient(c.RemoteFlags)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if c.Array != "" {
+		return c.compare(jobs, client.NewCAS(conn, ""), m)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	all, err := collect(jobs.List(ctx, &jobspb.ListRequest{Queue: c.Queue, EndedAfterUnixMs: since.UnixMilli(), EndedBeforeUnixMs: until.UnixMilli()}))

@@ -189,4 +189,33 @@ func TestSweep(t *testing.T) {
 			t.Errorf("task %s %v: %s, cached from %q", v.ID, v.Sweep, v.State, v.CachedFrom)
 		}
 	}
+
+	// The tasks compared by the metric they wrote.
+	stats := rbs(t, srv, "job", "stats", "--array", id2, "--metric", "out/metrics.json:loss")
+	for _, want := range []string{
+		`(?m)^` + id2 + `_5\s+lr=0.001 batch=64\s+COMPLETED\s+\S+\s+64$`,
+		`(?m)^` + id2 + `_0\s+lr=0.1 batch=32\s+COMPLETED \(cached from ` + id + `_0\)\s+\S+\s+32$`,
+		`(?m)^Lowest loss: 32 at ` + id2 + `_0 \(lr=0.1 batch=32\)$`,
+		`(?m)^Highest loss: 64 at ` + id2 + `_1 \(lr=0.1 batch=64\)$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(stats) {
+			t.Errorf("job stats --array lacks %q:\n%s", want, stats)
+		}
+	}
+	var rep struct {
+		Tasks []struct {
+			ID     string   `json:"id"`
+			Metric *float64 `json:"metric"`
+		} `json:"tasks"`
+	}
+	out := rbs(t, srv, "job", "stats", "--array", id2, "--metric", "out/metrics.json:loss", "--json")
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Tasks) != 6 || rep.Tasks[5].Metric == nil || *rep.Tasks[5].Metric != 64 {
+		t.Fatalf("job stats --json: %v\n%s", err, out)
+	}
+	if out, err := run(t, "", []string{"RBS_REMOTE=" + srv.Addr}, rbsBin, "job", "stats", "--array", id2, "--metric", "out/metrics.json"); err == nil || !strings.Contains(out, `invalid --metric "out/metrics.json": want FILE:KEY`) {
+		t.Fatalf("a metric without a key: %v\n%s", err, out)
+	}
+	if out := rbs(t, srv, "job", "stats", "--array", id2, "--metric", "out/metrics.json:acc"); !strings.Contains(out, "- (out/metrics.json has no acc)") {
+		t.Fatalf("a metric the tasks lack:\n%s", out)
+	}
 }

@@ -81,6 +81,18 @@ func TestJob(t *testing.T) {
 		{"output", func(m *Manifest) { m.Outputs = []string{"../o"} }, 1, `outputs: path "../o"`},
 		{"array empty range", func(m *Manifest) { m.Array = "5-1" }, 1, `array: invalid array "5-1"`},
 		{"interactive array", func(m *Manifest) { m.Interactive, m.Array = true, "0-1" }, 1, "interactive: an array cannot be interactive"},
+		{"cache word", func(m *Manifest) { m.Cache = "yes" }, 1, `cache: "yes": want on, off or refresh`},
+		{"interactive cached", func(m *Manifest) { m.Interactive, m.Cache = true, "on" }, 1, "cache: an interactive job reads its stdin"},
+		{"cache version", func(m *Manifest) { m.CacheVersion = strings.Repeat("v", 129) }, 1, "cache_version: "},
+		{"sweep name", func(m *Manifest) { m.Sweep = []SweepParam{{Name: "1lr", Values: []string{"1"}}} }, 1, `sweep: parameter name "1lr"`},
+		{"sweep twice", func(m *Manifest) { m.Sweep = []SweepParam{{"lr", []string{"1"}}, {"LR", []string{"2"}}} }, 1, `sweep: parameter "LR" is given twice`},
+		{"sweep empty value", func(m *Manifest) { m.Sweep = []SweepParam{{"lr", []string{"1", ""}}} }, 1, "sweep: parameter lr: an empty value"},
+		{"sweep no values", func(m *Manifest) { m.Sweep = []SweepParam{{"lr", nil}} }, 1, "sweep: parameter lr: 0 values"},
+		{"sweep repeated value", func(m *Manifest) { m.Sweep = []SweepParam{{"lr", []string{"1", "1"}}} }, 1, `sweep: parameter lr: value "1" is given twice`},
+		{"sweep with an array", func(m *Manifest) { m.Sweep, m.Array = []SweepParam{{"lr", []string{"1"}}}, "0-3" }, 1, `sweep: array "0-3" with a sweep`},
+		{"sweep too large", func(m *Manifest) {
+			m.Sweep = []SweepParam{{"a", numbers(1000)}, {"b", numbers(1000)}}
+		}, 1, "sweep: more than 100000 combinations"},
 		{"platform", func(m *Manifest) { m.Platform = "beos-x86_64" }, 1, `platform: platform "beos-x86_64": unknown OS`},
 		{"dep kind", func(m *Manifest) { m.After = []Dep{{Kind: "before", Job: "1"}} }, 1, `after: 1: unknown kind "before"`},
 		{"dep job", func(m *Manifest) { m.After = []Dep{{Kind: "afterok", Job: "x1"}} }, 1, `after: invalid job id "x1"`},
@@ -157,5 +169,41 @@ func TestOverrides(t *testing.T) {
 	Overrides{MaxRetries: 101}.Apply(m)
 	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "max_retries: 101") {
 		t.Fatalf("max_retries 101 over a target: %v", err)
+	}
+}
+
+// numbers returns "0" to n-1 as strings.
+func numbers(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(i)
+	}
+	return out
+}
+
+// A sweep is an array over its product, capped by an array of "%N" alone;
+// the cache's key leaves its parameters to the tasks.
+func TestSweepJob(t *testing.T) {
+	m := &Manifest{Version: Version, Name: "x", Command: []string{"x", "{lr}"}, CPUs: 1, Nodes: 1, Array: "%2", Cache: "on",
+		Sweep: []SweepParam{{"lr", []string{"0.1", "0.01", "0.001"}}, {"batch", []string{"32", "64"}}}}
+	j, err := m.Job(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Indices) != 6 || j.Spec.Array.Text != "0-5%2" || j.Spec.Array.Limit != 2 || len(j.Spec.Sweep) != 2 || j.Spec.CacheKey == "" {
+		t.Fatalf("sweep job: %v %v", j.Indices, j.Spec)
+	}
+	m.Sweep[0].Values = m.Sweep[0].Values[:2]
+	k, err := m.Job(1)
+	if err != nil || k.Spec.CacheKey != j.Spec.CacheKey || len(k.Indices) != 4 {
+		t.Fatalf("a smaller sweep: %v, key changed %v", err, k.Spec.CacheKey != j.Spec.CacheKey)
+	}
+	m.Interactive, m.Cache, m.Sweep, m.Array = true, "", nil, ""
+	i, err := m.Job(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i.Spec.CacheKey != "" {
+		t.Fatalf("an interactive job has key %q", i.Spec.CacheKey)
 	}
 }

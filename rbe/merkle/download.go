@@ -1,10 +1,12 @@
 package merkle
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/client"
@@ -152,4 +154,51 @@ type bytesBuffer []byte
 func (b *bytesBuffer) Write(p []byte) (int, error) {
 	*b = append(*b, p...)
 	return len(p), nil
+}
+
+// ReadPath reads the file at path p (slash-separated, relative) in the
+// Directory tree root from cas, refusing one over max bytes. No symlink is
+// followed.
+func ReadPath(ctx context.Context, cas *client.CAS, root digest.Digest, p string, max int64) ([]byte, error) {
+	if err := CheckPath(p); err != nil {
+		return nil, err
+	}
+	parts := strings.Split(p, "/")
+	d := root
+	for i, name := range parts {
+		blobs, err := readAll(ctx, cas, []digest.Digest{d})
+		if err != nil {
+			return nil, err
+		}
+		dir := &repb.Directory{}
+		if err := proto.Unmarshal(blobs[d], dir); err != nil {
+			return nil, fmt.Errorf("directory %s: %w", d, err)
+		}
+		last := i == len(parts)-1
+		var next *repb.Digest
+		for _, f := range dir.Files {
+			if f.Name == name && last {
+				next = f.Digest
+			}
+		}
+		for _, s := range dir.Directories {
+			if s.Name == name && !last {
+				next = s.Digest
+			}
+		}
+		if next == nil {
+			return nil, fmt.Errorf("%s: no such file", p)
+		}
+		if d, err = digest.FromProto(next); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	if d.Size() > max {
+		return nil, fmt.Errorf("%s is %d bytes, over %d", p, d.Size(), max)
+	}
+	var b bytes.Buffer
+	if err := cas.Read(ctx, d, &b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
