@@ -216,7 +216,7 @@ func TestStoppedActiveStepsDown(t *testing.T) {
 	// The new active takes work while the old one is stopped, and after.
 	after := submit(t, both, "--", "echo", "after")
 	a.cmd.Process.Signal(syscall.SIGCONT)
-	if err := a.cmd.Wait(); err == nil {
+	if err := a.exited(t); err == nil {
 		t.Fatal("the old active exited cleanly; want it to step down with an error")
 	}
 	if !strings.Contains(a.log.String(), "stepping down") {

@@ -86,6 +86,22 @@ type server struct {
 	// registered has a value for each "registered" line of in-process
 	// workers (rbs remote serve --workers) in the log.
 	registered chan struct{}
+	// logged is closed once the whole log is read: the process and
+	// everything it started have closed its stderr.
+	logged chan struct{}
+}
+
+// exited waits for the server's process to exit, its log read to the end
+// (cmd.Wait alone may close the pipe before its last lines are read), and
+// returns how it exited.
+func (s *server) exited(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-s.logged:
+	case <-time.After(time.Minute):
+		t.Fatalf("the server did not exit within a minute; log:\n%s", s.log.String())
+	}
+	return s.cmd.Wait()
 }
 
 var listening = regexp.MustCompile(`listening on (\S+)`)
@@ -136,6 +152,7 @@ func (s *server) start(t *testing.T, listen string) {
 	t.Helper()
 	full := append([]string{"remote", "serve", "--listen", listen, "--data-dir", s.DataDir}, s.args...)
 	s.cmd = exec.Command(rbsBin, full...)
+	s.logged = make(chan struct{})
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +169,7 @@ func (s *server) start(t *testing.T, listen string) {
 	})
 	found := make(chan string, 1)
 	go func() {
+		defer close(s.logged)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()

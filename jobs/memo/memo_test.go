@@ -37,7 +37,7 @@ func TestSpec(t *testing.T) {
 		{"cache version", func(s *jobspb.JobSpec) {}, "v2", false},
 		{"RBS_ variables", func(s *jobspb.JobSpec) { s.Env["RBS_REMOTE"] = "h:1"; s.Env["RBS_JOB_ID"] = "7" }, "", true},
 		{"SLURM_ variables", func(s *jobspb.JobSpec) { s.Env["SLURM_JOB_ID"] = "7" }, "", true},
-		{"resources", func(s *jobspb.JobSpec) { s.Cpus, s.MemoryBytes, s.Gpus, s.TimeLimitMs = 8, 64 << 30, 2, 3600000 }, "", true},
+		{"resources", func(s *jobspb.JobSpec) { s.Cpus, s.MemoryBytes, s.Gpus, s.TimeLimitMs = 8, 64<<30, 2, 3600000 }, "", true},
 		{"queue and priority", func(s *jobspb.JobSpec) { s.Queue, s.Priority = "gpu", 10 }, "", true},
 		{"user and name", func(s *jobspb.JobSpec) { s.User, s.Name = "bob", "x" }, "", true},
 		{"sweep parameters", func(s *jobspb.JobSpec) { s.Sweep = []*jobspb.SweepParam{{Name: "lr", Values: []string{"1"}}} }, "", true},
