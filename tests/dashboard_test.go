@@ -125,6 +125,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#/actions"), chromedp.WaitVisible(chromedp.ID("action-stats"))); err != nil {
 		t.Fatalf("the actions page: %v", err)
 	}
+
+	// A sweep task answered from the cache shows its values and the job
+	// it was answered with.
+	sweep := []string{"--cache", "--sweep", "lr=0.1,0.01", "--", "sh", "-c", "echo {lr}"}
+	first := submit(t, srv, sweep...)
+	rbs(t, srv, "job", "wait", first)
+	again := submit(t, srv, sweep...)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#/jobs/"+again+"_1"),
+		textHas("#job-cached", "cached from job "+first+"_1"), textHas("#job-sweep", "lr=0.01")); err != nil {
+		t.Fatalf("a cached sweep task's page: %v", err)
+	}
 }
 
 // apiGet reads a JSON answer of the web API with srv's token.

@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -217,5 +218,58 @@ func TestSweep(t *testing.T) {
 	}
 	if out := rbs(t, srv, "job", "stats", "--array", id2, "--metric", "out/metrics.json:acc"); !strings.Contains(out, "- (out/metrics.json has no acc)") {
 		t.Fatalf("a metric the tasks lack:\n%s", out)
+	}
+}
+
+// With named tokens, a user's job is answered only from entries the same
+// user's jobs made; a queue's cache = True turns the cache on for its jobs.
+func TestJobCacheUsers(t *testing.T) {
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users")
+	cfg := filepath.Join(dir, "cluster.rbs")
+	os.WriteFile(users, []byte("ann ann-token\nbob bob-token\n"), 0o600)
+	os.WriteFile(cfg, []byte(`queue(name = "batch", default = True, cache = True)
+queue(name = "plain")
+`), 0o644)
+	srv := startServer(t, "--token", "shared-token", "--users-file", users, "--config", cfg)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	submitted := regexp.MustCompile(`Submitted job (\d+)(.*)`)
+	as := func(token string, args ...string) (id, note string) {
+		t.Helper()
+		cmd := exec.Command(rbsBin, append([]string{"job", "submit", "--export", "NONE"}, args...)...)
+		cmd.Env = append(os.Environ(), "RBS_REMOTE="+srv.Addr, "RBS_REMOTE_TOKEN="+token)
+		out, err := cmd.CombinedOutput()
+		m := submitted.FindStringSubmatch(string(out))
+		if err != nil || m == nil {
+			t.Fatalf("submit: %v\n%s", err, out)
+		}
+		if strings.TrimSpace(m[2]) == "(runs)" {
+			rbs(t, srv, "job", "wait", m[1])
+		}
+		return m[1], strings.TrimSpace(m[2])
+	}
+	job := []string{"--", "sh", "-c", "echo same work"}
+	ann, note := as("ann-token", job...)
+	if note != "(runs)" {
+		t.Fatalf("ann's first job: %q", note)
+	}
+	for _, c := range []struct {
+		who, token, want string
+	}{
+		{"ann again", "ann-token", "(cached from job " + ann + ")"},
+		{"bob", "bob-token", "(runs)"},
+		{"the shared token", "shared-token", "(runs)"},
+	} {
+		if _, note := as(c.token, job...); note != c.want {
+			t.Errorf("%s: %q, want %q", c.who, note, c.want)
+		}
+	}
+	bob, _ := as("bob-token", job...)
+	if v := showCache(t, srv, bob)[0]; v.CachedFrom == "" || v.CachedFrom == ann {
+		t.Errorf("bob's second job was cached from %q: want bob's own first", v.CachedFrom)
+	}
+	// A queue without cache = True leaves the cache off.
+	if _, note := as("ann-token", append([]string{"--queue", "plain"}, job...)...); note != "" {
+		t.Errorf("a job of a queue without the cache: %q", note)
 	}
 }
