@@ -43,11 +43,27 @@ func unkeyed(j *job) bool {
 func (c *Core) resolveCache() {
 	queued := c.resolving
 	c.resolving = nil
+	// The tasks of an array share their spec, so their dependencies and
+	// the outputs those left.
+	roots, waits := map[*jobspb.JobSpec][]string{}, map[*jobspb.JobSpec]bool{}
 	for _, j := range queued {
-		if j.state() != Pending || !unkeyed(j) || j.checking || c.depsState(j) != "" {
+		if j.state() != Pending || !unkeyed(j) || j.checking {
 			continue
 		}
-		key := memo.Task(j.spec.CacheKey, j.key.Index, sweepValues(j.spec, j.key.Index), upstreamRoots(c.upstream(j)))
+		wait, ok := waits[j.spec]
+		if !ok {
+			wait = c.depsState(j) != ""
+			waits[j.spec] = wait
+		}
+		if wait {
+			continue
+		}
+		up, ok := roots[j.spec]
+		if !ok {
+			up = upstreamRoots(c.upstream(j))
+			roots[j.spec] = up
+		}
+		key := memo.Task(j.spec.CacheKey, j.key.Index, sweepValues(j.spec, j.key.Index), up)
 		j.rec.CacheKey = key
 		c.touch(j)
 		if o := c.entry(key); o != nil && j.spec.Cache != jobspb.CachePolicy_CACHE_REFRESH {
