@@ -13,8 +13,7 @@ import (
 // walking its runfiles again: removed from disk after the build, it is
 // still there to submit.
 func TestJobReusesTheBuild(t *testing.T) {
-	root := t.TempDir()
-	for name, text := range map[string]string{
+	root := workspace(t, map[string]string{
 		"MODULE.bazel": "",
 		"pkg/BUILD.rbs": `load("@rbs//job/rules.rbs", "batch_job")
 sh_binary(name = "step", srcs = ["step.sh"], data = ["data.txt"])
@@ -22,15 +21,7 @@ batch_job(name = "job", binary = ":step", args = ["go"])
 `,
 		"pkg/step.sh":  "#!/bin/sh\ncat data.txt\n",
 		"pkg/data.txt": "data\n",
-	} {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	s, err := Open(Options{Dir: root, Jobs: 2, CacheDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -65,8 +56,7 @@ batch_job(name = "job", binary = ":step", args = ["go"])
 // sweep's parameters in the order written; a bad one names the target and
 // the attribute.
 func TestJobCacheAttributes(t *testing.T) {
-	root := t.TempDir()
-	for name, text := range map[string]string{
+	root := workspace(t, map[string]string{
 		"MODULE.bazel": "",
 		"pkg/BUILD.rbs": `load("@rbs//job/rules.rbs", "batch_job")
 sh_binary(name = "step", srcs = ["step.sh"])
@@ -75,15 +65,7 @@ batch_job(name = "sweep", binary = ":step", args = ["{lr}"], cache = True, cache
 batch_job(name = "bad", binary = ":step", sweep = {"1x": ["a"]})
 `,
 		"pkg/step.sh": "#!/bin/sh\n",
-	} {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	s, err := Open(Options{Dir: root, Jobs: 2, CacheDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -100,4 +82,20 @@ batch_job(name = "bad", binary = ":step", sweep = {"1x": ["a"]})
 	if _, err := s.Build(ctx, []string{"//pkg:bad"}, false); err == nil || !strings.Contains(err.Error(), `//pkg:bad: sweep: parameter name "1x"`) {
 		t.Fatalf("a bad sweep: %v", err)
 	}
+}
+
+// workspace writes files, by path, into a new directory and returns it.
+func workspace(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, text := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }
