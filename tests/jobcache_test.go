@@ -273,3 +273,37 @@ queue(name = "plain")
 		t.Errorf("a job of a queue without the cache: %q", note)
 	}
 }
+
+// An entry whose outputs the CAS has evicted is a miss: the job runs, and
+// its result becomes the entry.
+func TestJobCacheEvicted(t *testing.T) {
+	srv := startServer(t, "--cas-max-size", "4MiB")
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	note := func(args ...string) (string, string) {
+		t.Helper()
+		out := rbs(t, srv, append([]string{"job", "submit"}, args...)...)
+		m := regexp.MustCompile(`Submitted job (\d+)(.*)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("submit printed %q", out)
+		}
+		rbs(t, srv, "job", "wait", m[1])
+		return m[1], strings.TrimSpace(m[2])
+	}
+	cached := []string{"--cache", "--outputs", "big", "--", "sh", "-c", "head -c 1048576 /dev/urandom > big"}
+	first, _ := note(cached...)
+	if _, n := note(cached...); n != "(cached from job "+first+")" {
+		t.Fatalf("resubmitted while its outputs are stored: %q", n)
+	}
+	// Newer outputs, more than the CAS holds, evict the entry's.
+	note("--outputs", "fill", "--", "sh", "-c", "mkdir fill && for i in 1 2 3 4 5 6; do head -c 1048576 /dev/urandom > fill/$i; done")
+	again, n := note(cached...)
+	if n != "(runs)" {
+		t.Fatalf("resubmitted once its outputs were evicted: %q, want (runs)", n)
+	}
+	if v := showCache(t, srv, again)[0]; v.State != "COMPLETED" || v.CachedFrom != "" {
+		t.Fatalf("the job after the eviction: %+v", v)
+	}
+	if _, n := note(cached...); n != "(cached from job "+again+")" {
+		t.Fatalf("after the rerun: %q, want it cached from job %s", n, again)
+	}
+}
