@@ -26,13 +26,22 @@ type churnView struct {
 	} `json:"history"`
 }
 
-// For a minute workers join, leave (SIGTERM) and are killed (SIGKILL) at
+// For a minute (RBS_CHURN_FOR, a Go duration, for longer: bench/churn.sh
+// runs ten) workers join, leave (SIGTERM) and are killed (SIGKILL) at
 // random while arrays, 2-node gangs and GPU jobs run on them and on three
 // workers that stay. Every job ends, each in a state its history explains:
 // COMPLETED, after as many attempts as the history records, each earlier
 // one ended by its worker's loss. Afterwards no slot or GPU is held: the
 // scheduler's accounting shows none in use, on every worker.
 func TestWorkerChurn(t *testing.T) {
+	churnFor := time.Minute
+	if v := os.Getenv("RBS_CHURN_FOR"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("RBS_CHURN_FOR=%q: want a positive Go duration such as 10m", v)
+		}
+		churnFor = d
+	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
@@ -52,7 +61,7 @@ func TestWorkerChurn(t *testing.T) {
 	var churned []*worker
 	next := 0
 	counts := map[string]int{}
-	end := time.Now().Add(time.Minute)
+	end := time.Now().Add(churnFor)
 	for wave := 0; time.Now().Before(end); wave++ {
 		submitWave(wave)
 		switch op := rng.IntN(3); {
@@ -75,7 +84,7 @@ func TestWorkerChurn(t *testing.T) {
 		// The next change comes at a random moment.
 		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
 	}
-	t.Logf("in a minute: %d workers joined, %d left, %d were killed; %d submissions", counts["joined"], counts["left"], counts["killed"], len(ids))
+	t.Logf("in %v: %d workers joined, %d left, %d were killed; %d submissions", churnFor, counts["joined"], counts["left"], counts["killed"], len(ids))
 
 	rbs(t, srv, append([]string{"job", "wait"}, ids...)...)
 	var listed []churnView
