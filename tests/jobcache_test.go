@@ -307,3 +307,24 @@ func TestJobCacheEvicted(t *testing.T) {
 		t.Fatalf("after the rerun: %q, want it cached from job %s", n, again)
 	}
 }
+
+// A job after another starts with its outputs; a path its own inputs hold
+// differently fails it, naming the path and the job.
+func TestUpstreamOutputsConflict(t *testing.T) {
+	srv := startServer(t)
+	startWorker(t, srv, "w1", "--cpus", "2", "--job-slots", "2")
+	first := submit(t, srv, "--outputs", "x.txt", "--", "sh", "-c", "echo upstream > x.txt")
+	rbs(t, srv, "job", "wait", first)
+	reads := submit(t, srv, "--dependency", "afterok:"+first, "--", "cat", "x.txt")
+	rbs(t, srv, "job", "wait", reads)
+	if got := rbs(t, srv, "job", "logs", reads); got != "upstream\n" {
+		t.Fatalf("the job after %s read %q", first, got)
+	}
+	in := t.TempDir()
+	os.WriteFile(filepath.Join(in, "x.txt"), []byte("mine\n"), 0o644)
+	clash := submit(t, srv, "--dependency", "afterok:"+first, "--inputs", in+"/x.txt", "--", "cat", "x.txt")
+	waitFor(t, srv, clash, "FAILED", inState("FAILED"))
+	if msg := rbs(t, srv, "job", "show", clash); !strings.Contains(msg, "job "+first) || !strings.Contains(msg, "x.txt") {
+		t.Fatalf("the clash's message names neither the job nor the path:\n%s", msg)
+	}
+}
