@@ -78,6 +78,15 @@ type Result struct {
 	WorstWaitRatio float64 `json:"worst_wait_ratio"`
 	StarvedAnySize int     `json:"starved_any_size"`
 	WorstAnySize   float64 `json:"worst_wait_ratio_any_size"`
+	// PassedOver counts, at each start of a single job, the jobs that
+	// waited still though they ask exactly what it asks (same user,
+	// queue, priority, CPUs, memory, GPUs, platform and container) and
+	// were submitted before it: the order the policy gives such jobs,
+	// broken. PassedOverByLimit are those of them that asked a longer
+	// time limit than the job that started, which backfill may pass on
+	// purpose (a hole before a reservation fits the shorter).
+	PassedOver        int `json:"passed_over"`
+	PassedOverByLimit int `json:"passed_over_by_limit"`
 	// FairShareError is the mean, over the minutes sampled while every
 	// account has work waiting, of the largest gap between an account's
 	// share of the decayed usage and its normalised share (0 is exact).
@@ -201,6 +210,23 @@ type sim struct {
 	// pendingIn counts each account's jobs not yet started.
 	fairErrors []float64
 	pendingIn  [accounts]int
+	// alike holds the single jobs waiting, by what they ask (see
+	// PassedOver), in submission order.
+	alike map[asks][]int64
+}
+
+// asks is what a single job asks of the scheduler that orders it among
+// jobs alike: its user's fair share, queue, priority and shape.
+type asks struct {
+	user, queue, platform, container string
+	priority, cpus, gpus             int32
+	memory                           int64
+}
+
+// asksOf is what sp asks.
+func asksOf(sp *jobspb.JobSpec) asks {
+	return asks{user: sp.User, queue: sp.Queue, platform: sp.Platform, container: sp.Container,
+		priority: sp.Priority, cpus: sp.Cpus, gpus: sp.Gpus, memory: sp.MemoryBytes}
 }
 
 type jobMeta struct {
@@ -210,6 +236,8 @@ type jobMeta struct {
 	nodes    int
 	priority int32
 	queue    string
+	asks     asks
+	limitMs  int64
 }
 
 type wait struct {
@@ -236,7 +264,7 @@ func Run(cfg Config) (*Result, error) {
 		cfg.Round = defaults().Round
 	}
 	s := &sim{cfg: cfg, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), workers: map[string]*simWorker{},
-		running: map[string]*node{}, meta: map[int64]jobMeta{}, gangs: map[string]*gangState{}, submitted: map[int64]time.Time{}, after: map[int64]int64{}}
+		running: map[string]*node{}, meta: map[int64]jobMeta{}, gangs: map[string]*gangState{}, submitted: map[int64]time.Time{}, after: map[int64]int64{}, alike: map[asks][]int64{}}
 	s.start = s.now
 	s.res = Result{Workers: cfg.Workers, Jobs: cfg.Jobs, Mix: cfg.Mix, Store: cfg.Store}
 	switch cfg.Store {
@@ -409,9 +437,13 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 			for i, id := range ids {
 				acct := accountOf(next.jobs[i].Spec.User)
 				s.pendingIn[acct] += next.tasks / len(ids)
+				sp := next.jobs[i].Spec
 				s.meta[id] = jobMeta{kind: next.kind, duration: next.runs[i], nodes: max(int(next.jobs[0].Spec.Nodes), 1), account: acct,
-					priority: next.jobs[0].Spec.Priority, queue: next.jobs[0].Spec.Queue}
+					priority: next.jobs[0].Spec.Priority, queue: next.jobs[0].Spec.Queue, asks: asksOf(sp), limitMs: sp.TimeLimitMs}
 				s.submitted[id] = s.now
+				if next.kind != array && next.kind != chain && sp.Nodes <= 1 {
+					s.waitAlike(id)
+				}
 				if i > 0 {
 					s.after[ids[i-1]] = id
 				}
@@ -595,6 +627,7 @@ func (s *sim) assign(worker string, a *workerpb.AssignJob) error {
 	}
 	s.res.Placements++
 	s.pendingIn[m.account]--
+	s.startAlike(id)
 	s.waits = append(s.waits, wait{kind: m.kind, group: fmt.Sprintf("%s/%d/a%d", m.queue, m.priority, m.account), d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start),
 		size: size{a.Cpus, int32(len(a.GpuIndices)), int32(m.nodes)}})
 	return nil
@@ -624,6 +657,41 @@ func (s *sim) requeued(n *node) {
 	}
 	s.submitted[n.id] = s.now
 	s.pendingIn[s.meta[n.id].account]++
+	if m := s.meta[n.id]; m.kind != array && m.kind != chain && m.nodes <= 1 {
+		s.waitAlike(n.id)
+	}
+}
+
+// waitAlike records that single job id waits, among the jobs that ask
+// what it asks, at its place by submission (a requeued job keeps its
+// first submission's place, as the scheduler ranks it).
+func (s *sim) waitAlike(id int64) {
+	a := s.meta[id].asks
+	ids := s.alike[a]
+	i, _ := slices.BinarySearch(ids, id)
+	s.alike[a] = slices.Insert(ids, i, id)
+}
+
+// startAlike records that job id started, counting the jobs alike
+// submitted before it that still wait (PassedOver).
+func (s *sim) startAlike(id int64) {
+	m := s.meta[id]
+	ids := s.alike[m.asks]
+	i, found := slices.BinarySearch(ids, id)
+	if !found {
+		return // not a single job
+	}
+	for _, before := range ids[:i] {
+		s.res.PassedOver++
+		if s.meta[before].limitMs > m.limitMs {
+			s.res.PassedOverByLimit++
+		}
+	}
+	if len(ids) == 1 {
+		delete(s.alike, m.asks)
+	} else {
+		s.alike[m.asks] = slices.Delete(ids, i, i+1)
+	}
 }
 
 // finish works out the figures of the run.
@@ -732,6 +800,8 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "  longest wait          gangs %.0f s, singles of the same queues and priorities %.0f s\n", r.LongestGangWaitS, r.LongestSingleWaitS)
 	fmt.Fprintf(w, "  fairness              %d starts waited over 3x their ideal wait (worst %.1fx); %d against jobs of every size (worst %.1fx)\n",
 		r.Starved, r.WorstWaitRatio, r.StarvedAnySize, r.WorstAnySize)
+	fmt.Fprintf(w, "  order                 %d jobs passed over by a later one asking the same, %d of them asking a longer time limit (backfill)\n",
+		r.PassedOver, r.PassedOverByLimit)
 	fmt.Fprintf(w, "  fair share            mean error %.3f (an account's share of the usage against its share)\n", r.FairShareError)
 	if r.Gangs8 > 0 {
 		fmt.Fprintf(w, "  topology              %d of %d 8-node gangs (packed by rack) in one rack (%.1f%%)\n", r.Gangs8OneRack, r.Gangs8, 100*float64(r.Gangs8OneRack)/float64(r.Gangs8))

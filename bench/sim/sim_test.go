@@ -27,6 +27,11 @@ func TestSimulationInvariants(t *testing.T) {
 			if res.JobsCompleted != int64(cfg.Jobs) || res.Placements < int64(cfg.Jobs-cfg.Jobs/10) {
 				t.Fatalf("%d jobs completed in %d placements; want %d", res.JobsCompleted, res.Placements, cfg.Jobs)
 			}
+			// Among jobs that ask alike, only backfill starts a later one
+			// first: one that asks a shorter time limit.
+			if res.PassedOver != res.PassedOverByLimit {
+				t.Fatalf("%d jobs passed over by a later one asking alike, only %d of them by backfill", res.PassedOver, res.PassedOverByLimit)
+			}
 			if res.HeapBytesPerJob <= 0 || res.Rounds == 0 || len(res.Utilisation) == 0 {
 				t.Fatalf("figures missing: %+v", res)
 			}
@@ -67,6 +72,48 @@ func TestAssignChecks(t *testing.T) {
 			}
 			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 				t.Fatalf("assign: %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// PassedOver counts the earlier jobs alike that still wait when a job
+// starts, and which of them asked a longer time limit.
+func TestPassedOver(t *testing.T) {
+	alike := asks{user: "u00", queue: "q1", cpus: 2, memory: 1 << 30}
+	other := alike
+	other.memory = 2 << 30
+	// Jobs 1-4 ask alike, job 5 asks more memory; limits by id.
+	meta := map[int64]jobMeta{
+		1: {asks: alike, limitMs: 60_000}, 2: {asks: alike, limitMs: 600_000}, 3: {asks: alike, limitMs: 60_000},
+		4: {asks: alike, limitMs: 60_000}, 5: {asks: other, limitMs: 60_000},
+	}
+	tests := []struct {
+		name            string
+		starts          []int64
+		passed, byLimit int
+	}{
+		{"in order", []int64{1, 2, 3, 4, 5}, 0, 0},
+		{"another shape passes", []int64{5, 1, 2, 3, 4}, 0, 0},
+		{"a shorter limit passes a longer", []int64{1, 3, 2, 4}, 1, 1},
+		{"the last passes all", []int64{4, 1, 2, 3}, 3, 1},
+		{"one requeued waits at its place", []int64{1, 2, -1, 3}, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &sim{meta: meta, alike: map[asks][]int64{}}
+			for id := int64(1); id <= 5; id++ {
+				s.waitAlike(id)
+			}
+			for _, id := range tt.starts {
+				if id < 0 {
+					s.waitAlike(-id) // requeued
+					continue
+				}
+				s.startAlike(id)
+			}
+			if s.res.PassedOver != tt.passed || s.res.PassedOverByLimit != tt.byLimit {
+				t.Fatalf("passed over %d, %d by limit; want %d, %d", s.res.PassedOver, s.res.PassedOverByLimit, tt.passed, tt.byLimit)
 			}
 		})
 	}
