@@ -1,7 +1,8 @@
 # Shared by the benchmarks that compare rbs's build tool with Debian's Bazel
 # 4.2.3 (build-vs-bazel.sh, cc-vs-bazel.sh); source it. It makes $work
 # (removed at exit, Bazel's server shut down), builds rbs into
-# $work/rbs, and gives now, sub, median (of three), rbs (in $work/rbs-ws,
+# $work/rbs, and gives now, sub (seconds, to the millisecond), median (of
+# any odd count), rbs (in $work/rbs-ws,
 # with its own cache) and bz (in $work/bazel, with its own output root), and
 # bazel_offline_stubs, which points $work/bazel's .bazelrc at stubs of the
 # rule repositories Bazel would otherwise download (@rules_cc, @rules_java).
@@ -16,8 +17,8 @@ command -v bazel >/dev/null || { echo "bazel is not installed (apt-get install b
 (cd "$root" && go build -o "$work/rbs" ./cmd/rbs)
 
 now() { date +%s.%N; }
-sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f\n", a-b}'; }
-median() { sort -n | sed -n 2p; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
+median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 rbs() { (cd "$work/rbs-ws" && XDG_CACHE_HOME="$work/cache" "$work/rbs" "$@"); }
 bz() { (cd "$work/bazel" && bazel --output_user_root="$work/bazel-root" "$@"); }
 

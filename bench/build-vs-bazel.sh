@@ -7,13 +7,14 @@
 #   no-op rebuild:   rbs build //... (built)    vs  bazel build //... (built)
 #   one source edited, rebuilt: a package's source file changed, then
 #                    rbs build //...            vs  bazel build //...
-# each alternating, median of three, Bazel's server warm (its start is not
-# measured). Prints both times and Bazel/rbs ratios (above 1: rbs is
+# each alternating, median of ROUNDS (default 5), Bazel's server warm (its
+# start is not measured). Prints both times and Bazel/rbs ratios (above 1: rbs is
 # faster); the goals are 15x, 20x, 5x and 3x.
 #
-#   bench/build-vs-bazel.sh [P]
+#   bench/build-vs-bazel.sh [P [ROUNDS]]
 set -euo pipefail
 P=${1:-1000}
+ROUNDS=${2:-5}
 . "$(dirname "$0")/bazel.sh"
 
 gen() {
@@ -43,11 +44,11 @@ time_it() {
   shift
   t0=$(now); "$@" > "$work/$name.out" 2>&1; sub "$(now)" "$t0" >> "$work/$name"
 }
-for _ in 1 2 3; do
+for _ in $(seq "$ROUNDS"); do
   time_it rbs-load rbs build --nobuild //...
   time_it bazel-load bz build --nobuild //...
 done
-for _ in 1 2 3; do
+for _ in $(seq "$ROUNDS"); do
   time_it rbs-query rbs query //...
   time_it bazel-query bz query //...
 done
@@ -56,20 +57,20 @@ echo "building $((P * 5)) genrules with each tool (not timed)..." >&2
 rbs build //... >/dev/null
 bz build //... >/dev/null 2>&1
 
-for _ in 1 2 3; do
+for _ in $(seq "$ROUNDS"); do
   time_it rbs-noop rbs build //...
   time_it bazel-noop bz build //...
 done
 grep -h "Built\|processes" "$work/rbs-noop.out" "$work/bazel-noop.out" | sed 's/^/  /' >&2
 
-for r in 1 2 3; do
+for r in $(seq "$ROUNDS"); do
   echo "edit $r" > "$work/rbs-ws/p1/src.txt"
   time_it rbs-edit rbs build //...
   echo "edit $r" > "$work/bazel/p1/src.txt"
   time_it bazel-edit bz build //...
 done
 grep -h "Built\|processes" "$work/rbs-edit.out" "$work/bazel-edit.out" | sed 's/^/  /' >&2
-[ "$(cat "$work/rbs-ws/rbs-bin/p1/e.txt")" = "$(printf 'edit 3\ne')" ] || { echo "rbs built p1/e.txt wrong" >&2; exit 1; }
+[ "$(cat "$work/rbs-ws/rbs-bin/p1/e.txt")" = "$(printf 'edit %s\ne' "$ROUNDS")" ] || { echo "rbs built p1/e.txt wrong" >&2; exit 1; }
 
 ratio() { awk -v b="$1" -v r="$2" 'BEGIN{printf "%.1fx", b/r}'; }
 row() {
@@ -77,7 +78,7 @@ row() {
   r=$(median < "$work/rbs-$2"); b=$(median < "$work/bazel-$2")
   printf '%-44s %8s %8s %10s\n' "$1" "$r" "$b" "$(ratio "$b" "$r")"
 }
-printf '%-44s %8s %8s %10s\n' "$P packages x 5 genrules (seconds, median of 3)" "rbs" "Bazel" "Bazel/rbs"
+printf '%-44s %8s %8s %10s\n' "$P packages x 5 genrules (s, median of $ROUNDS)" "rbs" "Bazel" "Bazel/rbs"
 row "load + analysis (build --nobuild)" load
 row "query //..." query
 row "no-op rebuild" noop

@@ -5,8 +5,10 @@
 # clean`, every action a hit, its output downloaded). Each side has 2
 # workers × 4 slots; the sides alternate, 3 rounds each, and the table gives
 # medians: wall time of the build, and CPU of the servers (rbs: `rbs remote
-# serve`; Buildbarn: bb_storage and bb_scheduler) and of the workers (rbs:
-# `rbs remote worker`; Buildbarn: bb_worker and bb_runner).
+# serve`; Buildbarn: bb_storage and bb_scheduler), of the workers (rbs:
+# `rbs remote worker`; Buildbarn: bb_worker and bb_runner) and of Bazel's
+# own server, the client (on 2 cores, the wall can be no shorter than half
+# of all four).
 #
 #   bench/rbe-vs-buildbarn.sh [N...]
 #
@@ -174,7 +176,7 @@ JSON
 }
 
 # build SIDE N ROUND: one cold and one all-hits build; appends
-# "SIDE N KIND wall servercpu workercpu" lines to $work/results.
+# "SIDE N KIND wall servercpu workercpu bazelcpu" lines to $work/results.
 build() {
   local side=$1 n=$2 round=$3 d ws out
   d=$work/run-$side-$n-$round; mkdir -p "$d"
@@ -184,8 +186,9 @@ build() {
   local bz=(bazel --output_user_root="$work/bazel-root-ws-$side")
   for kind in cold hits; do
     (cd "$ws" && "${bz[@]}" clean >/dev/null 2>&1 && "${bz[@]}" build --nobuild //... >/dev/null 2>&1)
-    local s0 w0 t0 t1
-    s0=$(cpu "${servers[@]}"); w0=$(cpu "${workers[@]}"); t0=$(now)
+    local s0 w0 b0 t0 t1 client
+    client=$(cd "$ws" && "${bz[@]}" info server_pid 2>/dev/null)
+    s0=$(cpu "${servers[@]}"); w0=$(cpu "${workers[@]}"); b0=$(cpu "$client"); t0=$(now)
     if ! (cd "$ws" && "${bz[@]}" build --jobs=$jobs "${flags[@]}" //... > "$d/$kind.log" 2>&1); then
       echo "the $side $kind build of $n failed:" >&2; tail -20 "$d/$kind.log" >&2; exit 1
     fi
@@ -195,7 +198,7 @@ build() {
     # every one a hit.
     want="$n remote\."; [ "$kind" = hits ] && want="$n remote cache hit"
     grep -q "$want" <<< "$out" || { echo "the $side $kind build of $n did not do what it should: $out" >&2; exit 1; }
-    echo "$side $n $kind $(awk -v a="$t1" -v b="$t0" 'BEGIN{printf "%.2f", a-b}') $(awk -v a="$(cpu "${servers[@]}")" -v b="$s0" 'BEGIN{printf "%.2f", a-b}') $(awk -v a="$(cpu "${workers[@]}")" -v b="$w0" 'BEGIN{printf "%.2f", a-b}')" >> "$work/results"
+    echo "$side $n $kind $(awk -v a="$t1" -v b="$t0" 'BEGIN{printf "%.2f", a-b}') $(awk -v a="$(cpu "${servers[@]}")" -v b="$s0" 'BEGIN{printf "%.2f", a-b}') $(awk -v a="$(cpu "${workers[@]}")" -v b="$w0" 'BEGIN{printf "%.2f", a-b}') $(awk -v a="$(cpu "$client")" -v b="$b0" 'BEGIN{printf "%.2f", a-b}')" >> "$work/results"
     echo "  $side, $n genrules, $kind, round $round: $(tail -1 "$work/results" | cut -d' ' -f4-) ($out)" >&2
   done
   stop_all
@@ -217,7 +220,7 @@ printf '%-38s %10s %10s %14s\n' "" rbs Buildbarn rbs/Buildbarn
 for n in $sizes; do
   for kind in cold hits; do
     label="$n genrules, $( [ $kind = cold ] && echo cold || echo all hits)"
-    for m in "wall s:4" "server CPU s:5" "worker CPU s:6"; do
+    for m in "wall s:4" "server CPU s:5" "worker CPU s:6" "Bazel's CPU s:7"; do
       name=${m%%:*}; f=${m##*:}
       r=$(field rbs "$n" "$kind" "$f"); b=$(field bb "$n" "$kind" "$f")
       printf '%-38s %10s %10s %14s\n' "$label, $name" "$r" "$b" "$(awk -v r="$r" -v b="$b" 'BEGIN{if (b > 0) printf "%.2f", r/b; else print "-"}')"
