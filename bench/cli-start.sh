@@ -15,31 +15,11 @@
 set -euo pipefail
 R=${1:-7}
 K=${2:-20}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/rbs-bench-cli.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
+(cd "$root" && go build -o "$work/jobsubmit" ./bench/jobsubmit)
+build_empty_go
+start_server "$work/server.log"
 
-(cd "$root" && go build -o "$work/rbs" ./cmd/rbs && go build -o "$work/jobsubmit" ./bench/jobsubmit)
-mkdir "$work/empty-src"
-printf 'package main\n\nfunc main() {}\n' > "$work/empty-src/main.go"
-printf 'module empty\n\ngo 1.22\n' > "$work/empty-src/go.mod"
-(cd "$work/empty-src" && go build -o "$work/empty-go" .)
-rbs=$work/rbs
-
-"$rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/data" 2> "$work/server.log" &
-pids+=($!)
-for _ in $(seq 100); do
-  addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server.log"); [ -n "$addr" ] && break; sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/server.log" >&2; exit 1; }
-export RBS_REMOTE=$addr
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # per_call CMD...: milliseconds per call of K calls of CMD.
 per_call() {
   local s e

@@ -19,21 +19,7 @@ set -euo pipefail
 N=${1:-1000}
 ROUNDS=${2:-3}
 HITS=${3:-10}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/rbs-bench-cache.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-now() { date +%s.%N; }
-sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
-median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
-if [ -n "${RBS:-}" ]; then cp "$RBS" "$work/rbs"; else (cd "$root" && go build -o "$work/rbs" ./cmd/rbs); fi
-rbs=$work/rbs
+. "$(dirname "$0")/lib.sh"
 
 ws=$work/ws
 mkdir -p "$ws/bench"
@@ -53,17 +39,8 @@ chmod +x "$ws/bench/step.sh"
   echo '])'
 } > "$ws/bench/BUILD.rbs"
 
-"$rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/data" 2> "$work/server.log" &
-pids+=($!)
-addr=""
-for _ in $(seq 200); do
-  addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server.log"); [ -n "$addr" ] && break; sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/server.log" >&2; exit 1; }
-export RBS_REMOTE=$addr
-"$rbs" remote worker --name w1 --work-dir "$work/w1" --cpus 64 --job-slots 64 --action-slots 2 2> "$work/worker.log" &
-pids+=($!)
-for _ in $(seq 200); do grep -q registered "$work/worker.log" && break; sleep 0.1; done
+start_server "$work/server.log"
+start_worker w1 --cpus 64 --job-slots 64 --action-slots 2
 export XDG_CACHE_HOME=$work/cache
 (cd "$ws" && "$rbs" build //bench:pipeline >/dev/null 2>&1)
 

@@ -23,38 +23,15 @@ set -euo pipefail
 N=${1:-1000}
 C=${2:-20}
 L=${3:-10}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/rbs-bench-jobs.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  "$root/bench/slurm/stop.sh" "$work/slurm" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 command -v sbatch >/dev/null || { echo "slurm-wlm is not installed (apt-get install slurm-wlm)" >&2; exit 1; }
-
-now() { date +%s.%N; }
-sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
-(cd "$root" && go build -o "$work/rbs" ./cmd/rbs && go build -o "$work/jobsubmit" ./bench/jobsubmit)
-mkdir "$work/empty"
-printf 'package main\n\nfunc main() {}\n' > "$work/empty/main.go"
-printf 'module empty\n\ngo 1.22\n' > "$work/empty/go.mod"
-(cd "$work/empty" && go build -o "$work/empty-go" .)
-rbs=$work/rbs
+. "$(dirname "$0")/lib.sh"
+cleanup_more() { "$root/bench/slurm/stop.sh" "$work/slurm" >/dev/null 2>&1; }
+(cd "$root" && go build -o "$work/jobsubmit" ./bench/jobsubmit)
+build_empty_go
 
 # ---- the two clusters ----
-"$rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/rbs-data" 2> "$work/server.log" &
-pids+=($!)
-for _ in $(seq 100); do
-  addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server.log"); [ -n "$addr" ] && break; sleep 0.1
-done
-export RBS_REMOTE=$addr
-"$rbs" remote worker --name w1 --work-dir "$work/w1" --cpus 64 --job-slots 64 --action-slots 2 2> "$work/worker.log" &
-pids+=($!)
-for _ in $(seq 100); do grep -q registered "$work/worker.log" && break; sleep 0.1; done
+start_server "$work/server.log"
+start_worker w1 --cpus 64 --job-slots 64 --action-slots 2
 export SLURM_CONF=$("$root/bench/slurm/start.sh" "$work/slurm" | tail -1)
 mkdir -p "$work/out"
 

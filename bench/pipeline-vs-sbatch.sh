@@ -42,24 +42,10 @@ S=${1:-10}
 W=${2:-100}
 ROUNDS=${3:-3}
 N=$((S * W))
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/rbs-bench-pipeline.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  "$root/bench/slurm/stop.sh" "$work/slurm" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 command -v sbatch >/dev/null || { echo "slurm-wlm is not installed (apt-get install -y slurm-wlm)" >&2; exit 1; }
-
-now() { date +%s.%N; }
-sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
-median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
 # RBS=/path/to/rbs uses that binary instead of building this tree's.
-if [ -n "${RBS:-}" ]; then cp "$RBS" "$work/rbs"; else (cd "$root" && go build -o "$work/rbs" ./cmd/rbs); fi
-rbs=$work/rbs
+. "$(dirname "$0")/lib.sh"
+cleanup_more() { "$root/bench/slurm/stop.sh" "$work/slurm" >/dev/null 2>&1; }
 
 # ---- the workspace ----
 ws=$work/ws
@@ -89,14 +75,7 @@ chmod +x "$ws/dag/step.sh"
 } > "$ws/dag/BUILD.rbs"
 
 # ---- the two clusters (rbs without a worker: its jobs stay PENDING) ----
-"$rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/rbs-data" 2> "$work/server.log" &
-pids+=($!)
-addr=""
-for _ in $(seq 200); do
-  addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server.log"); [ -n "$addr" ] && break; sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/server.log" >&2; exit 1; }
-export RBS_REMOTE=$addr
+start_server "$work/server.log"
 export SLURM_CONF=$("$root/bench/slurm/start.sh" "$work/slurm" | tail -1)
 
 rbs_side() {

@@ -49,26 +49,15 @@ NFILES=${2:-10000}
 ROUNDS=${3:-3}
 NBIG=100
 NDIRS=99
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/rbs-bench-stage.XXXXXX)
-pids=()
+command -v rsync >/dev/null || { echo "rsync is not installed (apt-get install -y rsync)" >&2; exit 1; }
+[ "$NFILES" -gt "$NBIG" ] || { echo "NFILES must be above $NBIG" >&2; exit 2; }
+# RBS=/path/to/rbs uses that binary instead of building this tree's.
+. "$(dirname "$0")/lib.sh"
 stop_cluster() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
 }
-cleanup() { stop_cluster; rm -rf "$work"; }
-trap cleanup EXIT
-command -v rsync >/dev/null || { echo "rsync is not installed (apt-get install -y rsync)" >&2; exit 1; }
-[ "$NFILES" -gt "$NBIG" ] || { echo "NFILES must be above $NBIG" >&2; exit 2; }
-
-now() { date +%s.%N; }
-sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", a-b}'; }
-median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
-# RBS=/path/to/rbs uses that binary instead of building this tree's.
-if [ -n "${RBS:-}" ]; then cp "$RBS" "$work/rbs"; else (cd "$root" && go build -o "$work/rbs" ./cmd/rbs); fi
-rbs=$work/rbs
 export XDG_CACHE_HOME=$work/cache
 
 # ---- the tree ----
@@ -96,17 +85,8 @@ change_one() { change=$((change + 1)); head -c "$small_size" /dev/urandom > "$tr
 # ---- one cluster per round: a fresh server data dir and worker ----
 start_cluster() {
   local r=$1
-  "$rbs" remote serve --listen 127.0.0.1:0 --data-dir "$work/data$r" 2> "$work/server$r.log" &
-  pids+=($!)
-  addr=""
-  for _ in $(seq 200); do
-    addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server$r.log"); [ -n "$addr" ] && break; sleep 0.1
-  done
-  [ -n "$addr" ] || { cat "$work/server$r.log" >&2; exit 1; }
-  export RBS_REMOTE=$addr
-  "$rbs" remote worker --name w1 --work-dir "$work/w$r" --cpus 4 --job-slots 4 --action-slots 2 2> "$work/worker$r.log" &
-  pids+=($!)
-  for _ in $(seq 200); do grep -q registered "$work/worker$r.log" && break; sleep 0.1; done
+  start_server "$work/server$r.log" --data-dir "$work/data$r"
+  start_worker "w$r" --cpus 4 --job-slots 4 --action-slots 2
 }
 finish() { stop_cluster; rm -rf "$work/data$1" "$work/w$1"; }
 
