@@ -441,9 +441,7 @@ func (s *sim) run(infos []sched.WorkerInfo) error {
 				s.meta[id] = jobMeta{kind: next.kind, duration: next.runs[i], nodes: max(int(next.jobs[0].Spec.Nodes), 1), account: acct,
 					priority: next.jobs[0].Spec.Priority, queue: next.jobs[0].Spec.Queue, asks: asksOf(sp), limitMs: sp.TimeLimitMs}
 				s.submitted[id] = s.now
-				if next.kind != array && next.kind != chain && sp.Nodes <= 1 {
-					s.waitAlike(id)
-				}
+				s.waitAlike(id)
 				if i > 0 {
 					s.after[ids[i-1]] = id
 				}
@@ -657,16 +655,19 @@ func (s *sim) requeued(n *node) {
 	}
 	s.submitted[n.id] = s.now
 	s.pendingIn[s.meta[n.id].account]++
-	if m := s.meta[n.id]; m.kind != array && m.kind != chain && m.nodes <= 1 {
-		s.waitAlike(n.id)
-	}
+	s.waitAlike(n.id)
 }
 
-// waitAlike records that single job id waits, among the jobs that ask
-// what it asks, at its place by submission (a requeued job keeps its
-// first submission's place, as the scheduler ranks it).
+// waitAlike records that job id waits, if it is a single job (not an
+// array, a gang or a link of a chain), among the jobs that ask what it
+// asks, at its place by submission (a requeued job keeps its first
+// submission's place, as the scheduler ranks it).
 func (s *sim) waitAlike(id int64) {
-	a := s.meta[id].asks
+	m := s.meta[id]
+	if m.kind == array || m.kind == chain || m.nodes > 1 {
+		return
+	}
+	a := m.asks
 	ids := s.alike[a]
 	i, _ := slices.BinarySearch(ids, id)
 	s.alike[a] = slices.Insert(ids, i, id)
