@@ -83,9 +83,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.Started == nil {
 		cfg.Started = func(string, int32) {}
 	}
-	if n, err := sweepGroups(); err != nil {
+	n, err := sweepGroups()
+	if err != nil {
 		cfg.Log.Warn("removing the memory groups of a previous worker", "err", err)
-	} else if n > 0 {
+	}
+	if n > 0 {
 		cfg.Log.Info("removed the memory groups of jobs of a previous worker", "groups", n)
 	}
 	containers, err := startContainers(ctx, cfg)

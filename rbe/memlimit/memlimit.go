@@ -56,7 +56,14 @@ type Group struct {
 
 // Overridable in tests.
 var (
-	procCgroup    = "/proc/self/cgroup"
+	// procCgroup is the calling thread's groups, not the process's: under
+	// cgroup v1, Start puts one thread (it may be the main thread, whose
+	// groups /proc/self/cgroup shows) in a job's group for a moment. A
+	// group made from that view would be made inside the job's, and the
+	// thread that started its job would go back into the job's group, to
+	// be killed with it. No other goroutine runs on the thread Start
+	// holds, so any thread reading its own groups sees the process's.
+	procCgroup    = "/proc/thread-self/cgroup"
 	procMountinfo = "/proc/self/mountinfo"
 )
 
@@ -309,8 +316,11 @@ func (g *Group) Close() error {
 }
 
 // killAll sends SIGKILL to every process in the group until it is empty.
+// This process is never killed: listed, a thread of it is in the group,
+// which is an error.
 func (g *Group) killAll(deadline time.Time) error {
 	procs := g.file("cgroup.procs")
+	self := os.Getpid()
 	for {
 		data, err := os.ReadFile(procs)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -327,9 +337,12 @@ func (g *Group) killAll(deadline time.Time) error {
 			return fmt.Errorf("memlimit: %s still lists pids %v after %v", procs, pids, closeTimeout)
 		}
 		for _, p := range pids {
-			if pid, err := strconv.Atoi(p); err == nil && pid > 0 {
+			if pid, err := strconv.Atoi(p); err == nil && pid > 0 && pid != self {
 				unix.Kill(pid, unix.SIGKILL)
 			}
+		}
+		if slices.Contains(pids, strconv.Itoa(self)) {
+			return fmt.Errorf("memlimit: a thread of this process (%d) is in %s", self, g.dir)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -512,9 +525,12 @@ func readKey(path, key string) (int64, error) {
 
 // Sweep kills the processes of, and removes, the groups beside the ones New
 // creates whose names stale accepts — the groups of a previous process that
-// died without closing them. It returns how many it removed.
+// died without closing them — with any groups inside them. It returns how
+// many it removed; one it cannot remove is reported, and the rest are
+// removed still.
 func Sweep(stale func(name string) bool) (int, error) {
 	removed := 0
+	var errs []error
 	for _, find := range []func() (string, bool){v2Parent, v1Parent} {
 		parent, ok := find()
 		if !ok {
@@ -522,22 +538,40 @@ func Sweep(stale func(name string) bool) (int, error) {
 		}
 		entries, err := os.ReadDir(parent)
 		if err != nil {
-			return removed, fmt.Errorf("memlimit: list %s: %w", parent, err)
+			errs = append(errs, fmt.Errorf("memlimit: list %s: %w", parent, err))
+			continue
 		}
 		for _, e := range entries {
 			if !e.IsDir() || !stale(e.Name()) {
 				continue
 			}
-			g := &Group{dir: filepath.Join(parent, e.Name())}
-			deadline := time.Now().Add(closeTimeout)
-			if err := g.killAll(deadline); err != nil {
-				return removed, err
-			}
-			if err := rmdir(g.dir, deadline); err != nil {
-				return removed, err
+			if err := removeTree(filepath.Join(parent, e.Name()), time.Now().Add(closeTimeout)); err != nil {
+				errs = append(errs, err)
+				continue
 			}
 			removed++
 		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
+}
+
+// removeTree kills the processes of the group at dir and of the groups
+// inside it, and removes them all, the innermost first.
+func removeTree(dir string, deadline time.Time) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("memlimit: list %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name()), deadline); err != nil {
+				return err
+			}
+		}
+	}
+	g := &Group{dir: dir}
+	if err := g.killAll(deadline); err != nil {
+		return err
+	}
+	return rmdir(dir, deadline)
 }
