@@ -423,7 +423,7 @@ func ownCgroupDir(controller, fstype, opt string) (string, bool) {
 }
 
 // cgroupPath finds the path of the given v1 controller ("" for the v2
-// unified hierarchy) in /proc/self/cgroup content.
+// unified hierarchy) in the content of a /proc cgroup file.
 func cgroupPath(data []byte, controller string) (string, bool) {
 	for line := range strings.Lines(string(data)) {
 		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
