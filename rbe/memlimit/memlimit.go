@@ -195,7 +195,8 @@ func (g *Group) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 		started := make(chan error, 1)
 		go func() {
 			// A thread that could not leave the group is not unlocked:
-			// the runtime ends it with this goroutine.
+			// the runtime ends it with this goroutine (the main thread it
+			// keeps, idle, and Close then reports it in the group).
 			runtime.LockOSThread()
 			tid := strconv.Itoa(unix.Gettid())
 			if err := writeFile(g.file("tasks"), tid); err != nil {
