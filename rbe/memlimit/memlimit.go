@@ -304,11 +304,7 @@ func (g *Group) Close() error {
 		g.stop = nil
 	}
 	if g.dir != "" {
-		deadline := time.Now().Add(closeTimeout)
-		if err := g.killAll(deadline); err != nil {
-			return err
-		}
-		if err := rmdir(g.dir, deadline); err != nil {
+		if err := g.remove(time.Now().Add(closeTimeout)); err != nil {
 			return err
 		}
 	}
@@ -570,9 +566,13 @@ func removeTree(dir string, deadline time.Time) error {
 			}
 		}
 	}
-	g := &Group{dir: dir}
+	return (&Group{dir: dir}).remove(deadline)
+}
+
+// remove kills every process in the group and removes its directory.
+func (g *Group) remove(deadline time.Time) error {
 	if err := g.killAll(deadline); err != nil {
 		return err
 	}
-	return rmdir(dir, deadline)
+	return rmdir(g.dir, deadline)
 }
