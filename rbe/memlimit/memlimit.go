@@ -304,7 +304,11 @@ func (g *Group) Close() error {
 		g.stop = nil
 	}
 	if g.dir != "" {
-		if err := g.remove(time.Now().Add(closeTimeout)); err != nil {
+		deadline := time.Now().Add(closeTimeout)
+		if err := g.killAll(deadline); err != nil {
+			return err
+		}
+		if err := rmdir(g.dir, deadline); err != nil {
 			return err
 		}
 	}
@@ -566,13 +570,9 @@ func removeTree(dir string, deadline time.Time) error {
 			}
 		}
 	}
-	return (&Group{dir: dir}).remove(deadline)
-}
-
-// remove kills every process in the group and removes its directory.
-func (g *Group) remove(deadline time.Time) error {
+	g := &Group{dir: dir}
 	if err := g.killAll(deadline); err != nil {
 		return err
 	}
-	return rmdir(g.dir, deadline)
+	return rmdir(dir, deadline)
 }
