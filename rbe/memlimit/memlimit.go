@@ -168,6 +168,9 @@ func (g *Group) Path() string { return g.dir }
 // process that exists, so the process is held until Add has set it.
 func (g *Group) PlacesAtStart() bool { return g.mode != ModeRlimit || g.limit == 0 }
 
+// v1Moves is held while Start has a thread in a cgroup v1 group.
+var v1Moves sync.Mutex
+
 // Start starts cmd with start so that its process is in the group before
 // it runs anything, with no need to hold it until Add has moved it: under
 // cgroup v2 it is cloned into the group (CLONE_INTO_CGROUP, which needs
@@ -175,6 +178,12 @@ func (g *Group) PlacesAtStart() bool { return g.mode != ModeRlimit || g.limit ==
 // forked from an OS thread the group takes in for the moment, whose groups
 // a child inherits. In rlimit mode start alone starts it (see
 // PlacesAtStart).
+//
+// Under cgroup v1 one Start at a time moves a thread: when two threads of
+// one process move into two groups at once, Linux (6.18, at least) may go on
+// listing one of them in the other's group after both have left, and
+// processes that thread forks later land there too, where the end of that
+// group's job kills them.
 func (g *Group) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	switch g.mode {
 	case ModeCgroup2:
@@ -194,6 +203,8 @@ func (g *Group) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 		leave := filepath.Join(filepath.Dir(g.dir), "tasks")
 		started := make(chan error, 1)
 		go func() {
+			v1Moves.Lock()
+			defer v1Moves.Unlock()
 			// A thread that could not leave the group is not unlocked:
 			// the runtime ends it with this goroutine (the main thread it
 			// keeps, idle, and Close then reports it in the group).
@@ -317,8 +328,9 @@ func (g *Group) Close() error {
 }
 
 // killAll sends SIGKILL to every process in the group until it is empty.
-// This process is never killed: listed, a thread of it is in the group,
-// which is an error.
+// While a thread of this process is in the group it kills nothing and
+// reports an error: this process is not to be killed, and what that thread
+// forked meanwhile is listed too, and is not the job's.
 func (g *Group) killAll(deadline time.Time) error {
 	procs := g.file("cgroup.procs")
 	self := os.Getpid()
@@ -337,13 +349,13 @@ func (g *Group) killAll(deadline time.Time) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("memlimit: %s still lists pids %v after %v", procs, pids, closeTimeout)
 		}
+		if slices.Contains(pids, strconv.Itoa(self)) {
+			return fmt.Errorf("memlimit: a thread of this process (%d) is in %s, so none of %v was killed", self, g.dir, pids)
+		}
 		for _, p := range pids {
-			if pid, err := strconv.Atoi(p); err == nil && pid > 0 && pid != self {
+			if pid, err := strconv.Atoi(p); err == nil && pid > 0 {
 				unix.Kill(pid, unix.SIGKILL)
 			}
-		}
-		if slices.Contains(pids, strconv.Itoa(self)) {
-			return fmt.Errorf("memlimit: a thread of this process (%d) is in %s", self, g.dir)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

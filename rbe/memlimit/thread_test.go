@@ -90,10 +90,26 @@ func TestCloseSparesThisProcess(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	back := inGroupV1(t, g)
-	err := g.Close()
+	// Forked by the thread in the group, as another part of this process
+	// could have done: it must not die with the group while that thread
+	// is there. It exits 3 once its stdin closes.
+	child := exec.Command("sh", "-c", "read -r _; exit 3")
+	stdin, err := child.StdinPipe()
+	if err == nil {
+		err = child.Start()
+	}
+	if err != nil {
+		back()
+		t.Fatal(err)
+	}
+	err = g.Close()
 	back()
 	if err == nil || !strings.Contains(err.Error(), "a thread of this process") {
 		t.Fatalf("Close with a thread of this process in the group: %v", err)
+	}
+	stdin.Close()
+	if err := child.Wait(); child.ProcessState.ExitCode() != 3 {
+		t.Fatalf("what a thread of this process forked in the group ended with %v, want exit status 3", err)
 	}
 	if err := g.Close(); err != nil {
 		t.Fatalf("Close once the thread left: %v", err)
@@ -135,5 +151,42 @@ func TestSweepNestedAndPastAFailure(t *testing.T) {
 	}
 	if _, err := os.Stat(outer.Path()); !os.IsNotExist(err) {
 		t.Fatalf("the stale group is still there: %v", err)
+	}
+}
+
+// Jobs started at once from many goroutines each end with a group that
+// holds no thread of this process: Start moves one thread at a time (see
+// Start for what Linux does otherwise).
+func TestConcurrentStartsLeaveNoThreadBehind(t *testing.T) {
+	v1Group(t)
+	const goroutines, starts = 8, 200
+	errs := make(chan error, goroutines)
+	for i := range goroutines {
+		go func() {
+			for n := range starts {
+				g, err := New(fmt.Sprintf("memlimit-conc-%d-%d-%d", os.Getpid(), i, n), 0)
+				if err != nil {
+					errs <- err
+					return
+				}
+				cmd := exec.Command("true")
+				if err = g.Start(cmd, (*exec.Cmd).Start); err == nil {
+					err = cmd.Wait()
+				}
+				if cerr := g.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range goroutines {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
