@@ -455,3 +455,77 @@ func writeTo(p string, flag int, s string) error {
 	}
 	return err
 }
+
+// A checked disk store hashes a blob again only when it has not found it
+// matching its key within checkedFor, or its file changed since. A flip
+// the file's change time does not show (one on the disk itself) stands
+// for the time that leaves the bytes unchecked.
+func TestDiskTrustsACheckedBlobForAWhile(t *testing.T) {
+	tests := []struct {
+		name string
+		// checkedPut stores through ContentAddressed, which checks the
+		// bytes; otherwise the first read checks them.
+		checkedPut bool
+		// rot flips a byte as the disk would, unseen by the change time;
+		// otherwise a program writes it.
+		rot       bool
+		later     time.Duration
+		wantWhole bool
+	}{
+		{"checked at Put, a flip on the disk, soon after", true, true, time.Minute, true},
+		{"checked at Put, a flip on the disk, later", true, true, checkedFor, false},
+		{"checked at Put, a write to its file", true, false, time.Minute, false},
+		{"checked by a read, a flip on the disk, soon after", false, true, time.Minute, true},
+		{"checked by a read, a write to its file", false, false, time.Minute, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Unix(1_800_000_000, 0)
+			disk, err := NewDisk(t.TempDir(), 0, WithCheckedReads(), WithClock(func() time.Time { return now }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, b := blob("some content")
+			var put Store = disk
+			if tt.checkedPut {
+				put = ContentAddressed(disk)
+			}
+			if err := PutBytes(ctx, put, d, b); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.checkedPut {
+				if got, err := GetBytes(ctx, disk, d); err != nil || string(got) != string(b) {
+					t.Fatalf("first read: %q, %v", got, err)
+				}
+			}
+			p := disk.path(d)
+			if err := os.Chmod(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := flipByte(p, 3); err != nil {
+				t.Fatal(err)
+			}
+			if tt.rot {
+				info, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				disk.mu.Lock()
+				disk.index[d].Value.(*diskEntry).ctime = changeTime(info)
+				disk.mu.Unlock()
+			}
+			now = now.Add(tt.later)
+			got, err := GetBytes(ctx, disk, d)
+			if tt.wantWhole {
+				if err != nil || len(got) != len(b) {
+					t.Fatalf("read within %v of a check: %d bytes, %v; want the file's bytes unchecked", tt.later, len(got), err)
+				}
+				return
+			}
+			if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "corrupt") {
+				t.Fatalf("read: %q, %v; want NOT_FOUND saying it was corrupt", got, err)
+			}
+		})
+	}
+}

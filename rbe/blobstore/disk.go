@@ -27,6 +27,14 @@ import (
 // which a no-op build touching thousands of cached blobs would feel.
 const touchInterval = time.Hour
 
+// checkedFor is how long a checked store trusts a blob it found to match
+// its key, while its file has not changed since (its change time, which
+// any write, truncation, chmod or time update moves, through a hard link
+// too): reads then pass its bytes on without hashing them again, as
+// Buildbarn's validation caching does. A bit flipped on the disk itself
+// leaves the change time alone; it is caught by the first read after.
+const checkedFor = 10 * time.Minute
+
 // copyBuffers holds the buffers Put copies through.
 var copyBuffers = sync.Pool{New: func() any {
 	b := make([]byte, 1<<20)
@@ -67,6 +75,10 @@ type diskEntry struct {
 	// time keeps; zero for a blob found on disk and not used since, whose
 	// time is read from its file once it is needed (see sortFound).
 	touched time.Time
+	// checked is when its content was last found to match its key, in a
+	// checked store, and ctime its file's change time then.
+	checked time.Time
+	ctime   int64
 }
 
 var _ Store = (*Disk)(nil)
@@ -231,14 +243,17 @@ func (d *Disk) Get(_ context.Context, key digest.Digest, offset int64) (io.ReadC
 		f.Close()
 		return nil, badOffset(key, offset, info.Size())
 	}
-	if !d.checked {
+	if !d.checked || (info.Size() == key.Size() && d.trusted(key, changeTime(info))) {
+		if offset == 0 {
+			return f, nil
+		}
 		if _, err := f.Seek(offset, io.SeekStart); err != nil {
 			f.Close()
 			return nil, status.Errorf(codes.Internal, "reading blob %s: %v", key, err)
 		}
 		return f, nil
 	}
-	c := &checkedBlob{f: f, d: d, key: key, v: digest.NewVerifier(key)}
+	c := &checkedBlob{f: f, d: d, key: key, v: digest.NewVerifier(key), ctime: changeTime(info)}
 	if info.Size() != key.Size() {
 		err := c.corrupt(fmt.Errorf("its file holds %d bytes", info.Size()))
 		f.Close()
@@ -254,11 +269,12 @@ func (d *Disk) Get(_ context.Context, key digest.Digest, offset int64) (io.ReadC
 
 // checkedBlob reads a blob's file for a store WithCheckedReads.
 type checkedBlob struct {
-	f   *os.File
-	d   *Disk
-	key digest.Digest
-	v   *digest.Verifier
-	err error
+	f     *os.File
+	d     *Disk
+	key   digest.Digest
+	v     *digest.Verifier
+	ctime int64 // of the file when it was opened
+	err   error
 }
 
 func (c *checkedBlob) Read(p []byte) (int, error) {
@@ -274,6 +290,7 @@ func (c *checkedBlob) Read(p []byte) (int, error) {
 			if cerr := c.v.Check(); cerr != nil {
 				return 0, c.corrupt(cerr)
 			}
+			c.d.found(c.key, c.ctime)
 		}
 	}
 	if err == io.EOF && c.v.Written() != c.key.Size() {
@@ -306,6 +323,41 @@ func (c *checkedBlob) corrupt(why error) error {
 	}
 	os.Remove(p)
 	return c.err
+}
+
+// trusted reports whether key's content was found to match it less than
+// checkedFor ago, in a file whose change time is still ctime.
+func (d *Disk) trusted(key digest.Digest, ctime int64) bool {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	el, ok := d.index[key]
+	if !ok {
+		return false
+	}
+	e := el.Value.(*diskEntry)
+	return e.ctime == ctime && !e.checked.IsZero() && now.Sub(e.checked) < checkedFor
+}
+
+// found records that key's content, in a file of change time ctime, was
+// found to match it just now.
+func (d *Disk) found(key digest.Digest, ctime int64) {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if el, ok := d.index[key]; ok {
+		e := el.Value.(*diskEntry)
+		e.checked, e.ctime = now, ctime
+	}
+}
+
+// changeTime is a file's change time, in nanoseconds.
+func changeTime(info os.FileInfo) int64 {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0
+	}
+	return st.Ctim.Nano()
 }
 
 // use marks key as just used and reports whether it is stored.
@@ -364,7 +416,7 @@ func modifiedAt(p string, t time.Time) bool {
 }
 
 // Put implements Store.
-func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
+func (d *Disk) Put(ctx context.Context, key digest.Digest, r io.Reader) error {
 	if d.maxSize > 0 && key.Size() > d.maxSize {
 		return status.Errorf(codes.ResourceExhausted, "blob %s is larger than the store's bound of %d bytes", key, d.maxSize)
 	}
@@ -408,14 +460,23 @@ func (d *Disk) Put(_ context.Context, key digest.Digest, r io.Reader) error {
 		os.Remove(tmp.Name())
 		return storeError(key, err)
 	}
+	var e *diskEntry
 	if el, ok := d.index[key]; ok {
-		e := el.Value.(*diskEntry)
+		e = el.Value.(*diskEntry)
 		d.size += n - e.size
 		e.size, e.touched = n, now
 		d.lru.MoveToFront(el)
 	} else {
-		d.index[key] = d.lru.PushFront(&diskEntry{key: key, size: n, touched: now})
+		e = &diskEntry{key: key, size: n, touched: now}
+		d.index[key] = d.lru.PushFront(e)
 		d.size += n
+	}
+	// Bytes that came through ContentAddressed's check match their key.
+	e.checked, e.ctime = time.Time{}, 0
+	if d.checked && putChecked(ctx) {
+		if info, err := os.Lstat(final); err == nil {
+			e.checked, e.ctime = now, changeTime(info)
+		}
 	}
 	victims := d.evictLocked()
 	d.mu.Unlock()

@@ -44,11 +44,22 @@ func (v verifying) FindMissing(ctx context.Context, ds []digest.Digest) ([]diges
 
 func (v verifying) Put(ctx context.Context, d digest.Digest, r io.Reader) error {
 	vr := &verifyingReader{r: r, v: digest.NewVerifier(d)}
-	err := v.Store.Put(ctx, d, vr)
+	err := v.Store.Put(context.WithValue(ctx, checkedPut{}, true), d, vr)
 	if vr.err != nil {
 		return status.Error(codes.InvalidArgument, vr.err.Error())
 	}
 	return err
+}
+
+// checkedPut marks the context of a Put whose bytes ContentAddressed
+// checks: a store below it that has stored them (the check passed, or its
+// Put would have failed) may trust that they match their key.
+type checkedPut struct{}
+
+// putChecked reports whether ctx is that of a checked Put.
+func putChecked(ctx context.Context) bool {
+	checked, _ := ctx.Value(checkedPut{}).(bool)
+	return checked
 }
 
 // verifyingReader hashes what passes through it and turns the final EOF into
