@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -257,5 +258,33 @@ func TestNoLeaks(t *testing.T) {
 				t.Errorf("worker %s's %s directory holds %d entries after the load, want none", w.Name, dir, len(entries))
 			}
 		}
+		// A memory group a job's end could not remove is a leak too.
+		if left := jobGroups(t, w.cmd.Process.Pid); len(left) != 0 {
+			t.Errorf("worker %s left %d job memory groups after the load: %v", w.Name, len(left), left)
+		}
 	}
+}
+
+// jobGroups lists the memory groups under /sys/fs/cgroup that the worker
+// of process pid made for its jobs (rbs-job-PID-...).
+func jobGroups(t *testing.T, pid int) []string {
+	t.Helper()
+	prefix := fmt.Sprintf("rbs-job-%d-", pid)
+	var found []string
+	err := filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), prefix) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
