@@ -80,7 +80,8 @@ func New(name string, limit int64) (*Group, error) {
 	}
 	g := &Group{limit: limit}
 
-	if parent, ok := v2Parent(); ok {
+	where := parents()
+	if parent := where.v2; parent != "" {
 		dir := filepath.Join(parent, name)
 		err := os.Mkdir(dir, 0o755)
 		if err == nil {
@@ -96,7 +97,7 @@ func New(name string, limit int64) (*Group, error) {
 		}
 	}
 
-	if parent, ok := v1Parent(); ok {
+	if parent := where.v1; parent != "" {
 		dir := filepath.Join(parent, name)
 		err := os.Mkdir(dir, 0o755)
 		if err == nil {
@@ -378,6 +379,26 @@ func rmdir(dir string, deadline time.Time) error {
 
 func (g *Group) file(name string) string { return filepath.Join(g.dir, name) }
 
+// groupParents is where New makes groups: this process's cgroup v2
+// directory and its cgroup v1 memory directory, each "" where it cannot.
+type groupParents struct{ v2, v1 string }
+
+// parents finds the groupParents once: a process's own groups stay where
+// they are while it runs, and finding them reads /proc/self/mountinfo,
+// which was a tenth of a worker's time per job.
+var parents = sync.OnceValue(findParents)
+
+func findParents() groupParents {
+	var p groupParents
+	if dir, ok := v2Parent(); ok {
+		p.v2 = dir
+	}
+	if dir, ok := v1Parent(); ok {
+		p.v1 = dir
+	}
+	return p
+}
+
 // v2Parent returns this process's cgroup v2 directory if the memory
 // controller is available there and enabled (or can be enabled) for its
 // children.
@@ -544,9 +565,9 @@ func readKey(path, key string) (int64, error) {
 func Sweep(stale func(name string) bool) (int, error) {
 	removed := 0
 	var errs []error
-	for _, find := range []func() (string, bool){v2Parent, v1Parent} {
-		parent, ok := find()
-		if !ok {
+	where := parents()
+	for _, parent := range []string{where.v2, where.v1} {
+		if parent == "" {
 			continue
 		}
 		entries, err := os.ReadDir(parent)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -166,9 +167,9 @@ func TestCloseKillsLeftoversAndRemovesGroup(t *testing.T) {
 }
 
 func TestRlimitFallback(t *testing.T) {
-	old := procCgroup
-	procCgroup = filepath.Join(t.TempDir(), "no-such-file")
-	defer func() { procCgroup = old }()
+	old, oldParents := procCgroup, parents
+	procCgroup, parents = filepath.Join(t.TempDir(), "no-such-file"), sync.OnceValue(findParents)
+	defer func() { procCgroup, parents = old, oldParents }()
 
 	g, err := New("fallback", 256*mib)
 	if err != nil {
