@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -64,10 +65,11 @@ func v1Group(t *testing.T) *Group {
 	return g
 }
 
-// While the main thread is in a group (as Start may hold it), a group made
-// from another thread is made beside that group, not inside it: inside,
-// the thread that starts its job would go back into the first group, and
-// be killed when that group's job ends.
+// While the main thread is in a group (as Start may hold it), this
+// process's groups found from another thread are its own, and a group made
+// then is made beside that group, not inside it: inside, the thread that
+// starts its job would go back into the first group, and be killed when
+// that group's job ends.
 func TestNewBesideAGroupAThreadIsIn(t *testing.T) {
 	a := v1Group(t)
 	var back func()
@@ -77,14 +79,18 @@ func TestNewBesideAGroupAThreadIsIn(t *testing.T) {
 	if !strings.Contains(string(own), "/"+filepath.Base(a.Path())+"\n") {
 		t.Fatalf("the main thread is not in %s:\n%s", a.Path(), own)
 	}
+	// Found anew, now, rather than as New found them before.
+	old := parents
+	parents = sync.OnceValue(findParents)
+	defer func() { parents = old }()
 	b := newKernelGroup(t, 0)
 	if filepath.Dir(b.Path()) != filepath.Dir(a.Path()) {
 		t.Fatalf("made %s, want it beside %s", b.Path(), a.Path())
 	}
 }
 
-// Closing a group that a thread of this process is in kills what else is
-// in it and reports the thread, never killing this process.
+// Closing a group that a thread of this process is in reports the thread
+// and kills nothing: neither this process nor what that thread forked.
 func TestCloseSparesThisProcess(t *testing.T) {
 	g := v1Group(t)
 	runtime.LockOSThread()
