@@ -1,11 +1,13 @@
 package sched
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/rbs-build/rbs/proto/jobspb"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // same fails unless the View answers List, Show, Queues, Counts and the
@@ -54,6 +56,18 @@ func (h *harness) same(what string) {
 		for w, n := range r.JobSlotsUsed() {
 			if wantS[w] != n {
 				h.t.Fatalf("%s: the view has %d slots in use on %s, the core %d", what, n, w, wantS[w])
+			}
+		}
+		// Each worker's copy runs the copies of the jobs it runs.
+		for name, w := range c.workers {
+			cw := r.workers[name]
+			if cw == nil || len(cw.running) != len(w.running) || cw.usedCPUs != w.usedCPUs {
+				h.t.Fatalf("%s: the view's worker %s is %+v, the core's %+v", what, name, cw, w)
+			}
+			for k := range w.running {
+				if j := cw.running[k]; j == nil || j != r.jobs[k] {
+					h.t.Fatalf("%s: the view's worker %s runs %v as %p, the view's job is %p", what, name, k, j, r.jobs[k])
+				}
 			}
 		}
 	})
@@ -126,4 +140,114 @@ func TestViewPublishDoesNotWaitForReaders(t *testing.T) {
 		}
 	})
 	h.same("after a deferred publication")
+}
+
+// TestCloneRecord checks the written-out clone against every field of a
+// JobRecord and its nested messages, each set to a value other than its
+// zero: a field added to the proto and not to cloneRecord fails it.
+func TestCloneRecord(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  *jobspb.JobRecord
+	}{
+		{"empty", &jobspb.JobRecord{}},
+		{"every field set", filled(t, &jobspb.JobRecord{}).(*jobspb.JobRecord)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := cloneRecord(tt.rec)
+			if !proto.Equal(got, tt.rec) {
+				t.Fatalf("clone differs:\n got %v\nwant %v", got, tt.rec)
+			}
+			if len(tt.rec.Nodes) == 0 {
+				return
+			}
+			// The clone shares nothing the Core changes in place.
+			tt.rec.Nodes[0].State, tt.rec.Nodes[0].GpuIndices[0] = "CHANGED", -7
+			tt.rec.GpuIndices[0], tt.rec.History[0].State = -7, "CHANGED"
+			if got.Nodes[0].State == "CHANGED" || got.Nodes[0].GpuIndices[0] == -7 || got.GpuIndices[0] == -7 || got.History[0].State == "CHANGED" {
+				t.Fatalf("the clone shares its nodes, GPU indices or history with the record: %v", got)
+			}
+		})
+	}
+}
+
+// filled sets every field of m, and of the messages it holds, to a value
+// other than its zero: two elements in each list, one entry in each map.
+func filled(t *testing.T, m proto.Message) proto.Message {
+	var fill func(m protoreflect.Message, depth int)
+	fill = func(m protoreflect.Message, depth int) {
+		fields := m.Descriptor().Fields()
+		for i := 0; i < fields.Len(); i++ {
+			f := fields.Get(i)
+			switch {
+			case f.IsMap():
+				mp := m.Mutable(f).Map()
+				mp.Set(scalar(t, f.MapKey(), 1).MapKey(), mapValue(t, mp, f.MapValue(), fill, depth))
+			case f.IsList():
+				l := m.Mutable(f).List()
+				for n := 1; n <= 2; n++ {
+					if f.Message() != nil {
+						e := l.NewElement()
+						if depth < 3 {
+							fill(e.Message(), depth+1)
+						}
+						l.Append(e)
+					} else {
+						l.Append(scalar(t, f, n))
+					}
+				}
+			case f.Message() != nil:
+				if depth < 3 {
+					fill(m.Mutable(f).Message(), depth+1)
+				}
+			default:
+				m.Set(f, scalar(t, f, 1))
+			}
+		}
+	}
+	fill(m.ProtoReflect(), 0)
+	return m
+}
+
+// mapValue is a value for a map field's entry: a filled message, or a
+// scalar.
+func mapValue(t *testing.T, mp protoreflect.Map, f protoreflect.FieldDescriptor, fill func(protoreflect.Message, int), depth int) protoreflect.Value {
+	if f.Message() != nil {
+		v := mp.NewValue()
+		if depth < 3 {
+			fill(v.Message(), depth+1)
+		}
+		return v
+	}
+	return scalar(t, f, 1)
+}
+
+// scalar is a value of f's kind other than its zero, n telling elements
+// of a list apart.
+func scalar(t *testing.T, f protoreflect.FieldDescriptor, n int) protoreflect.Value {
+	switch f.Kind() {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(protoreflect.EnumNumber(n))
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(int32(n))
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(int64(n))
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(uint32(n))
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64(uint64(n))
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(float32(n))
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(float64(n))
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString(fmt.Sprint(f.Name(), n))
+	case protoreflect.BytesKind:
+		return protoreflect.ValueOfBytes([]byte(fmt.Sprint(f.Name(), n)))
+	}
+	t.Fatalf("field %s: kind %v not handled", f.FullName(), f.Kind())
+	return protoreflect.Value{}
 }
