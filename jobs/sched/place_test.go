@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -451,4 +452,35 @@ func TestKeptCandidatesGrow(t *testing.T) {
 			t.Errorf("after the first %d candidates were used up, %d are kept; want %d", first, e.keep, 2*first)
 		}
 	}
+}
+
+// TestMoveTo checks moveTo against taking the candidate out and putting
+// its new score in, for each place it can start from and go to.
+func TestMoveTo(t *testing.T) {
+	ws := make([]*worker, 6)
+	for i := range ws {
+		ws[i] = &worker{name: fmt.Sprint("w", i)}
+	}
+	base := func() []scored {
+		return []scored{{ws[0], 1}, {ws[1], 2}, {ws[2], 2}, {ws[3], 4}, {ws[4], 5}, {ws[5], 7}}
+	}
+	for i := range ws {
+		for _, score := range []float64{0, 1, 2, 3, 4.5, 5, 6, 8} {
+			s := scored{ws[i], score}
+			want := slices.Delete(base(), i, i+1)
+			at, _ := slices.BinarySearchFunc(want, s, byTightness)
+			want = slices.Insert(want, at, s)
+			if got := moveTo(base(), i, s); !slices.Equal(got, want) {
+				t.Errorf("moving %s to %v: got %v, want %v", ws[i].name, score, names(got), names(want))
+			}
+		}
+	}
+}
+
+func names(ss []scored) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, fmt.Sprint(s.w.name, "=", s.s))
+	}
+	return out
 }

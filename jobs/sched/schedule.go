@@ -512,25 +512,45 @@ func (e *kept) catchUp(c *Core, changed []*worker) {
 	e.seen = len(changed)
 	for _, w := range since {
 		old, in := e.scores[w]
-		if !in {
-			continue
-		}
-		delete(e.scores, w)
-		switch i, _ := slices.BinarySearchFunc(e.ok, scored{w, old}, byTightness); i {
-		case 0: // the workers just started on are most often the tightest
-			e.ok = e.ok[1:]
-		default:
-			e.ok = slices.Delete(e.ok, i, i+1)
-		}
-	}
-	for _, w := range since {
-		if c.fits(e.j, w, current) {
+		passes := c.fits(e.j, w, current)
+		switch {
+		case in && passes:
+			// It moves to its new place: most often the tightest, where
+			// it was.
+			s := scored{w, score(e.j, w)}
+			e.scores[w] = s.s
+			i, _ := slices.BinarySearchFunc(e.ok, scored{w, old}, byTightness)
+			e.ok = moveTo(e.ok, i, s)
+		case in:
+			delete(e.scores, w)
+			i, _ := slices.BinarySearchFunc(e.ok, scored{w, old}, byTightness)
+			if i == 0 {
+				e.ok = e.ok[1:]
+			} else {
+				e.ok = slices.Delete(e.ok, i, i+1)
+			}
+		case passes:
 			s := scored{w, score(e.j, w)}
 			i, _ := slices.BinarySearchFunc(e.ok, s, byTightness)
 			e.ok = slices.Insert(e.ok, i, s)
 			e.scores[w] = s.s
 		}
 	}
+}
+
+// moveTo replaces ok[i] with s, which keeps ok ordered by tightness,
+// shifting only the candidates between the old place and the new.
+func moveTo(ok []scored, i int, s scored) []scored {
+	j, _ := slices.BinarySearchFunc(ok, s, byTightness)
+	switch {
+	case j <= i:
+		copy(ok[j+1:i+1], ok[j:i])
+	default:
+		j-- // its place once ok[i] is out
+		copy(ok[i:j], ok[i+1:j+1])
+	}
+	ok[j] = s
+	return ok
 }
 
 // short reports whether e can no longer tell the tightest workers for a
