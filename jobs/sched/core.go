@@ -119,11 +119,15 @@ func (k Key) compare(o Key) int {
 	return cmp.Compare(k.Index, o.Index)
 }
 
-func (k Key) String() string {
-	if k.Index < 0 {
-		return strconv.FormatInt(k.ID, 10)
+func (k Key) String() string { return string(k.append(make([]byte, 0, 24))) }
+
+// append appends k's String form to b.
+func (k Key) append(b []byte) []byte {
+	b = strconv.AppendInt(b, k.ID, 10)
+	if k.Index >= 0 {
+		b = strconv.AppendInt(append(b, '_'), int64(k.Index), 10)
 	}
-	return fmt.Sprintf("%d_%d", k.ID, k.Index)
+	return b
 }
 
 type job struct {
@@ -674,7 +678,9 @@ func (c *Core) dropTask(task string) {
 	delete(c.byTask, task)
 }
 
-func taskID(j *job) string { return fmt.Sprintf("%s#%d", j.key, j.rec.Attempts) }
+func taskID(j *job) string {
+	return string(strconv.AppendInt(append(j.key.append(make([]byte, 0, 32)), '#'), int64(j.rec.Attempts), 10))
+}
 
 func (c *Core) touch(j *job) {
 	c.dirty[j.key] = j

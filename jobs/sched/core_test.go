@@ -870,3 +870,25 @@ func TestReconcileWithHeartbeats(t *testing.T) {
 		t.Fatalf("after the end, sent %v, want its Ack", out)
 	}
 }
+
+func TestKeyAndTaskIDForms(t *testing.T) {
+	tests := []struct {
+		key      Key
+		attempts int32
+		str      string
+		task     string
+	}{
+		{Key{1, -1}, 0, "1", "1#0"},
+		{Key{12, 3}, 2, "12_3", "12_3#2"},
+		{Key{9007199254740993, 0}, 1, "9007199254740993_0", "9007199254740993_0#1"},
+	}
+	for _, tt := range tests {
+		if got := tt.key.String(); got != tt.str {
+			t.Errorf("%#v.String() = %q, want %q", tt.key, got, tt.str)
+		}
+		j := &job{key: tt.key, rec: &jobspb.JobRecord{Attempts: tt.attempts}}
+		if got := taskID(j); got != tt.task {
+			t.Errorf("taskID of %v attempt %d = %q, want %q", tt.key, tt.attempts, got, tt.task)
+		}
+	}
+}

@@ -129,10 +129,17 @@ func (c *Core) Publish(wait bool) bool {
 	c.ran = ran
 	c.workersSeen = map[string]bool{} // made anew, as c.seen
 	r.windows = maps.Clone(c.windows) // windows are replaced, never changed
-	r.usage = make(map[string]*usage, len(c.usage))
+	// Users are never forgotten: each copy is made once and overwritten.
+	if r.usage == nil {
+		r.usage = make(map[string]*usage, len(c.usage))
+	}
 	for user, u := range c.usage {
-		cu := *u
-		r.usage[user] = &cu
+		cu := r.usage[user]
+		if cu == nil {
+			cu = new(usage)
+			r.usage[user] = cu
+		}
+		*cu = *u
 	}
 	r.fair = c.fair // never changed while the replica holds it (refreshShares)
 	v.published = c.cfg.Now()

@@ -18,6 +18,7 @@ func (h *harness) same(what string) {
 	c := h.c
 	all := Filter{History: true}
 	want, wantQ, wantN, wantS := c.List(all), c.Queues(), c.Counts(), c.JobSlotsUsed()
+	wantShares := c.Shares()
 	wantShow := map[string][]*jobspb.JobInfo{}
 	for _, j := range want {
 		keys, _ := c.Lookup(j.Id)
@@ -58,6 +59,9 @@ func (h *harness) same(what string) {
 				h.t.Fatalf("%s: the view has %d slots in use on %s, the core %d", what, n, w, wantS[w])
 			}
 		}
+		if got := r.Shares(); !proto.Equal(got, wantShares) {
+			h.t.Fatalf("%s: the view's shares\n%v\nthe core's\n%v", what, got, wantShares)
+		}
 		// Each worker's copy runs the copies of the jobs it runs.
 		for name, w := range c.workers {
 			cw := r.workers[name]
@@ -83,6 +87,7 @@ func TestViewFollowsCore(t *testing.T) {
 	h.same("submitted")
 	h.step()
 	h.same("started")
+	h.advance(time.Minute) // usage to share out
 	h.finish(a, -1, Completed)
 	h.step()
 	h.same("one ended")
