@@ -531,6 +531,11 @@ func (e *kept) catchUp(c *Core, changed []*worker) {
 			}
 		case passes:
 			s := scored{w, score(e.j, w)}
+			if e.boundary != nil && tighter(*e.boundary, s) {
+				// Looser than the cut: like those left out, it could be
+				// picked only once the candidates are found anew.
+				continue
+			}
 			i, _ := slices.BinarySearchFunc(e.ok, s, byTightness)
 			e.ok = slices.Insert(e.ok, i, s)
 			e.scores[w] = s.s
