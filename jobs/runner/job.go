@@ -273,13 +273,7 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 		}
 		// The output is also kept in a file until the job's end is
 		// delivered, so that what a broken stream lost can be sent again.
-		out, err := newJobOutput(rn.outputFile(a.TaskId), a.MaxOutputBytes)
-		if err != nil {
-			pr.Close()
-			pw.Close()
-			failed = "creating the job's output file: " + err.Error()
-			return process.Result{}, err
-		}
+		out := newJobOutput(rn.outputFile(a.TaskId), a.MaxOutputBytes)
 		defer out.close()
 		rn.mu.Lock()
 		rn.outputs[a.TaskId] = out
@@ -444,16 +438,20 @@ func (rn *Runner) streamOutput(task string, r io.Reader, out *jobOutput) int64 {
 	go func() {
 		defer close(copied)
 		buf := make([]byte, logChunk)
+		kept := true
 		for {
 			n, err := r.Read(buf)
-			if n > 0 {
+			if n > 0 && kept {
+				// What cannot be kept is still read, so that the job
+				// is not held up writing to a full pipe.
 				if err := out.write(buf[:n]); err != nil {
-					rn.cfg.Log.Warn("keeping a job's output", "task", task, "err", err)
-					return
-				}
-				select {
-				case more <- struct{}{}:
-				default:
+					rn.cfg.Log.Warn("keeping a job's output: the rest is dropped", "task", task, "err", err)
+					kept = false
+				} else {
+					select {
+					case more <- struct{}{}:
+					default:
+					}
 				}
 			}
 			if err != nil {

@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,12 +115,10 @@ func TestJobOutput(t *testing.T) {
 		{"sent again from the end of the head", 10, 100, 3, 5, "", "<90>" + stream(95, 100)},
 		{"sent again from the tail", 10, 100, 3, 97, "", stream(97, 100)},
 		{"all sent", 10, 100, 3, 100, "", ""},
+		{"nothing written", 10, 0, 3, 0, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := newJobOutput(filepath.Join(t.TempDir(), "out"), tc.limit)
-			if err != nil {
-				t.Fatal(err)
-			}
+			o := newJobOutput(filepath.Join(t.TempDir(), "out"), tc.limit)
 			all := stream(0, tc.size)
 			for i := 0; i < len(all); i += tc.piece {
 				if err := o.write([]byte(all[i:min(i+tc.piece, len(all))])); err != nil {
@@ -135,11 +135,17 @@ func TestJobOutput(t *testing.T) {
 			if got := sent(t, o, tc.from); got != tc.ended {
 				t.Errorf("once ended: %q, want %q", got, tc.ended)
 			}
-			fi, err := os.Stat(o.path)
-			if err != nil {
-				t.Fatal(err)
+			if err := o.write([]byte("late")); err == nil {
+				t.Error("a write after close succeeded")
 			}
-			if tc.limit > 0 && fi.Size() > tc.limit {
+			fi, err := os.Stat(o.path)
+			switch {
+			case tc.size == 0 && !errors.Is(err, fs.ErrNotExist):
+				t.Errorf("nothing was written, but the file is there (%v)", err)
+			case tc.size == 0:
+			case err != nil:
+				t.Fatal(err)
+			case tc.limit > 0 && fi.Size() > tc.limit:
 				t.Errorf("the file holds %d bytes, over the cap %d", fi.Size(), tc.limit)
 			}
 		})

@@ -431,3 +431,24 @@ func TestJobCheckpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputThatCannotBeKept: when the worker cannot keep a job's output
+// (here its file's path is taken by a directory), the output is dropped
+// and the job goes on: it is not held up writing to a full pipe.
+func TestOutputThatCannotBeKept(t *testing.T) {
+	r := newJobRig(t)
+	const task = "dropped-output"
+	if err := os.Mkdir(r.rn.outputFile(task), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	end := r.rn.Run(context.Background(), &workerpb.AssignJob{
+		TaskId: task,
+		// Far more than a pipe holds; the time limit only ends a job held
+		// up for good.
+		Script:      "head -c 4194304 /dev/zero\n",
+		TimeLimitMs: 60_000,
+	})
+	if end.State != "COMPLETED" {
+		t.Fatalf("the job ended %s (%s), want COMPLETED", end.State, end.Message)
+	}
+}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"sync"
@@ -15,30 +16,40 @@ type jobOutput struct {
 	path       string
 	head, tail int64 // the most each part holds; the file is head, then the ring
 
-	mu    sync.Mutex
-	f     *os.File // nil once closed; reads then open path
-	size  int64    // how much the attempt wrote
-	ended bool
+	mu sync.Mutex
+	// f is made at the first write: most jobs of an array write nothing,
+	// and a file made and removed was a tenth of the worker's time per job.
+	// It is nil before, and once closed; reads then open path.
+	f      *os.File
+	closed bool
+	size   int64 // how much the attempt wrote
+	ended  bool
 }
 
-// newJobOutput creates the file of an attempt's output under a cap (0 for
-// none), readable by the worker only.
-func newJobOutput(path string, limit int64) (*jobOutput, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	o := &jobOutput{path: path, f: f, head: math.MaxInt64}
+// newJobOutput returns the output of an attempt, kept under a cap (0 for
+// none) in a file at path, readable by the worker only, once it writes.
+func newJobOutput(path string, limit int64) *jobOutput {
+	o := &jobOutput{path: path, head: math.MaxInt64}
 	if limit > 0 {
 		o.head, o.tail = limit/2, limit-limit/2
 	}
-	return o, nil
+	return o
 }
 
 // write keeps p, the next bytes the attempt wrote.
 func (o *jobOutput) write(p []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.f == nil {
+		if o.closed {
+			return fmt.Errorf("writing to the closed output %s", o.path)
+		}
+		f, err := os.OpenFile(o.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return err
+		}
+		o.f = f
+	}
 	for len(p) > 0 {
 		n := int64(len(p))
 		at := o.size
@@ -79,6 +90,7 @@ func (o *jobOutput) close() {
 		o.f.Close()
 		o.f = nil
 	}
+	o.closed = true
 }
 
 // read returns up to limit bytes to send from offset off on: part of the
