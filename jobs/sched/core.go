@@ -152,8 +152,11 @@ type job struct {
 	// array's cap (see park).
 	parked bool
 	// forRoom says it is pending for lack of room (rec's PendingReason is
-	// Resources), which a round reads without the record.
+	// Resources), which a round reads without the record; set it with
+	// setForRoom, which keeps its class's copy.
 	forRoom bool
+	// at is its place in class.jobs, while class is set.
+	at int
 	// query is its spec's interned fitQuery, while queryEpoch is the
 	// Core's (see interns).
 	query      *fitQuery
@@ -173,6 +176,14 @@ func (j *job) node(task string) *jobspb.Node {
 }
 
 func (j *job) state() State { return State(j.rec.State) }
+
+// setForRoom sets j.forRoom, and the copy its class keeps for the sweep.
+func (j *job) setForRoom(v bool) {
+	j.forRoom = v
+	if j.class != nil {
+		j.class.skips[j.at].forRoom = v
+	}
+}
 
 type worker struct {
 	name     string
@@ -630,7 +641,7 @@ func emptyCore(cfg Config) *Core {
 func (c *Core) add(j *job) {
 	j.base = int64(j.spec.Priority) + int64(c.queues[j.spec.Queue].Priority)
 	j.submit = j.rec.SubmitUnixMs
-	j.forRoom = j.state() == Pending && j.rec.PendingReason == ReasonResources
+	j.setForRoom(j.state() == Pending && j.rec.PendingReason == ReasonResources)
 	c.jobs[j.key] = j
 	c.counts[j.state()]++
 	if j.state() == Pending {
@@ -694,7 +705,7 @@ func (c *Core) setReason(j *job, reason string) {
 		j.rec.PendingReason = reason
 		c.seen[j.key] = true
 	}
-	j.forRoom = reason == ReasonResources
+	j.setForRoom(reason == ReasonResources)
 }
 
 func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
@@ -979,7 +990,7 @@ func (c *Core) move(j *job, to State) {
 			c.leaveClass(j)
 		}
 		delete(c.pending, j.key)
-		j.forRoom = false
+		j.setForRoom(false)
 	}
 	if to == Completed {
 		c.remember(j)

@@ -109,6 +109,17 @@ func checkIndexes(c *Core) error {
 	if !slices.IsSortedFunc(c.victims.es, func(a, b victim) int { return started(a.placed, b.placed) }) {
 		return fmt.Errorf("the victim index is out of order")
 	}
+	for _, cl := range c.classes {
+		if len(cl.skips) != len(cl.jobs) {
+			return fmt.Errorf("class %v keeps %d skips for %d jobs", cl.key, len(cl.skips), len(cl.jobs))
+		}
+		for i, j := range cl.jobs {
+			if j.class != cl || j.at != i || cl.skips[i].forRoom != j.forRoom {
+				return fmt.Errorf("job %s at %d of class %v: its class %p, place %d, forRoom %v; the class's copy %v",
+					j.key, i, cl.key, j.class, j.at, j.forRoom, cl.skips[i].forRoom)
+			}
+		}
+	}
 	return nil
 }
 

@@ -22,7 +22,21 @@ import (
 type waitClass struct {
 	key  classKey
 	jobs []*job
-	gone int
+	// skips holds, for each of jobs at the same place, what a round's
+	// sweep reads to pass a job over without reading the job: the sweep
+	// goes through up to sweepPerLookback times the Lookback of them a
+	// round, and a read of each job was a fifth of a queued round's time.
+	skips []skip
+	gone  int
+}
+
+// skip is what the sweep reads of a job in its class (see passes in
+// Schedule): forRoom, kept by job.setForRoom, and its interned fitQuery
+// as of the Core's queryEpoch epoch (nil until asked).
+type skip struct {
+	query   *fitQuery
+	epoch   uint32
+	forRoom bool
 }
 
 type classKey struct {
@@ -68,11 +82,16 @@ func (c *Core) enterClass(j *job) {
 			cl = &waitClass{key: k}
 			c.classes[k] = cl
 		}
+		sk := skip{forRoom: j.forRoom}
 		if n := len(cl.jobs); n == 0 || submitted(cl.jobs[n-1], j) < 0 {
-			cl.jobs = append(cl.jobs, j) // most come last
+			j.at = n
+			cl.jobs, cl.skips = append(cl.jobs, j), append(cl.skips, sk) // most come last
 		} else {
 			i, _ := slices.BinarySearchFunc(cl.jobs, j, submitted)
-			cl.jobs = slices.Insert(cl.jobs, i, j)
+			cl.jobs, cl.skips = slices.Insert(cl.jobs, i, j), slices.Insert(cl.skips, i, sk)
+			for k := i; k < len(cl.jobs); k++ {
+				cl.jobs[k].at = k
+			}
 		}
 		j.class = cl
 	}
@@ -100,13 +119,17 @@ func (c *Core) readyClasses() {
 		if cl.gone == 0 {
 			continue
 		}
-		cl.jobs = slices.DeleteFunc(cl.jobs, func(j *job) bool {
+		kept := 0
+		for i, j := range cl.jobs {
 			if j.state() == Pending && !j.parked {
-				return false
+				cl.jobs[kept], cl.skips[kept], j.at = j, cl.skips[i], kept
+				kept++
+			} else {
+				j.class = nil
 			}
-			j.class = nil
-			return true
-		})
+		}
+		clear(cl.jobs[kept:])
+		cl.jobs, cl.skips = cl.jobs[:kept], cl.skips[:kept]
 		cl.gone = 0
 		if len(cl.jobs) == 0 {
 			delete(c.classes, k)
@@ -162,14 +185,14 @@ func (q *queue) pop(c *Core, nowMs int64) *job {
 	return j
 }
 
-// popSkipping is pop, but up to most of the jobs of the class that skip
-// (when set) reports are passed over before the class's next is brought
-// up; it returns how many.
-func (q *queue) popSkipping(c *Core, nowMs int64, skip func(*job) bool, most int) (*job, int) {
+// popSkipping is pop, but up to most of the jobs of the class that pass
+// (when set) reports, given their class and place, are passed over before
+// the class's next is brought up; it returns how many.
+func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, most int) (*job, int) {
 	h := &(*q)[0]
 	j := h.r.job
 	skipped := 0
-	for h.at++; skip != nil && skipped < most && h.at < len(h.cl.jobs) && skip(h.cl.jobs[h.at]); h.at++ {
+	for h.at++; pass != nil && skipped < most && h.at < len(h.cl.jobs) && pass(h.cl, h.at); h.at++ {
 		skipped++
 	}
 	if h.at < len(h.cl.jobs) {

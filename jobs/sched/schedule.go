@@ -286,10 +286,21 @@ func (c *Core) Schedule() {
 		// of the round once it holds, so those after j in its class that
 		// pass are passed over now, unranked and off the heap.
 		var passes func(*job) bool
+		var passesAt func(*waitClass, int) bool // passes, from the class's copy
 		if res != nil && !c.quotas && len(c.windows) == 0 {
 			passes = func(j *job) bool { return j.forRoom && noRoom[c.interns(j)] }
+			passesAt = func(cl *waitClass, i int) bool {
+				sk := &cl.skips[i]
+				if !sk.forRoom {
+					return false
+				}
+				if sk.query == nil || sk.epoch != c.queryEpoch {
+					sk.query, sk.epoch = c.interns(cl.jobs[i]), c.queryEpoch
+				}
+				return noRoom[sk.query]
+			}
 		}
-		j, skipped := queue.popSkipping(c, nowMs, passes, sweepPerLookback*c.cfg.Lookback-passed)
+		j, skipped := queue.popSkipping(c, nowMs, passesAt, sweepPerLookback*c.cfg.Lookback-passed)
 		passed += skipped
 		if resumed && (j.state() != Pending || j.parked) {
 			continue // it started, or was parked, before the round resumed
