@@ -192,15 +192,16 @@ func (r *Core) patch(k Key, live *job) {
 		}
 		return
 	}
-	rec := cloneRecord(live.rec)
 	if old == nil {
-		live.copy = &job{rec: rec, spec: live.spec, key: k}
+		live.copy = &job{rec: cloneRecord(live.rec), spec: live.spec, key: k}
 		r.add(live.copy)
 		return
 	}
 	live.copy = old
 	r.counts[old.state()]--
-	old.rec = rec
+	// Overwritten, not replaced: no reader keeps a record of the replica
+	// past its Read (they hand out clones), and Publish holds the View.
+	copyRecord(old.rec, live.rec)
 	r.counts[old.state()]++
 	if old.state() == Pending {
 		r.pending[k] = old
@@ -211,52 +212,60 @@ func (r *Core) patch(k Key, live *job) {
 
 // cloneRecord is proto.Clone for a JobRecord, written out: Publish copies
 // every record that changed, and the reflective Clone was a quarter of
-// its time. Nodes, which the Core changes in place, are copied as well;
-// the rarer nested messages go through proto.Clone. TestCloneRecord fails
-// once a field is added here without being copied.
+// its time.
 func cloneRecord(r *jobspb.JobRecord) *jobspb.JobRecord {
-	c := &jobspb.JobRecord{
-		Id: r.Id, Index: r.Index, State: r.State, PendingReason: r.PendingReason,
-		SubmitUnixMs: r.SubmitUnixMs, StartUnixMs: r.StartUnixMs, EndUnixMs: r.EndUnixMs,
-		Attempts: r.Attempts, ExitCode: r.ExitCode, PeakMemoryBytes: r.PeakMemoryBytes, OomKilled: r.OomKilled,
-		Worker: r.Worker, GpuIndices: slices.Clone(r.GpuIndices), CancelRequested: r.CancelRequested,
-		Message: r.Message, TimeLimitMs: r.TimeLimitMs, OutputBytes: r.OutputBytes,
-		OutputDroppedBytes: r.OutputDroppedBytes, OutputUnmarkedBytes: r.OutputUnmarkedBytes,
-		OutputRoot: r.OutputRoot, Outputs: cloneAll(r.Outputs), CheckpointRoot: r.CheckpointRoot,
-		History: cloneAll(r.History), MasterPort: r.MasterPort, PreemptedBy: r.PreemptedBy,
-		CpuTimeMs: r.CpuTimeMs, Held: r.Held, Borrowed: r.Borrowed, CacheKey: r.CacheKey, CachedFrom: r.CachedFrom,
-	}
-	if r.Spec != nil {
-		c.Spec = proto.Clone(r.Spec).(*jobspb.JobSpec)
-	}
-	if r.Nodes != nil {
-		c.Nodes = make([]*jobspb.Node, len(r.Nodes))
-		for i, n := range r.Nodes {
-			c.Nodes[i] = cloneNode(n)
-		}
-	}
-	if u := r.ProtoReflect().GetUnknown(); u != nil {
-		c.ProtoReflect().SetUnknown(slices.Clone(u))
-	}
+	c := &jobspb.JobRecord{}
+	copyRecord(c, r)
 	return c
 }
 
-// cloneNode is proto.Clone for a Node, written out for cloneRecord.
-func cloneNode(n *jobspb.Node) *jobspb.Node {
-	if n == nil {
-		return nil
+// copyRecord makes c a deep copy of r, reusing c's nodes. Nodes, which the
+// Core changes in place, are copied field by field; the rarer nested
+// messages go through proto.Clone. TestCloneRecord fails once a field is
+// added to the proto and not here.
+func copyRecord(c, r *jobspb.JobRecord) {
+	c.Id, c.Index, c.State, c.PendingReason = r.Id, r.Index, r.State, r.PendingReason
+	c.SubmitUnixMs, c.StartUnixMs, c.EndUnixMs = r.SubmitUnixMs, r.StartUnixMs, r.EndUnixMs
+	c.Attempts, c.ExitCode, c.PeakMemoryBytes, c.OomKilled = r.Attempts, r.ExitCode, r.PeakMemoryBytes, r.OomKilled
+	c.Worker, c.GpuIndices, c.CancelRequested = r.Worker, slices.Clone(r.GpuIndices), r.CancelRequested
+	c.Message, c.TimeLimitMs, c.OutputBytes = r.Message, r.TimeLimitMs, r.OutputBytes
+	c.OutputDroppedBytes, c.OutputUnmarkedBytes = r.OutputDroppedBytes, r.OutputUnmarkedBytes
+	c.OutputRoot, c.Outputs, c.CheckpointRoot = r.OutputRoot, cloneAll(r.Outputs), r.CheckpointRoot
+	c.History, c.MasterPort, c.PreemptedBy = cloneAll(r.History), r.MasterPort, r.PreemptedBy
+	c.CpuTimeMs, c.Held, c.Borrowed, c.CacheKey, c.CachedFrom = r.CpuTimeMs, r.Held, r.Borrowed, r.CacheKey, r.CachedFrom
+	c.Spec = nil
+	if r.Spec != nil {
+		c.Spec = proto.Clone(r.Spec).(*jobspb.JobSpec)
 	}
-	c := &jobspb.Node{
-		Rank: n.Rank, Worker: n.Worker, TaskId: n.TaskId, Address: n.Address,
-		GpuIndices: slices.Clone(n.GpuIndices), GpuUuids: slices.Clone(n.GpuUuids),
-		Assigned: n.Assigned, State: n.State, ExitCode: n.ExitCode, OutputBytes: n.OutputBytes,
-		OutputDroppedBytes: n.OutputDroppedBytes, OutputUnmarkedBytes: n.OutputUnmarkedBytes,
-		Stopped: n.Stopped, CpuTimeMs: n.CpuTimeMs, PeakMemoryBytes: n.PeakMemoryBytes,
+	switch {
+	case r.Nodes == nil:
+		c.Nodes = nil
+	default:
+		was := len(c.Nodes)
+		c.Nodes = slices.Grow(c.Nodes[:0], len(r.Nodes))[:len(r.Nodes)]
+		for i, n := range r.Nodes {
+			switch {
+			case n == nil:
+				c.Nodes[i] = nil
+			case i >= was || c.Nodes[i] == nil:
+				c.Nodes[i] = &jobspb.Node{}
+				copyNode(c.Nodes[i], n)
+			default:
+				copyNode(c.Nodes[i], n)
+			}
+		}
 	}
-	if u := n.ProtoReflect().GetUnknown(); u != nil {
-		c.ProtoReflect().SetUnknown(slices.Clone(u))
-	}
-	return c
+	c.ProtoReflect().SetUnknown(slices.Clone(r.ProtoReflect().GetUnknown()))
+}
+
+// copyNode makes c a copy of n, for copyRecord.
+func copyNode(c, n *jobspb.Node) {
+	c.Rank, c.Worker, c.TaskId, c.Address = n.Rank, n.Worker, n.TaskId, n.Address
+	c.GpuIndices, c.GpuUuids = slices.Clone(n.GpuIndices), slices.Clone(n.GpuUuids)
+	c.Assigned, c.State, c.ExitCode, c.OutputBytes = n.Assigned, n.State, n.ExitCode, n.OutputBytes
+	c.OutputDroppedBytes, c.OutputUnmarkedBytes = n.OutputDroppedBytes, n.OutputUnmarkedBytes
+	c.Stopped, c.CpuTimeMs, c.PeakMemoryBytes = n.Stopped, n.CpuTimeMs, n.PeakMemoryBytes
+	c.ProtoReflect().SetUnknown(slices.Clone(n.ProtoReflect().GetUnknown()))
 }
 
 // cloneAll clones each message of ms; nil stays nil.

@@ -149,29 +149,47 @@ func TestViewPublishDoesNotWaitForReaders(t *testing.T) {
 
 // TestCloneRecord checks the written-out clone against every field of a
 // JobRecord and its nested messages, each set to a value other than its
-// zero: a field added to the proto and not to cloneRecord fails it.
+// zero, made anew or over a record with fewer or more nodes: a field added
+// to the proto and not to copyRecord fails it.
 func TestCloneRecord(t *testing.T) {
+	full := func() *jobspb.JobRecord { return filled(t, &jobspb.JobRecord{}).(*jobspb.JobRecord) }
+	threeNodes := func() *jobspb.JobRecord {
+		r := full()
+		r.Nodes = append(r.Nodes, &jobspb.Node{Rank: 9, State: "OTHER"})
+		return r
+	}
 	tests := []struct {
-		name string
-		rec  *jobspb.JobRecord
+		name    string
+		rec     *jobspb.JobRecord
+		over    *jobspb.JobRecord // nil: cloned anew
+		changes bool              // check the copy shares nothing it changes
 	}{
-		{"empty", &jobspb.JobRecord{}},
-		{"every field set", filled(t, &jobspb.JobRecord{}).(*jobspb.JobRecord)},
+		{"empty", &jobspb.JobRecord{}, nil, false},
+		{"every field set", full(), nil, true},
+		{"over an empty record", full(), &jobspb.JobRecord{}, true},
+		{"over one with more nodes", full(), threeNodes(), true},
+		{"over one with fewer nodes", threeNodes(), full(), true},
+		{"empty over a full one", &jobspb.JobRecord{}, full(), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := cloneRecord(tt.rec)
-			if !proto.Equal(got, tt.rec) {
-				t.Fatalf("clone differs:\n got %v\nwant %v", got, tt.rec)
+			got := tt.over
+			if got == nil {
+				got = cloneRecord(tt.rec)
+			} else {
+				copyRecord(got, tt.rec)
 			}
-			if len(tt.rec.Nodes) == 0 {
+			if !proto.Equal(got, tt.rec) {
+				t.Fatalf("copy differs:\n got %v\nwant %v", got, tt.rec)
+			}
+			if !tt.changes {
 				return
 			}
-			// The clone shares nothing the Core changes in place.
+			// The copy shares nothing the Core changes in place.
 			tt.rec.Nodes[0].State, tt.rec.Nodes[0].GpuIndices[0] = "CHANGED", -7
 			tt.rec.GpuIndices[0], tt.rec.History[0].State = -7, "CHANGED"
 			if got.Nodes[0].State == "CHANGED" || got.Nodes[0].GpuIndices[0] == -7 || got.GpuIndices[0] == -7 || got.History[0].State == "CHANGED" {
-				t.Fatalf("the clone shares its nodes, GPU indices or history with the record: %v", got)
+				t.Fatalf("the copy shares its nodes, GPU indices or history with the record: %v", got)
 			}
 		})
 	}
