@@ -471,8 +471,6 @@ type Core struct {
 	// connection) changed since the last Publish; those whose jobs
 	// changed are found from seen.
 	workersSeen map[string]bool
-	// ran is Publish's scratch list of the workers changed jobs ran on.
-	ran []ranOn
 	// submits are the ids of submissions by their idempotency keys, and
 	// keyOf each such submission's key by its last job id, which forgets
 	// it; newSubmits are those taken since the last Flush.

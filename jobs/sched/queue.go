@@ -129,6 +129,7 @@ func (c *Core) readyClasses() {
 			}
 		}
 		clear(cl.jobs[kept:])
+		clear(cl.skips[kept:])
 		cl.jobs, cl.skips = cl.jobs[:kept], cl.skips[:kept]
 		cl.gone = 0
 		if len(cl.jobs) == 0 {

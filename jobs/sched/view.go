@@ -76,7 +76,7 @@ func (c *Core) Publish(wait bool) bool {
 		}
 	}
 	arrays := map[int64]bool{}
-	ran := c.ran[:0] // the changed jobs' nodes: each a worker to patch
+	var ran []ranOn // the changed jobs' nodes: each a worker to patch
 	for k := range c.seen {
 		if k.Index >= 0 {
 			arrays[k.ID] = true
@@ -125,8 +125,6 @@ func (c *Core) Publish(wait bool) bool {
 			delete(cw.running, p.key)
 		}
 	}
-	clear(ran)
-	c.ran = ran
 	c.workersSeen = map[string]bool{} // made anew, as c.seen
 	r.windows = maps.Clone(c.windows) // windows are replaced, never changed
 	// Users are never forgotten: each copy is made once and overwritten.
