@@ -18,7 +18,8 @@ type jobOutput struct {
 
 	mu sync.Mutex
 	// f is made at the first write: most jobs of an array write nothing,
-	// and a file made and removed was a tenth of the worker's time per job.
+	// and making and removing a file for each was a tenth of the worker's
+	// samples in a profile of a 1,000-task array.
 	// It is nil before, and once closed; reads then open path.
 	f      *os.File
 	closed bool

@@ -285,11 +285,11 @@ func (c *Core) Schedule() {
 		// asking one may reclaim.) What lets a job pass holds for the rest
 		// of the round once it holds, so those after j in its class that
 		// pass are passed over now, unranked and off the heap.
-		var passes func(*job) bool
-		var passesAt func(*waitClass, int) bool // passes, from the class's copy
+		// passes reads the class's copy (skip) of the job at place i, not
+		// the job.
+		var passes func(cl *waitClass, i int) bool
 		if res != nil && !c.quotas && len(c.windows) == 0 {
-			passes = func(j *job) bool { return j.forRoom && noRoom[c.interns(j)] }
-			passesAt = func(cl *waitClass, i int) bool {
+			passes = func(cl *waitClass, i int) bool {
 				sk := &cl.skips[i]
 				if !sk.forRoom {
 					return false
@@ -300,12 +300,12 @@ func (c *Core) Schedule() {
 				return noRoom[sk.query]
 			}
 		}
-		j, skipped := queue.popSkipping(c, nowMs, passesAt, sweepPerLookback*c.cfg.Lookback-passed)
+		j, skipped := queue.popSkipping(c, nowMs, passes, sweepPerLookback*c.cfg.Lookback-passed)
 		passed += skipped
 		if resumed && (j.state() != Pending || j.parked) {
 			continue // it started, or was parked, before the round resumed
 		}
-		if passes != nil && passes(j) {
+		if passes != nil && passes(j.class, j.at) { // j is still at its place in its class
 			continue
 		}
 		reason := c.blocked(j, runningInArray, workers)
