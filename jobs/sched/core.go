@@ -111,8 +111,8 @@ type Key struct {
 	Index int32 // -1 for a plain job
 }
 
-// compare orders keys by id, then index.
-func (k Key) compare(o Key) int {
+// Compare orders keys by id, then index.
+func (k Key) Compare(o Key) int {
 	if c := cmp.Compare(k.ID, o.ID); c != 0 {
 		return c
 	}
@@ -374,6 +374,12 @@ type Core struct {
 	lookedPast bool
 	// replica says the Core is a View's replica, which has no rounds.
 	replica bool
+	// ends logs, on a View's replica, the jobs each publication found done
+	// with, for waiters to read what ended since they last looked
+	// (EndedSince) rather than every job they wait on; endsBase is the
+	// mark of ends[0].
+	ends     []Key
+	endsBase uint64
 	// fresh holds the jobs that became pending since the last round,
 	// which gives each a reason even if it does not consider it.
 	fresh []*job

@@ -147,9 +147,28 @@ func (c *Core) Infos(keys []Key, full bool) []*jobspb.JobInfo {
 // Done reports whether job k is done with, for those waiting on it: it has
 // ended, has been forgotten since (see Config.Retention), or can never
 // start (DependencyNeverSatisfied, which only cancelling it ends).
-func (c *Core) Done(k Key) bool {
-	j := c.jobs[k]
+func (c *Core) Done(k Key) bool { return done(c.jobs[k]) }
+
+// done is Done for a job, nil once forgotten.
+func done(j *job) bool {
 	return j == nil || j.state().Terminal() || j.state() == Pending && j.rec.PendingReason == ReasonDependencyNeverSatisfied
+}
+
+// EndedSince answers, on a View's replica, with the jobs that publications
+// since mark found done with (see Done), some perhaps more than once and
+// not to be kept past the Read, and the mark to pass next; a mark of 0 asks
+// where the log stands now. ok is
+// false when the log no longer reaches back to mark: the caller must then
+// ask Done of each job it waits on, and go on from next.
+func (c *Core) EndedSince(mark uint64) (keys []Key, next uint64, ok bool) {
+	next = c.endsBase + uint64(len(c.ends))
+	if mark == 0 {
+		return nil, next, true
+	}
+	if mark < c.endsBase || mark > next {
+		return nil, next, false
+	}
+	return c.ends[mark-c.endsBase:], next, true
 }
 
 // Queues describes the configured queues and their occupancy.

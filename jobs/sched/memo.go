@@ -161,7 +161,7 @@ func (c *Core) upstream(j *job) []*workerpb.UpstreamOutput {
 		ts := c.depTargets(Key{d.JobId, d.Index})
 		if len(ts) > 1 {
 			ts = slices.Clone(ts)
-			slices.SortFunc(ts, func(a, b *job) int { return a.key.compare(b.key) })
+			slices.SortFunc(ts, func(a, b *job) int { return a.key.Compare(b.key) })
 		}
 		for _, t := range ts {
 			if t.rec.OutputRoot != "" {

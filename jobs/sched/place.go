@@ -537,7 +537,7 @@ func byEnd(a, b placed) int {
 	if c := cmp.Compare(a.endMs, b.endMs); c != 0 {
 		return c
 	}
-	return a.j.key.compare(b.j.key)
+	return a.j.key.Compare(b.j.key)
 }
 
 // reserve finds the workers, one per node of j, and the time at which j

@@ -28,6 +28,9 @@ type View struct {
 	published time.Time
 }
 
+// maxEnds is how many ends the replica's log keeps at least (EndedSince).
+const maxEnds = 1 << 16
+
 // maxLag bounds how long the View may trail the Core while readers keep
 // it busy.
 const maxLag = time.Second
@@ -46,6 +49,7 @@ func (v *View) Read(fn func(r *Core)) {
 func newView(c *Core) *View {
 	r := emptyCore(c.cfg)
 	r.queues, r.defQ, r.replica = c.queues, c.defQ, true
+	r.endsBase = 1 // a mark of 0 asks where the log stands (EndedSince)
 	return &View{r: r}
 }
 
@@ -91,6 +95,9 @@ func (c *Core) Publish(wait bool) bool {
 			}
 		}
 		r.patch(k, live)
+		if done(live) {
+			r.ends = append(r.ends, k)
+		}
 		if live != nil {
 			for _, n := range live.rec.Nodes {
 				ran = append(ran, ranOn{n.Worker, k})
@@ -99,6 +106,13 @@ func (c *Core) Publish(wait bool) bool {
 				}
 			}
 		}
+	}
+	// The log keeps the last maxEnds at least: a waiter that has fallen
+	// further behind asks each of its jobs instead.
+	if len(r.ends) > 2*maxEnds {
+		drop := len(r.ends) - maxEnds
+		r.ends = r.ends[:copy(r.ends, r.ends[drop:])]
+		r.endsBase += uint64(drop)
 	}
 	// Made anew, not cleared: a cleared map keeps the room it grew to, and
 	// ranging over it costs that room however few it holds.

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -273,4 +274,69 @@ func scalar(t *testing.T, f protoreflect.FieldDescriptor, n int) protoreflect.Va
 	}
 	t.Fatalf("field %s: kind %v not handled", f.FullName(), f.Kind())
 	return protoreflect.Value{}
+}
+
+// TestEndedSince checks the View's log of ends: each read after a mark
+// gets what publications since found done with, and a mark the log no
+// longer reaches back to is refused.
+func TestEndedSince(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w", 8, 8)
+	arr := h.submit(&jobspb.JobSpec{Array: &jobspb.ArraySpec{Text: "0-3"}})
+	fails := h.submit(&jobspb.JobSpec{})
+	never := h.submit(&jobspb.JobSpec{Deps: []*jobspb.Dependency{{Kind: "afterok", JobId: fails, Index: -1}}})
+	read := func(mark uint64) (keys []Key, next uint64, ok bool) {
+		h.c.Publish(true)
+		h.c.View().Read(func(r *Core) {
+			var got []Key
+			got, next, ok = r.EndedSince(mark)
+			keys = append(keys, got...)
+		})
+		slices.SortFunc(keys, Key.Compare)
+		return keys, next, ok
+	}
+	_, mark, _ := read(0)
+	h.step()
+	cases := []struct {
+		what string
+		do   func()
+		want []Key
+	}{
+		{"started, none ended", func() {}, nil},
+		{"two tasks ended", func() {
+			h.finish(arr, 0, Completed)
+			h.finish(arr, 2, Failed)
+			h.step()
+		}, []Key{{arr, 0}, {arr, 2}}},
+		{"a failure, and the job that can never start", func() {
+			h.finish(fails, -1, Failed)
+			h.step()
+		}, []Key{{fails, -1}, {never, -1}}},
+		{"nothing new", func() { h.step() }, nil},
+	}
+	for _, tc := range cases {
+		tc.do()
+		got, next, ok := read(mark)
+		if !ok || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Fatalf("%s: ended since %d: %v, %v; want %v", tc.what, mark, got, ok, tc.want)
+		}
+		mark = next
+	}
+	// Past 2×maxEnds the log keeps the last maxEnds: an older mark, or
+	// one it never gave, is refused.
+	h.c.View().r.ends = append(h.c.View().r.ends, make([]Key, 2*maxEnds)...)
+	h.finish(arr, 1, Completed)
+	h.step()
+	if got, _, ok := read(mark); ok {
+		t.Fatalf("a mark the log dropped: %v, accepted", got)
+	}
+	_, next, _ := read(0)
+	if got, _, ok := read(next + 1); ok {
+		t.Fatalf("a mark past the log's end: %v, accepted", got)
+	}
+	h.finish(arr, 3, Completed)
+	h.step()
+	if got, _, ok := read(next); !ok || fmt.Sprint(got) != fmt.Sprint([]Key{{arr, 3}}) {
+		t.Fatalf("after the log was cut: %v, %v; want %v", got, ok, []Key{{arr, 3}})
+	}
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/rbs-build/rbs/jobs/manifest"
@@ -258,25 +259,45 @@ func (s *Service) Wait(req *jobspb.WaitRequest, stream jobspb.Jobs_WaitServer) e
 	if err != nil {
 		return err
 	}
+	// Once each job has been asked, each later read takes in only what
+	// the publications since found done: a wait on a large array reads
+	// each of its tasks once, not once a round. The marks are those of
+	// one View (from): a reload makes a new one, which is asked anew.
+	waiting := make(map[sched.Key]bool, len(keys))
+	for _, k := range keys {
+		waiting[k] = true
+	}
+	var from *sched.Core
+	var mark uint64
 	for {
 		var done []*jobspb.JobInfo
 		changed := s.readNext(func(c *sched.Core) {
 			var ended []sched.Key
-			left := keys[:0]
-			for _, k := range keys {
-				if c.Done(k) {
-					ended = append(ended, k)
-				} else {
-					left = append(left, k)
+			ends, next, ok := c.EndedSince(mark)
+			if c != from || !ok {
+				for k := range waiting {
+					if c.Done(k) {
+						ended = append(ended, k)
+					}
+				}
+			} else {
+				for _, k := range ends {
+					if waiting[k] && c.Done(k) {
+						ended = append(ended, k)
+					}
 				}
 			}
-			keys = left
+			from, mark = c, next
+			for _, k := range ended {
+				delete(waiting, k)
+			}
+			slices.SortFunc(ended, sched.Key.Compare)
 			done = c.Infos(ended, false)
 		})
 		if err := sendPages(done, func(p []*jobspb.JobInfo) error { return stream.Send(&jobspb.WaitResponse{Jobs: p}) }); err != nil {
 			return err
 		}
-		if len(keys) == 0 {
+		if len(waiting) == 0 {
 			return nil
 		}
 		if err := s.await(ctx, changed); err != nil {
