@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rbs-build/rbs/rbe/memlimit"
 )
 
 // rbsBin is the rbs binary built once for all tests.
@@ -243,6 +245,12 @@ func launchWorker(t *testing.T, srv *server, addr string, prefix []string, name 
 	t.Cleanup(func() {
 		w.cmd.Process.Kill()
 		w.cmd.Wait()
+		// A killed worker leaves the memory groups it kept for jobs, for
+		// the next worker to sweep; none comes after the tests.
+		prefix := fmt.Sprintf("rbs-job-%d-", w.cmd.Process.Pid)
+		if _, err := memlimit.Sweep(func(name string) bool { return strings.HasPrefix(name, prefix) }); err != nil {
+			t.Errorf("removing the memory groups of worker %s: %v", name, err)
+		}
 		if t.Failed() {
 			t.Logf("worker %s log:\n%s", name, w.log.String())
 		}

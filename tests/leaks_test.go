@@ -17,6 +17,8 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/digest"
+	"github.com/rbs-build/rbs/rbe/execroot"
+	"github.com/rbs-build/rbs/rbe/memlimit"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -249,18 +251,33 @@ func TestNoLeaks(t *testing.T) {
 		t.Logf("%s: before %v; after 10,000 jobs and 10,000 actions %v", name, base[name], u)
 	}
 	for _, w := range workers {
-		for _, dir := range []string{"exec", "jobs"} {
-			entries, err := os.ReadDir(filepath.Join(w.WorkDir, dir))
-			if err != nil && !os.IsNotExist(err) {
-				t.Fatal(err)
-			}
-			if len(entries) != 0 {
-				t.Errorf("worker %s's %s directory holds %d entries after the load, want none", w.Name, dir, len(entries))
+		// The worker keeps some directories and memory groups of ended
+		// jobs to reuse, empty and no more than a bound; anything else is a
+		// leak.
+		if entries, err := os.ReadDir(filepath.Join(w.WorkDir, "exec")); err != nil || len(entries) != 0 {
+			t.Errorf("worker %s's exec directory holds %d entries after the load (%v), want none", w.Name, len(entries), err)
+		}
+		entries, err := os.ReadDir(filepath.Join(w.WorkDir, "jobs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) > execroot.MaxSpares {
+			t.Errorf("worker %s's jobs directory holds %d entries after the load, want at most the %d kept", w.Name, len(entries), execroot.MaxSpares)
+		}
+		for _, e := range entries {
+			inside, err := os.ReadDir(filepath.Join(w.WorkDir, "jobs", e.Name()))
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "run-") || err != nil || len(inside) != 0 {
+				t.Errorf("worker %s's jobs directory holds %s (%v, %d entries) after the load, want only empty directories kept", w.Name, e.Name(), err, len(inside))
 			}
 		}
-		// A memory group a job's end could not remove is a leak too.
-		if left := jobGroups(t, w.cmd.Process.Pid); len(left) != 0 {
-			t.Errorf("worker %s left %d job memory groups after the load: %v", w.Name, len(left), left)
+		left := jobGroups(t, w.cmd.Process.Pid)
+		if len(left) > memlimit.MaxKept {
+			t.Errorf("worker %s left %d job memory groups after the load, want at most the %d kept: %v", w.Name, len(left), memlimit.MaxKept, left)
+		}
+		for _, g := range left {
+			if procs, err := os.ReadFile(filepath.Join(g, "cgroup.procs")); err != nil || len(procs) != 0 {
+				t.Errorf("worker %s's memory group %s holds processes %q (%v) after the load", w.Name, g, procs, err)
+			}
 		}
 	}
 }

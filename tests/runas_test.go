@@ -59,7 +59,7 @@ echo "home=$HOME user=$USER"
 cat "$1"
 cat /proc/$PPID/environ >/dev/null
 [ -x "$2" ] && echo cache open || echo cache closed
-cat "$PWD.out" >/dev/null
+cat "${PWD%/*}/$RBS_JOB_ID-$RBS_ATTEMPT.out" >/dev/null
 mkdir -p locked/in && touch locked/in/f && chmod 0 locked/in locked && echo wrote its directory
 `), 0o644); err != nil {
 		t.Fatal(err)

@@ -167,11 +167,15 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 		defer rn.endStdin(a.TaskId)
 	}
 	name := strings.NewReplacer("#", "-", "/", "-").Replace(a.TaskId)
-	dir := filepath.Join(rn.cfg.Root, name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := rn.dirs.Take()
+	if err != nil {
 		return fail("creating the job's directory: " + err.Error())
 	}
-	defer os.RemoveAll(dir)
+	// The directory is kept for another attempt only when the attempt ran
+	// as the worker's own user and its memory group was found empty at
+	// the end: nothing of it runs on (execroot.Spares).
+	var emptied bool
+	defer func() { rn.dirs.Give(dir, emptied && rn.cfg.RunAs == nil) }()
 	var tree *execroot.Tree
 	if a.InputRoot != "" {
 		var err error
@@ -179,7 +183,7 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 			return fail("staging the job's inputs: " + errorText(err))
 		}
 	}
-	tree, err := rn.withUpstream(ctx, tree, a.Upstream)
+	tree, err = rn.withUpstream(ctx, tree, a.Upstream)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -233,7 +237,7 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 		var onStart func(pid int) error
 		if a.ContainerImage == "" {
 			var err error
-			if group, err = memlimit.New(rn.payloadName(name), a.MemoryBytes); err != nil {
+			if group, err = rn.groups.New(a.MemoryBytes); err != nil {
 				failed = "setting up the memory limit: " + err.Error()
 				return process.Result{}, err
 			}
@@ -333,6 +337,8 @@ func (rn *Runner) Run(ctx context.Context, a *workerpb.AssignJob) *workerpb.JobE
 			// files are read.
 			if err := group.Close(); err != nil {
 				rn.cfg.Log.Warn("ending a job's memory group", "task", a.TaskId, "err", err)
+			} else {
+				emptied = group.Mode() != memlimit.ModeRlimit
 			}
 		}
 		return res, nil

@@ -67,6 +67,11 @@ func newJobRig(t *testing.T) *jobRig {
 		Started: func(string, int32) {},
 		Log:     slog.New(slog.DiscardHandler),
 	}, nil)
+	t.Cleanup(func() {
+		if err := rn.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return &jobRig{t: t, rn: rn, outbox: outbox, store: store}
 }
 

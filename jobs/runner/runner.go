@@ -20,6 +20,7 @@ import (
 	"github.com/rbs-build/rbs/proto/workerpb"
 	"github.com/rbs-build/rbs/rbe/client"
 	"github.com/rbs-build/rbs/rbe/execroot"
+	"github.com/rbs-build/rbs/rbe/memlimit"
 	"github.com/rbs-build/rbs/rbe/process"
 )
 
@@ -63,6 +64,10 @@ type Runner struct {
 	cfg Config
 	// containers runs attempts in images; nil for none.
 	containers *containerRuntime
+	// dirs hands out the attempts' directories, groups their memory
+	// groups.
+	dirs   *execroot.Spares
+	groups *memlimit.Pool
 
 	mu sync.Mutex
 	// outputs holds the output of attempts, running or ended, until
@@ -98,8 +103,14 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 }
 
 func newRunner(cfg Config, containers *containerRuntime) *Runner {
-	return &Runner{cfg: cfg, containers: containers, outputs: map[string]*jobOutput{}, stdins: map[string]*jobStdin{}}
+	rn := &Runner{cfg: cfg, containers: containers, dirs: execroot.NewSpares(cfg.Root), outputs: map[string]*jobOutput{}, stdins: map[string]*jobStdin{}}
+	rn.groups = memlimit.NewPool(rn.payloadName("run-"))
+	return rn
 }
+
+// Close removes the memory groups kept for later attempts; those of
+// attempts still running are removed as each ends.
+func (rn *Runner) Close() error { return rn.groups.Close() }
 
 // ContainerRuntime names the container runtime attempts may run in ("" for
 // none), as the worker offers it.

@@ -48,6 +48,10 @@ type Group struct {
 	dir   string // cgroup directory; "" in rlimit mode
 	limit int64
 
+	// pool, when set, may keep the group for another job once it is
+	// closed (see Pool).
+	pool *Pool
+
 	mu     sync.Mutex
 	peak   int64         // max memory.current sample (cgroup2 without memory.peak)
 	stop   chan struct{} // stops the memory.current sampler; nil if none
@@ -320,8 +324,10 @@ func (g *Group) Close() error {
 		if err := g.killAll(deadline); err != nil {
 			return err
 		}
-		if err := rmdir(g.dir, deadline); err != nil {
-			return err
+		if g.pool == nil || !g.pool.keep(g) {
+			if err := rmdir(g.dir, deadline); err != nil {
+				return err
+			}
 		}
 	}
 	g.closed = true

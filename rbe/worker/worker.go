@@ -236,6 +236,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err := w.jobs.Close(); err != nil {
+			w.log.Warn("removing the memory groups kept for jobs", "err", err)
+		}
+	}()
 	api := workerpb.NewWorkersClient(conn)
 	backoff := 100 * time.Millisecond
 	for {
