@@ -393,3 +393,20 @@ func TestStartInGroup(t *testing.T) {
 		}
 	}
 }
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, size := range []int{0, 3, 511, 512, 513, 5000} {
+		path := filepath.Join(dir, fmt.Sprint(size))
+		want := strings.Repeat("x", size)
+		if err := os.WriteFile(path, []byte(want), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readFile(path); err != nil || string(got) != want {
+			t.Errorf("readFile of %d bytes: %d bytes, %v", size, len(got), err)
+		}
+	}
+	if _, err := readFile(filepath.Join(dir, "none")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "none") {
+		t.Errorf("readFile of a missing file: %v, want not exist, naming it", err)
+	}
+}
