@@ -39,6 +39,9 @@ type Store struct {
 	epoch int64
 	// holder names this server's PostgreSQL sessions.
 	holder string
+	// stmts are Commit's statements, prepared (see prepare), by their
+	// text before rebind.
+	stmts map[string]*sql.Stmt
 }
 
 // commitTimeout bounds one Commit: a database that does not answer fails
@@ -62,11 +65,21 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db, dialect: sqlite, dir: dir}, nil
+	s := &Store{db: db, dialect: sqlite, dir: dir}
+	if err := s.prepare(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	return s.db.Close()
+}
 
 // LogChunk is output of one job to append.
 type LogChunk struct {
@@ -202,19 +215,19 @@ func (s *Store) Commit(b *Batch) error {
 	for i, l := range b.Logs {
 		logs[i] = []any{l.ID, l.Index, l.Rank, l.Data, s.epoch}
 	}
-	if err := s.insert(tx, `INSERT INTO logs (id, idx, rank, data, epoch) VALUES `, "", logs); err != nil {
+	if err := s.insert(tx, logRows, logs); err != nil {
 		return fmt.Errorf("saving job output: %w", err)
 	}
 	for _, id := range b.Forget {
-		for _, table := range []string{"jobs", "logs", "specs", "submits"} {
-			if _, err := s.exec(tx, `DELETE FROM `+table+` WHERE id = ?`, id); err != nil {
+		for _, q := range forgetJob {
+			if _, err := s.exec(tx, q, id); err != nil {
 				return fmt.Errorf("forgetting job %d: %w", id, err)
 			}
 		}
 	}
 	// A name is in at most one of the two lists (see Merge).
 	for _, name := range b.Unreserve {
-		if _, err := s.exec(tx, `DELETE FROM reservations WHERE name = ?`, name); err != nil {
+		if _, err := s.exec(tx, deleteReservation, name); err != nil {
 			return fmt.Errorf("removing reservation %s: %w", name, err)
 		}
 	}
@@ -223,26 +236,22 @@ func (s *Store) Commit(b *Batch) error {
 		if err != nil {
 			return err
 		}
-		if _, err := s.exec(tx, `INSERT INTO reservations (name, record) VALUES (?, ?)
-			ON CONFLICT (name) DO UPDATE SET record = excluded.record`, r.Name, rec); err != nil {
+		if _, err := s.exec(tx, putReservation, r.Name, rec); err != nil {
 			return fmt.Errorf("saving reservation %s: %w", r.Name, err)
 		}
 	}
 	for _, sub := range b.Submits {
-		if _, err := s.exec(tx, `INSERT INTO submits (key, id, ids) VALUES (?, ?, ?)`, sub.Key, sub.IDs[len(sub.IDs)-1], formatIDs(sub.IDs)); err != nil {
+		if _, err := s.exec(tx, putSubmit, sub.Key, sub.IDs[len(sub.IDs)-1], formatIDs(sub.IDs)); err != nil {
 			return fmt.Errorf("saving submission key %q: %w", sub.Key, err)
 		}
 	}
 	for _, u := range b.Usage {
-		if _, err := s.exec(tx, `INSERT INTO fair_usage (name, cpu, memory, gpu, at_ms) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET cpu = excluded.cpu, memory = excluded.memory, gpu = excluded.gpu, at_ms = excluded.at_ms`,
-			u.User, u.CPU, u.Memory, u.GPU, u.AtUnixMs); err != nil {
+		if _, err := s.exec(tx, putUsage, u.User, u.CPU, u.Memory, u.GPU, u.AtUnixMs); err != nil {
 			return fmt.Errorf("saving the usage of %s: %w", u.User, err)
 		}
 	}
 	if b.NextID != 0 {
-		if _, err := s.exec(tx, `INSERT INTO meta (key, value) VALUES ('next_id', ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, b.NextID); err != nil {
+		if _, err := s.exec(tx, putNextID, b.NextID); err != nil {
 			return err
 		}
 	}
@@ -258,7 +267,7 @@ func (s *Store) putSpecs(tx *sql.Tx, specs map[int64]*jobspb.JobSpec) error {
 		}
 		rows = append(rows, []any{id, b})
 	}
-	if err := s.insert(tx, `INSERT INTO specs (id, spec) VALUES `, ` ON CONFLICT (id) DO NOTHING`, rows); err != nil {
+	if err := s.insert(tx, specRows, rows); err != nil {
 		return fmt.Errorf("saving job specs: %w", err)
 	}
 	return nil
@@ -289,36 +298,24 @@ func (s *Store) putJobs(tx *sql.Tx, jobs []*jobspb.JobRecord) error {
 		}
 		rows = append(rows, []any{j.Id, j.Index, j.State, rec, s.epoch})
 	}
-	if err := s.insert(tx, `INSERT INTO jobs (id, idx, state, record, epoch) VALUES `,
-		` ON CONFLICT (id, idx) DO UPDATE SET state = excluded.state, record = excluded.record, epoch = excluded.epoch`, rows); err != nil {
+	if err := s.insert(tx, jobRows, rows); err != nil {
 		return fmt.Errorf("saving job records: %w", err)
 	}
 	return nil
 }
 
-// insertRows is how many rows one statement of insert writes: a round trip
-// per row would make a large round slow on a database across a network,
-// and SQLite takes at most 32766 parameters a statement.
-const insertRows = 500
-
-// insert writes rows, each the parameters of one, in statements of
-// insertRows rows each: head (ending in VALUES), the rows' tuples, then
-// tail. The rows are written in their order.
-func (s *Store) insert(tx *sql.Tx, head, tail string, rows [][]any) error {
+// insert writes rows, each the parameters of one, with the statements of
+// m, in order: insertRows rows a statement, then fewer, a power of two a
+// statement, so that the few statements there are can be prepared.
+func (s *Store) insert(tx *sql.Tx, m multiRow, rows [][]any) error {
+	args := make([]any, 0, min(len(rows), insertRows)*m.width)
 	for len(rows) > 0 {
-		n := min(len(rows), insertRows)
-		var q strings.Builder
-		q.WriteString(head)
-		args := make([]any, 0, n*len(rows[0]))
-		for i, r := range rows[:n] {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?" + strings.Repeat(", ?", len(r)-1) + ")")
+		n := chunk(len(rows))
+		args = args[:0]
+		for _, r := range rows[:n] {
 			args = append(args, r...)
 		}
-		q.WriteString(tail)
-		if _, err := s.exec(tx, q.String(), args...); err != nil {
+		if _, err := s.exec(tx, m.text(n), args...); err != nil {
 			return err
 		}
 		rows = rows[n:]
@@ -326,8 +323,12 @@ func (s *Store) insert(tx *sql.Tx, head, tail string, rows [][]any) error {
 	return nil
 }
 
-// exec runs a statement written with ? placeholders in the transaction.
+// exec runs a statement written with ? placeholders in the transaction:
+// the statement prepared for it, if any.
 func (s *Store) exec(tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	if st := s.stmts[q]; st != nil {
+		return tx.Stmt(st).Exec(args...)
+	}
 	return tx.Exec(s.rebind(q), args...)
 }
 

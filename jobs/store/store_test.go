@@ -401,3 +401,49 @@ func testUsage(t *testing.T, open func() (*Store, error)) {
 		t.Fatalf("usage %v, want %v", st.Usage, want)
 	}
 }
+
+func TestChunk(t *testing.T) {
+	for _, c := range []struct{ n, want int }{{1, 1}, {2, 2}, {3, 2}, {7, 4}, {8, 8}, {499, 256}, {500, 500}, {10000, 500}} {
+		if got := chunk(c.n); got != c.want {
+			t.Errorf("chunk(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
+
+// TestInsertInChunks writes batches of sizes that take several statements
+// of insert's sizes, and reads back every row, the output in its order.
+func TestInsertInChunks(t *testing.T) { forEachBackend(t, testInsertInChunks) }
+
+func testInsertInChunks(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var id int64
+	var want []byte
+	for _, n := range []int{1, 3, 7, 500, 777} {
+		id++
+		b := &Batch{Specs: map[int64]*jobspb.JobSpec{id: {Name: fmt.Sprint(n)}}, NextID: id + 1}
+		for i := range n {
+			b.Jobs = append(b.Jobs, &jobspb.JobRecord{Id: id, Index: int32(i), State: "PENDING"})
+			c := byte('a' + i%26)
+			b.Logs = append(b.Logs, LogChunk{ID: 1, Index: 0, Data: []byte{c}})
+			want = append(want, c)
+		}
+		if err := s.Commit(b); err != nil {
+			t.Fatalf("a batch of %d: %v", n, err)
+		}
+	}
+	st, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Jobs) != 1+3+7+500+777 {
+		t.Fatalf("loaded %d records, want %d", len(st.Jobs), 1+3+7+500+777)
+	}
+	got, _, err := text(s.Logs(1, 0, 0, 1<<20))
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("the output read back is %d bytes (%v), not the %d written in order", len(got), err, len(want))
+	}
+}
