@@ -49,8 +49,12 @@ type Group struct {
 	limit int64
 
 	// pool, when set, may keep the group for another job once it is
-	// closed (see Pool).
-	pool *Pool
+	// closed (see Pool); fds then holds the group's files open, by name,
+	// from one job to the next: opening a cgroup file cost more than
+	// reading it.
+	pool  *Pool
+	fdsMu sync.Mutex
+	fds   map[string]int
 
 	mu     sync.Mutex
 	peak   int64         // max memory.current sample (cgroup2 without memory.peak)
@@ -215,13 +219,13 @@ func (g *Group) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 			// keeps, idle, and Close then reports it in the group).
 			runtime.LockOSThread()
 			tid := strconv.Itoa(unix.Gettid())
-			if err := writeFile(g.file("tasks"), tid); err != nil {
+			if err := g.write("tasks", tid); err != nil {
 				runtime.UnlockOSThread()
 				started <- err
 				return
 			}
 			err := start(cmd)
-			if writeFile(leave, tid) == nil {
+			if writeKept(leave, tid) == nil {
 				runtime.UnlockOSThread()
 			}
 			started <- err
@@ -247,7 +251,7 @@ func (g *Group) Add(pid int) error {
 		return nil
 	}
 	// A process that has already exited (a fast payload) needs no limit.
-	if err := writeFile(g.file("cgroup.procs"), strconv.Itoa(pid)); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := g.write("cgroup.procs", strconv.Itoa(pid)); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
 	return nil
@@ -263,19 +267,19 @@ func (g *Group) Stats() (peak int64, oomKilled bool, err error) {
 	case ModeRlimit:
 		return 0, false, nil
 	case ModeCgroup2:
-		peak, err = readInt(g.file("memory.peak"))
+		peak, err = g.readInt("memory.peak")
 		if errors.Is(err, fs.ErrNotExist) {
 			peak, err = g.samplePeak()
 		}
 		events = "memory.events"
 	case ModeCgroup1:
-		peak, err = readInt(g.file("memory.max_usage_in_bytes"))
+		peak, err = g.readInt("memory.max_usage_in_bytes")
 		events = "memory.oom_control"
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	kills, err := readKey(g.file(events), "oom_kill")
+	kills, err := g.readKey(events, "oom_kill")
 	if err != nil {
 		return 0, false, err
 	}
@@ -285,7 +289,7 @@ func (g *Group) Stats() (peak int64, oomKilled bool, err error) {
 // samplePeak takes one more memory.current sample and returns the largest
 // seen so far.
 func (g *Group) samplePeak() (int64, error) {
-	cur, err := readInt(g.file("memory.current"))
+	cur, err := g.readInt("memory.current")
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err == nil {
@@ -325,6 +329,7 @@ func (g *Group) Close() error {
 			return err
 		}
 		if g.pool == nil || !g.pool.keep(g) {
+			closeFiles(g.takeFiles())
 			if err := rmdir(g.dir, deadline); err != nil {
 				return err
 			}
@@ -342,7 +347,7 @@ func (g *Group) killAll(deadline time.Time) error {
 	procs := g.file("cgroup.procs")
 	self := os.Getpid()
 	for {
-		data, err := readFile(procs)
+		data, err := g.read("cgroup.procs")
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // already removed
 		}
@@ -541,12 +546,17 @@ func readFile(path string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	return readAll(fd, path)
+}
+
+// readAll reads the file open as fd from its start.
+func readAll(fd int, path string) ([]byte, error) {
 	buf := make([]byte, 0, 512)
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, cap(buf))
 		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		n, err := unix.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -560,8 +570,105 @@ func readFile(path string) ([]byte, error) {
 	}
 }
 
-func readInt(path string) (int64, error) {
-	data, err := readFile(path)
+// read and write are readFile and writeFile of the group's file name,
+// through the descriptor kept in fds when the group is a Pool's.
+func (g *Group) read(name string) ([]byte, error) {
+	path := g.file(name)
+	if g.pool == nil {
+		return readFile(path)
+	}
+	fd, err := g.fd(name, false)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return readAll(fd, path)
+}
+
+func (g *Group) write(name, value string) error {
+	path := g.file(name)
+	if g.pool == nil {
+		return writeFile(path, value)
+	}
+	fd, err := g.fd(name, true)
+	if err == nil {
+		_, err = unix.Pwrite(fd, []byte(value), 0)
+	}
+	if err != nil {
+		return fmt.Errorf("memlimit: write %q to %s: %w", value, path, err)
+	}
+	return nil
+}
+
+// fd returns the group's file name open for reading, or for writing,
+// opening it the first time.
+func (g *Group) fd(name string, writing bool) (int, error) {
+	key, mode := name, unix.O_RDONLY
+	if writing {
+		key, mode = "w "+name, unix.O_WRONLY
+	}
+	g.fdsMu.Lock()
+	defer g.fdsMu.Unlock()
+	if fd, ok := g.fds[key]; ok {
+		return fd, nil
+	}
+	fd, err := unix.Open(g.file(name), mode|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	if g.fds == nil {
+		g.fds = map[string]int{}
+	}
+	g.fds[key] = fd
+	return fd, nil
+}
+
+// takeFiles hands over the descriptors fds holds, which the group no
+// longer uses.
+func (g *Group) takeFiles() map[string]int {
+	g.fdsMu.Lock()
+	defer g.fdsMu.Unlock()
+	fds := g.fds
+	g.fds = nil
+	return fds
+}
+
+// closeFiles closes the descriptors of fds.
+func closeFiles(fds map[string]int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// writeKept is writeFile through a descriptor kept open for the life of
+// the process: the tasks file of the groups' parent, which each start
+// under cgroup v1 writes to.
+func writeKept(path, value string) error {
+	parentFiles.Lock()
+	fd, ok := parentFiles.fds[path]
+	var err error
+	if !ok {
+		if fd, err = unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+			parentFiles.fds[path] = fd
+		}
+	}
+	parentFiles.Unlock()
+	if err == nil {
+		_, err = unix.Pwrite(fd, []byte(value), 0)
+	}
+	if err != nil {
+		return fmt.Errorf("memlimit: write %q to %s: %w", value, path, err)
+	}
+	return nil
+}
+
+var parentFiles = struct {
+	sync.Mutex
+	fds map[string]int
+}{fds: map[string]int{}}
+
+func (g *Group) readInt(name string) (int64, error) {
+	path := g.file(name)
+	data, err := g.read(name)
 	if err != nil {
 		return 0, fmt.Errorf("memlimit: read %s: %w", path, err)
 	}
@@ -574,8 +681,9 @@ func readInt(path string) (int64, error) {
 
 // readKey reads the value of key in a flat-keyed file ("key value" lines);
 // a missing key reads as 0.
-func readKey(path, key string) (int64, error) {
-	data, err := readFile(path)
+func (g *Group) readKey(name, key string) (int64, error) {
+	path := g.file(name)
+	data, err := g.read(name)
 	if err != nil {
 		return 0, fmt.Errorf("memlimit: read %s: %w", path, err)
 	}

@@ -31,7 +31,7 @@ type Pool struct {
 	prefix string
 
 	mu     sync.Mutex
-	free   map[int64][]string // kept groups' directories, by limit
+	free   map[int64][]keptGroup // by limit
 	kept   int
 	closed bool
 }
@@ -42,17 +42,24 @@ var made atomic.Int64
 
 // NewPool returns a Pool whose groups are named prefix and a number (see
 // New for what a name may be).
-func NewPool(prefix string) *Pool { return &Pool{prefix: prefix, free: map[int64][]string{}} }
+func NewPool(prefix string) *Pool { return &Pool{prefix: prefix, free: map[int64][]keptGroup{}} }
+
+// keptGroup is a group a Pool keeps: its directory, and its files still
+// open (Group.fds).
+type keptGroup struct {
+	dir   string
+	files map[string]int
+}
 
 // New returns a group with the given limit: a kept one, or one New makes.
 func (p *Pool) New(limit int64) (*Group, error) {
 	p.mu.Lock()
-	if dirs := p.free[limit]; len(dirs) > 0 {
-		dir := dirs[len(dirs)-1]
-		p.free[limit] = dirs[:len(dirs)-1]
+	if free := p.free[limit]; len(free) > 0 {
+		k := free[len(free)-1]
+		p.free[limit] = free[:len(free)-1]
 		p.kept--
 		p.mu.Unlock()
-		return &Group{mode: ModeCgroup1, dir: dir, limit: limit, pool: p}, nil
+		return &Group{mode: ModeCgroup1, dir: k.dir, limit: limit, pool: p, fds: k.files}, nil
 	}
 	p.mu.Unlock()
 	g, err := New(p.prefix+strconv.FormatInt(made.Add(1), 10), limit)
@@ -69,14 +76,14 @@ func (p *Pool) keep(g *Group) bool {
 	if g.mode != ModeCgroup1 {
 		return false
 	}
-	usage, err := readInt(g.file("memory.usage_in_bytes"))
+	usage, err := g.readInt("memory.usage_in_bytes")
 	if err != nil || usage > keepUsage {
 		return false
 	}
 	// Read once its processes are all gone, the count of kills stays 0
 	// for the next job to read.
-	kills, err := readKey(g.file("memory.oom_control"), "oom_kill")
-	if err != nil || kills > 0 || writeFile(g.file("memory.max_usage_in_bytes"), "0") != nil {
+	kills, err := g.readKey("memory.oom_control", "oom_kill")
+	if err != nil || kills > 0 || g.write("memory.max_usage_in_bytes", "0") != nil {
 		return false
 	}
 	p.mu.Lock()
@@ -84,7 +91,7 @@ func (p *Pool) keep(g *Group) bool {
 	if p.closed || p.kept >= MaxKept {
 		return false
 	}
-	p.free[g.limit] = append(p.free[g.limit], g.dir)
+	p.free[g.limit] = append(p.free[g.limit], keptGroup{g.dir, g.takeFiles()})
 	p.kept++
 	return true
 }
@@ -95,12 +102,13 @@ func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	free := p.free
-	p.free, p.kept = map[int64][]string{}, 0
+	p.free, p.kept = map[int64][]keptGroup{}, 0
 	p.mu.Unlock()
 	var errs []error
-	for _, dirs := range free {
-		for _, dir := range dirs {
-			errs = append(errs, rmdir(dir, time.Now().Add(closeTimeout)))
+	for _, ks := range free {
+		for _, k := range ks {
+			closeFiles(k.files)
+			errs = append(errs, rmdir(k.dir, time.Now().Add(closeTimeout)))
 		}
 	}
 	return errors.Join(errs...)

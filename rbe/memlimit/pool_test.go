@@ -13,6 +13,7 @@ import (
 // with its peak reset, unless the kernel killed in it for memory; under
 // cgroup v2 none is kept.
 func TestPool(t *testing.T) {
+	fds := openFiles(t)
 	p := NewPool(fmt.Sprintf("memlimit-test-%d-pool-", os.Getpid()))
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
@@ -81,9 +82,11 @@ func TestPool(t *testing.T) {
 		t.Fatal("the job over its limit was not OOM-killed")
 	}
 	closeKept(killed, false)
-	if _, oom := run(newGroup(64*mib), "true"); oom {
+	after := newGroup(64 * mib)
+	if _, oom := run(after, "true"); oom {
 		t.Fatal("the job after one OOM-killed reads as OOM-killed")
 	}
+	closeKept(after, v1)
 
 	// Closing the pool removes the groups it kept, and those closed after.
 	closeKept(second, v1)
@@ -94,4 +97,18 @@ func TestPool(t *testing.T) {
 		t.Fatalf("after the pool's Close, stat %s: %v, want not exist", second.Path(), err)
 	}
 	closeKept(other, false)
+	// The files kept open with the groups are closed with them.
+	if got := openFiles(t); got != fds {
+		t.Fatalf("%d files open once the pool and its groups are closed, %d before", got, fds)
+	}
+}
+
+// openFiles counts this process's open files.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
 }
