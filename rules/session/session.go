@@ -5,6 +5,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -84,8 +85,11 @@ type Session struct {
 	// loading did, absolute (an include-scanned source, say).
 	analysisRead []string
 	// jobs holds the job targets this session built, by label, with
-	// the manifest written and the input root it names.
-	jobs map[string]PipelineJob
+	// the manifest written and the input root it names; trees the input
+	// roots made, by the runfiles laid out in them, which the jobs of a
+	// pipeline often share.
+	jobs  map[string]PipelineJob
+	trees map[string]*merkle.Tree
 	// debug passes on and keeps what print() printed.
 	debug *debugLog
 }
@@ -269,6 +273,9 @@ type Summary struct {
 	Stats   engine.Stats
 	// Runfiles maps an executable's exec path to its runfiles tree.
 	Runfiles map[string][]rules.Runfile
+	// analyzed are all the targets analysis configured, those named
+	// and what they depend on, by label.
+	analyzed map[string]*rules.Configured
 
 	// record, when set, is what Remember keeps of the build.
 	record *record
@@ -302,7 +309,7 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 			return nil, err
 		}
 	}
-	sum := &Summary{Runfiles: an.Runfiles}
+	sum := &Summary{Runfiles: an.Runfiles, analyzed: an.Targets}
 	var files []*rules.File
 	for _, l := range labels {
 		c := an.Targets[l.String()]
@@ -599,15 +606,31 @@ func (s *Session) ManifestPath(l label.Label) string {
 // binary, the binary's runfiles, the data) at their paths in the workspace,
 // the layout the job runs in.
 func (s *Session) jobTree(c *rules.Configured) (*merkle.Tree, error) {
+	runfiles := c.RunfilesFiles()
+	var key strings.Builder
+	for _, f := range runfiles {
+		key.WriteString(f.ShortPath + "\x00" + f.Path() + "\x00")
+	}
+	if t, ok := s.trees[key.String()]; ok {
+		return t, nil
+	}
 	var files []merkle.File
-	for _, f := range c.RunfilesFiles() {
+	for _, f := range runfiles {
 		fs, err := merkle.PathFiles(f.ShortPath, filepath.Join(s.ws.Root, filepath.FromSlash(f.Path())))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Label, err)
 		}
 		files = append(files, fs...)
 	}
-	return merkle.Build(files)
+	t, err := merkle.Build(files)
+	if err != nil {
+		return nil, err
+	}
+	if s.trees == nil {
+		s.trees = map[string]*merkle.Tree{}
+	}
+	s.trees[key.String()] = t
+	return t, nil
 }
 
 // writeManifests writes the manifest of every job target among the built
@@ -641,13 +664,18 @@ func (s *Session) writeManifests(targets []*rules.Configured) (paths []string, e
 		}
 		s.jobs[c.Label.String()] = PipelineJob{written, tree}
 		path := filepath.Join(s.ws.Root, s.ManifestPath(c.Label))
+		paths = append(paths, path)
+		// A manifest as the last build wrote it is left alone: reading
+		// it back costs less than writing it anew.
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, err
 		}
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return nil, err
 		}
-		paths = append(paths, path)
 	}
 	return paths, nil
 }
@@ -706,16 +734,30 @@ func (s *Session) Pipeline(ctx context.Context, target string) ([]PipelineJob, e
 		roots = []string{sum.Targets[0].Label.String()}
 	}
 	// Find the job targets, and what each runs after, by analysis alone,
-	// a level at a time; then build them all at once.
+	// a level at a time, taking those the pipeline's analysis configured
+	// from it; then build them all at once.
+	analyzed := sum.analyzed
 	after := map[string][]string{}
 	var all []string
 	for frontier := roots; len(frontier) > 0; {
-		sum, err := s.Build(ctx, frontier, true)
-		if err != nil {
-			return nil, err
+		var level []*rules.Configured
+		var rest []string
+		for _, l := range frontier {
+			if c := analyzed[l]; c != nil {
+				level = append(level, c)
+			} else {
+				rest = append(rest, l)
+			}
+		}
+		if len(rest) > 0 {
+			sum, err := s.Build(ctx, rest, true)
+			if err != nil {
+				return nil, err
+			}
+			level = append(level, sum.Targets...)
 		}
 		var next []string
-		for _, c := range sum.Targets {
+		for _, c := range level {
 			l := c.Label.String()
 			if _, ok := after[l]; ok {
 				continue
