@@ -273,9 +273,9 @@ type Summary struct {
 	Stats   engine.Stats
 	// Runfiles maps an executable's exec path to its runfiles tree.
 	Runfiles map[string][]rules.Runfile
-	// analyzed are all the targets analysis configured, those named
-	// and what they depend on, by label.
-	analyzed map[string]*rules.Configured
+	// analysis is what analysis found: the targets named and what they
+	// depend on (Targets, by label), and their actions.
+	analysis *rules.Analysis
 
 	// record, when set, is what Remember keeps of the build.
 	record *record
@@ -303,13 +303,19 @@ func (s *Session) Build(ctx context.Context, patterns []string, noBuild bool) (*
 	if err != nil {
 		return nil, err
 	}
+	return s.build(ctx, rec, an, labels, patterns, noBuild)
+}
+
+// build is Build once the labels the patterns name are analysed (an): it
+// builds them, unless noBuild, and records the build in rec, if set.
+func (s *Session) build(ctx context.Context, rec *record, an *rules.Analysis, labels []label.Label, patterns []string, noBuild bool) (*Summary, error) {
 	s.analysisRead = s.abs(an.Read)
 	for _, l := range labels {
 		if _, err := an.Targets[l.String()].Job(); err != nil {
 			return nil, err
 		}
 	}
-	sum := &Summary{Runfiles: an.Runfiles, analyzed: an.Targets}
+	sum := &Summary{Runfiles: an.Runfiles, analysis: an}
 	var files []*rules.File
 	for _, l := range labels {
 		c := an.Targets[l.String()]
@@ -736,20 +742,25 @@ func (s *Session) Pipeline(ctx context.Context, target string) ([]PipelineJob, e
 	// Find the job targets, and what each runs after, by analysis alone,
 	// a level at a time, taking those the pipeline's analysis configured
 	// from it; then build them all at once.
-	analyzed := sum.analyzed
+	// When the pipeline's analysis configured them all, it is the one
+	// their build goes by (unless the build is stamped, whose record
+	// begins before loading).
+	first, reuse := sum.analysis, !s.opts.Stamp
 	after := map[string][]string{}
 	var all []string
+	var labels []label.Label
 	for frontier := roots; len(frontier) > 0; {
 		var level []*rules.Configured
 		var rest []string
 		for _, l := range frontier {
-			if c := analyzed[l]; c != nil {
+			if c := first.Targets[l]; c != nil {
 				level = append(level, c)
 			} else {
 				rest = append(rest, l)
 			}
 		}
 		if len(rest) > 0 {
+			reuse = false
 			sum, err := s.Build(ctx, rest, true)
 			if err != nil {
 				return nil, err
@@ -770,7 +781,7 @@ func (s *Session) Pipeline(ctx context.Context, target string) ([]PipelineJob, e
 				return nil, fmt.Errorf("%s is not a job target: a pipeline's jobs are ml_training_job, batch_job or gpu_job targets", l)
 			}
 			after[l] = []string{}
-			all = append(all, l)
+			all, labels = append(all, l), append(labels, c.Label)
 			for _, d := range m.After {
 				after[l] = append(after[l], d.Label)
 				if _, ok := after[d.Label]; !ok {
@@ -780,7 +791,11 @@ func (s *Session) Pipeline(ctx context.Context, target string) ([]PipelineJob, e
 		}
 		frontier = next
 	}
-	sum, err = s.Build(ctx, all, false)
+	if reuse {
+		sum, err = s.build(ctx, nil, first, labels, all, false)
+	} else {
+		sum, err = s.Build(ctx, all, false)
+	}
 	if err != nil {
 		return nil, err
 	}
