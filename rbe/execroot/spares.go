@@ -1,11 +1,14 @@
 package execroot
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Spares hands out the directories commands run in, under one parent, and
@@ -68,8 +71,8 @@ func (s *Spares) Give(dir string, keep bool) {
 	os.RemoveAll(dir)
 }
 
-// emptyDir removes what the directory dir holds and gives it mode 0700
-// again; dir itself must not be a symlink.
+// emptyDir removes what the directory dir holds and gives it mode 0700,
+// and no ACL, again; dir itself must not be a symlink.
 func emptyDir(dir string) error {
 	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -82,6 +85,13 @@ func emptyDir(dir string) error {
 	}
 	for _, name := range names {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	// An ACL the command set on its directory would reach the next
+	// command's files.
+	for _, acl := range []string{"system.posix_acl_access", "system.posix_acl_default"} {
+		if err := unix.Fremovexattr(int(f.Fd()), acl); err != nil && !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return err
 		}
 	}

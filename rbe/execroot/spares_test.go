@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestSpares(t *testing.T) {
@@ -48,9 +50,24 @@ func TestSpares(t *testing.T) {
 	if err := os.Chmod(a, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	// And a default ACL giving nobody (65534) its new files.
+	acl := []byte{2, 0, 0, 0, 1, 0, 7, 0, 255, 255, 255, 255, 2, 0, 7, 0, 254, 255, 0, 0,
+		4, 0, 5, 0, 255, 255, 255, 255, 16, 0, 7, 0, 255, 255, 255, 255, 32, 0, 5, 0, 255, 255, 255, 255}
+	err := unix.Setxattr(a, "system.posix_acl_default", acl, 0)
+	withACL := err == nil
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatal(err)
+	}
 	s.Give(a, true)
 	if got := take(); got != a {
 		t.Fatalf("Take after a kept Give gave %s, want %s again", got, a)
+	}
+	if withACL {
+		if _, err := unix.Getxattr(a, "system.posix_acl_default", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
+			t.Fatalf("the kept directory's default ACL: %v, want none", err)
+		}
+	} else {
+		t.Log("this file system takes no ACL")
 	}
 	s.Give(b, false)
 	gone(b)

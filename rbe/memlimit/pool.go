@@ -2,6 +2,8 @@ package memlimit
 
 import (
 	"errors"
+	"math"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,7 +25,8 @@ const keepUsage = 1 << 20
 // the thirty-odd files of each group and takes it offline.
 //
 // Only cgroup v1 groups are kept, and only those the kernel killed nothing
-// in for memory and that hold at most keepUsage charged; their peak is reset
+// in for memory, that hold at most keepUsage charged and whose limit is
+// still theirs; their peak is reset
 // (memory.max_usage_in_bytes) as they are kept. Under cgroup v2 the peak
 // can be reset only through one open file (Linux 6.12), so groups are made
 // anew.
@@ -80,6 +83,12 @@ func (p *Pool) keep(g *Group) bool {
 	if err != nil || usage > keepUsage {
 		return false
 	}
+	// A job may write its own group's files: a limit it changed is not
+	// passed on to the next.
+	limit, err := g.readInt("memory.limit_in_bytes")
+	if err != nil || limit != g.limitAsRead() {
+		return false
+	}
 	// Read once its processes are all gone, the count of kills stays 0
 	// for the next job to read.
 	kills, err := g.readKey("memory.oom_control", "oom_kill")
@@ -94,6 +103,16 @@ func (p *Pool) keep(g *Group) bool {
 	p.free[g.limit] = append(p.free[g.limit], keptGroup{g.dir, g.takeFiles()})
 	p.kept++
 	return true
+}
+
+// limitAsRead is the group's limit as its memory.limit_in_bytes reads:
+// rounded down to pages, or, for none, the largest count of pages.
+func (g *Group) limitAsRead() int64 {
+	page := int64(os.Getpagesize())
+	if g.limit == 0 {
+		return math.MaxInt64 &^ (page - 1)
+	}
+	return g.limit &^ (page - 1)
 }
 
 // Close removes the groups kept; those closed from then on are removed

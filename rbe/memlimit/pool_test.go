@@ -88,6 +88,17 @@ func TestPool(t *testing.T) {
 	}
 	closeKept(after, v1)
 
+	// A group whose limit its job changed (here lowered: raising it would
+	// need the swap limit raised first) is removed.
+	changed := newGroup(64 * mib)
+	run(changed, "true")
+	if v1 {
+		if err := writeFile(changed.file("memory.limit_in_bytes"), fmt.Sprint(32*mib)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeKept(changed, false)
+
 	// Closing the pool removes the groups it kept, and those closed after.
 	closeKept(second, v1)
 	if err := p.Close(); err != nil {
