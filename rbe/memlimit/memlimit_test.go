@@ -35,16 +35,23 @@ func newKernelGroup(t *testing.T, limit int64) *Group {
 		}
 	})
 	t.Logf("mode %s, path %s", g.Mode(), g.Path())
+	requireCgroup(t, g)
+	if filepath.Base(g.Path()) != name {
+		t.Fatalf("Path() = %q, want a directory named %q", g.Path(), name)
+	}
+	return g
+}
+
+// requireCgroup skips the test (or, with RBS_TEST_REQUIRE_ALL=1, fails
+// it) unless g is backed by a cgroup.
+func requireCgroup(t *testing.T, g *Group) {
+	t.Helper()
 	if g.Mode() == ModeRlimit {
 		if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
 			t.Fatal("no cgroup available (mode rlimit) and RBS_TEST_REQUIRE_ALL=1")
 		}
 		t.Skip("no cgroup available here (mode rlimit)")
 	}
-	if filepath.Base(g.Path()) != name {
-		t.Fatalf("Path() = %q, want a directory named %q", g.Path(), name)
-	}
-	return g
 }
 
 // startIn starts the command, moves it into g, and then closes its stdin.

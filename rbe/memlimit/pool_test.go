@@ -27,12 +27,7 @@ func TestPool(t *testing.T) {
 			t.Fatalf("New(%d): %v", limit, err)
 		}
 		t.Cleanup(func() { g.Close() })
-		if g.Mode() == ModeRlimit {
-			if os.Getenv("RBS_TEST_REQUIRE_ALL") == "1" {
-				t.Fatal("no cgroup available (mode rlimit) and RBS_TEST_REQUIRE_ALL=1")
-			}
-			t.Skip("no cgroup available here (mode rlimit)")
-		}
+		requireCgroup(t, g)
 		return g
 	}
 	// run runs a payload in g and returns g's Stats.
