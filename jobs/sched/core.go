@@ -155,7 +155,8 @@ type job struct {
 	// Resources), which a round reads without the record; set it with
 	// setForRoom, which keeps its class's copy.
 	forRoom bool
-	// at is its place in class.jobs, while class is set.
+	// at is its place in class.jobs, counted from the class's first job
+	// ever (see place), while class is set.
 	at int
 	// query is its spec's interned fitQuery, while queryEpoch is the
 	// Core's (see interns).
@@ -181,7 +182,7 @@ func (j *job) state() State { return State(j.rec.State) }
 func (j *job) setForRoom(v bool) {
 	j.forRoom = v
 	if j.class != nil {
-		j.class.skips[j.at].forRoom = v
+		j.class.skips[j.place()].forRoom = v
 	}
 }
 

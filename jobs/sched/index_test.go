@@ -113,11 +113,18 @@ func checkIndexes(c *Core) error {
 		if len(cl.skips) != len(cl.jobs) {
 			return fmt.Errorf("class %v keeps %d skips for %d jobs", cl.key, len(cl.skips), len(cl.jobs))
 		}
+		left := 0
 		for i, j := range cl.jobs {
-			if j.class != cl || j.at != i || cl.skips[i].forRoom != j.forRoom {
+			if j.class != cl || j.place() != i || cl.skips[i].forRoom != j.forRoom {
 				return fmt.Errorf("job %s at %d of class %v: its class %p, place %d, forRoom %v; the class's copy %v",
 					j.key, i, cl.key, j.class, j.at, j.forRoom, cl.skips[i].forRoom)
 			}
+			if j.state() != Pending || j.parked {
+				left++
+			}
+		}
+		if left != cl.gone {
+			return fmt.Errorf("class %v counts %d jobs gone, %d of its jobs left it", cl.key, cl.gone, left)
 		}
 	}
 	return nil

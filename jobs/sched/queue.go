@@ -28,7 +28,17 @@ type waitClass struct {
 	// round, and a read of each job was a fifth of a queued round's time.
 	skips []skip
 	gone  int
+	// off is how many jobs have left the front of jobs since the class
+	// was made: a job's place in jobs is its at less off (place), so that
+	// dropping a run of them at the front moves no other.
+	off int
 }
+
+// place is j's index in its class's jobs.
+func (j *job) place() int { return j.at - j.class.off }
+
+// setPlace records that j is at index i of cl's jobs.
+func (cl *waitClass) setPlace(j *job, i int) { j.at = i + cl.off }
 
 // skip is what the sweep reads of a job in its class (see passes in
 // Schedule): forRoom, kept by job.setForRoom, and its interned fitQuery
@@ -84,13 +94,13 @@ func (c *Core) enterClass(j *job) {
 		}
 		sk := skip{forRoom: j.forRoom}
 		if n := len(cl.jobs); n == 0 || submitted(cl.jobs[n-1], j) < 0 {
-			j.at = n
+			cl.setPlace(j, n)
 			cl.jobs, cl.skips = append(cl.jobs, j), append(cl.skips, sk) // most come last
 		} else {
 			i, _ := slices.BinarySearchFunc(cl.jobs, j, submitted)
 			cl.jobs, cl.skips = slices.Insert(cl.jobs, i, j), slices.Insert(cl.skips, i, sk)
 			for k := i; k < len(cl.jobs); k++ {
-				cl.jobs[k].at = k
+				cl.setPlace(cl.jobs[k], k)
 			}
 		}
 		j.class = cl
@@ -119,23 +129,44 @@ func (c *Core) readyClasses() {
 		if cl.gone == 0 {
 			continue
 		}
-		kept := 0
-		for i, j := range cl.jobs {
-			if j.state() == Pending && !j.parked {
-				cl.jobs[kept], cl.skips[kept], j.at = j, cl.skips[i], kept
-				kept++
-			} else {
-				j.class = nil
-			}
-		}
-		clear(cl.jobs[kept:])
-		clear(cl.skips[kept:])
-		cl.jobs, cl.skips = cl.jobs[:kept], cl.skips[:kept]
-		cl.gone = 0
+		cl.compact()
 		if len(cl.jobs) == 0 {
 			delete(c.classes, k)
 		}
 	}
+}
+
+// compact drops from cl the jobs that left it (gone). Most often they are
+// the first: a round starts a class's jobs in their order. A run of them
+// at the front is dropped by moving the class's start alone, so a round
+// costs a class the jobs it took, not all it holds.
+func (cl *waitClass) compact() {
+	waits := func(j *job) bool { return j.state() == Pending && !j.parked }
+	front := 0
+	for front < len(cl.jobs) && !waits(cl.jobs[front]) {
+		cl.jobs[front].class = nil
+		front++
+	}
+	clear(cl.jobs[:front])
+	clear(cl.skips[:front])
+	cl.jobs, cl.skips, cl.off = cl.jobs[front:], cl.skips[front:], cl.off+front
+	if cl.gone -= front; cl.gone == 0 {
+		return
+	}
+	kept := 0
+	for i, j := range cl.jobs {
+		if waits(j) {
+			cl.jobs[kept], cl.skips[kept] = j, cl.skips[i]
+			cl.setPlace(j, kept)
+			kept++
+		} else {
+			j.class = nil
+		}
+	}
+	clear(cl.jobs[kept:])
+	clear(cl.skips[kept:])
+	cl.jobs, cl.skips = cl.jobs[:kept], cl.skips[:kept]
+	cl.gone = 0
 }
 
 // queue is a round's merge of the classes: a heap of each class's next
@@ -179,16 +210,10 @@ func (q queue) peek() *job { return q[0].r.job }
 // peekRank is the rank of the job to consider next.
 func (q queue) peekRank() ranked { return q[0].r }
 
-// pop takes the job to consider next off the queue, bringing its class's
-// next job up.
-func (q *queue) pop(c *Core, nowMs int64) *job {
-	j, _ := q.popSkipping(c, nowMs, nil, 0)
-	return j
-}
-
-// popSkipping is pop, but up to most of the jobs of the class that pass
-// (when set) reports, given their class and place, are passed over before
-// the class's next is brought up; it returns how many.
+// popSkipping takes the job to consider next off the queue, and passes
+// over up to most of the jobs after it in its class that pass reports
+// (given their class and place; nil passes none), before it brings the
+// class's next job up. It returns the job and how many it passed over.
 func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, most int) (*job, int) {
 	h := &(*q)[0]
 	j := h.r.job

@@ -259,10 +259,20 @@ func (c *Core) Schedule() {
 			if head := queue.peek(); res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
 				c.tryPreempt(head, workers, now)
 			}
+			// A job that waits for room still keeps its reason (see
+			// below), and so do those after it in its class that wait for
+			// room too: they are counted, unranked and off the heap, as a
+			// sweep passes them over, and a full cluster costs a round
+			// the classes, not every waiting job.
+			var waitsForRoom func(cl *waitClass, i int) bool
+			if !c.quotas {
+				waitsForRoom = func(cl *waitClass, i int) bool { return cl.skips[i].forRoom }
+			}
 			for queue.Len() > 0 && looked < c.cfg.Lookback {
-				j := queue.pop(c, nowMs)
+				j, skipped := queue.popSkipping(c, nowMs, waitsForRoom, c.cfg.Lookback-looked-1)
+				looked += skipped
 				if j.forRoom && !c.quotas {
-					looked++ // it waits for room still (see below)
+					looked++
 					continue
 				}
 				reason := c.blocked(j, runningInArray, workers)
@@ -305,7 +315,7 @@ func (c *Core) Schedule() {
 		if resumed && (j.state() != Pending || j.parked) {
 			continue // it started, or was parked, before the round resumed
 		}
-		if passes != nil && passes(j.class, j.at) { // j is still at its place in its class
+		if passes != nil && passes(j.class, j.place()) { // j is still at its place in its class
 			continue
 		}
 		reason := c.blocked(j, runningInArray, workers)

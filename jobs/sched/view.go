@@ -79,13 +79,15 @@ func (c *Core) Publish(wait bool) bool {
 			c.workersSeen[name] = true
 		}
 	}
-	arrays := map[int64]bool{}
+	// grown holds the arrays a task was added to, whose tasks are sorted
+	// again; a task patched in place keeps its place.
+	grown := map[int64]bool{}
 	var ran []ranOn // the changed jobs' nodes: each a worker to patch
 	for k := range c.seen {
-		if k.Index >= 0 {
-			arrays[k.ID] = true
-		}
 		old, live := r.jobs[k], c.jobs[k]
+		if k.Index >= 0 && old == nil && live != nil {
+			grown[k.ID] = true
+		}
 		if old != nil {
 			for _, n := range old.rec.Nodes {
 				ran = append(ran, ranOn{n.Worker, k})
@@ -117,7 +119,7 @@ func (c *Core) Publish(wait bool) bool {
 	// Made anew, not cleared: a cleared map keeps the room it grew to, and
 	// ranging over it costs that room however few it holds.
 	c.seen = map[Key]bool{}
-	for id := range arrays {
+	for id := range grown {
 		if tasks := r.arrays[id]; tasks != nil {
 			slices.SortFunc(tasks, func(a, b *job) int { return int(a.key.Index - b.key.Index) })
 		}
