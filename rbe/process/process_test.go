@@ -48,6 +48,9 @@ func TestRun(t *testing.T) {
 		{"timeout", Spec{Args: sh(`sleep 30; echo not stopped`), Env: env, Timeout: 200 * time.Millisecond, Grace: time.Minute}, false, 143, true, ""},
 		{"cancelled", Spec{Args: sh(`: >"$READY"; sleep 30; echo not stopped`), Env: env, Grace: time.Minute}, true, 143, false, ""},
 		{"cancelled, ignoring SIGTERM", Spec{Args: sh(`trap '' TERM; : >"$READY"; sleep 30; echo not stopped`), Env: env, Grace: 100 * time.Millisecond}, true, 137, false, ""},
+		// Twice: the shared /dev/null must still be there for the second.
+		{"stdin is /dev/null", Spec{Args: sh(`test -c /dev/stdin && cat && echo eof`), Env: env}, false, 0, false, "eof\n"},
+		{"stdin is /dev/null again", Spec{Args: sh(`test -c /dev/stdin && cat && echo eof`), Env: env}, false, 0, false, "eof\n"},
 		{"held until placed", Spec{Args: []string{"cat", placed}, Env: env, OnStart: place(placed)}, false, 0, false, "placed\n"},
 	}
 	for _, tt := range tests {
