@@ -196,8 +196,11 @@ type worker struct {
 	platform string // OS-ARCH; "" when the worker offers none
 	// containerRuntime is the worker's podman or docker; "" for none.
 	containerRuntime string
-	// properties are the platform properties it offers, "NAME=VALUE".
+	// properties are the platform properties it offers, "NAME=VALUE";
+	// labels holds them by NAME (the first given of a NAME), which
+	// topology labels are read from.
 	properties map[string]bool
+	labels     map[string]string
 	connected  bool
 	// registered says the worker has registered since the Core started;
 	// the jobs of one known only from the store, which never did, are
@@ -1175,9 +1178,14 @@ func (c *Core) WorkerUp(info WorkerInfo, holds Report) {
 	c.workerEpoch++
 	w.cpus, w.memory, w.jobSlots, w.platform, w.address = info.CPUs, info.Memory, info.JobSlots, info.Platform, info.Address
 	w.containerRuntime = info.ContainerRuntime
-	w.properties = map[string]bool{}
+	w.properties, w.labels = map[string]bool{}, map[string]string{}
 	for _, p := range info.Properties {
 		w.properties[p] = true
+		if name, value, ok := strings.Cut(p, "="); ok {
+			if _, dup := w.labels[name]; !dup {
+				w.labels[name] = value
+			}
+		}
 	}
 	gpus := append([]*workerpb.Gpu(nil), info.GPUs...)
 	sort.Slice(gpus, func(a, b int) bool { return gpus[a].Index < gpus[b].Index })

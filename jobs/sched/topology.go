@@ -12,19 +12,14 @@ package sched
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 )
 
 // label returns the value of w's topology label key, and whether w has
 // it.
 func (w *worker) label(key string) (string, bool) {
-	for p := range w.properties {
-		if name, value, ok := strings.Cut(p, "="); ok && name == key {
-			return value, true
-		}
-	}
-	return "", false
+	value, ok := w.labels[key]
+	return value, ok
 }
 
 // domains groups candidates, tightest first, by the value of label key,
