@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -142,5 +143,45 @@ func TestLookPath(t *testing.T) {
 		if err != nil || (tt.want != "" && got != tt.want) {
 			t.Errorf("LookPath(%q) = %q, %v; want %q", tt.name, got, err, tt.want)
 		}
+	}
+}
+
+// TestSealInherited opens a descriptor without close-on-exec, as a shell
+// or supervisor may leave one, and checks that once sealed (through
+// close_range, and through the listing older kernels need) a payload no
+// longer has it, while stdin, stdout and stderr are still passed.
+func TestSealInherited(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		seal func() error
+	}{
+		{"close_range", SealInherited},
+		{"listed", sealListed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fd, err := syscall.Open(os.DevNull, syscall.O_RDONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Close(fd)
+			script := fmt.Sprintf(`if [ -e /proc/self/fd/%d ]; then echo inherited; else echo sealed; fi`, fd)
+			run := func() string {
+				var out bytes.Buffer
+				spec := Spec{Args: sh(script), Env: []string{"PATH=/bin:/usr/bin"}, Stdout: &out, Stderr: &out}
+				if _, err := Run(context.Background(), spec); err != nil {
+					t.Fatal(err)
+				}
+				return strings.TrimSpace(out.String())
+			}
+			if got := run(); got != "inherited" {
+				t.Fatalf("before sealing, the payload printed %q: descriptor %d was not passed on, so the test checks nothing", got, fd)
+			}
+			if err := tt.seal(); err != nil {
+				t.Fatal(err)
+			}
+			if got := run(); got != "sealed" {
+				t.Fatalf("after sealing, the payload printed %q: it inherited descriptor %d", got, fd)
+			}
+		})
 	}
 }

@@ -204,6 +204,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// Payloads get the descriptors they are given, not those this
+	// process was started with.
+	if err := process.SealInherited(); err != nil {
+		return fmt.Errorf("marking inherited descriptors close-on-exec: %w", err)
+	}
 	rp := process.SharedReaper
 	reapErr := make(chan error, 1)
 	go func() { reapErr <- rp.Serve(ctx) }()
