@@ -1,6 +1,7 @@
 // Package process runs payload processes the way rbs workers and the local
 // executor need: exactly the given environment, the program found in that
-// environment's PATH, its own process group, a time limit, and on timeout
+// environment's PATH, its own session and process group (so no controlling
+// terminal of whoever started rbs), a time limit, and on timeout
 // or cancellation SIGTERM to the whole group, then SIGKILL after a grace
 // period; whatever the payload leaves in its group is killed when it ends.
 //
@@ -118,7 +119,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return Result{}, err
 	}
 	// The child takes on Credential before it sets Pdeathsig, which a
-	// change of uid would clear.
+	// change of uid would clear. Its own session is its own process group
+	// too, and takes it off the terminal, if any, that rbs was started
+	// from, as Bazel's process-wrapper does.
 	cmd := &exec.Cmd{
 		Path:        prog,
 		Args:        spec.Args,
@@ -126,7 +129,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		Dir:         spec.Dir,
 		Stdout:      spec.Stdout,
 		Stderr:      spec.Stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.Credential},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.Credential},
 	}
 	if cmd.Env == nil {
 		cmd.Env = []string{}

@@ -52,6 +52,7 @@ func TestRun(t *testing.T) {
 		// Twice: the shared /dev/null must still be there for the second.
 		{"stdin is /dev/null", Spec{Args: sh(`test -c /dev/stdin && cat && echo eof`), Env: env}, false, 0, false, "eof\n"},
 		{"stdin is /dev/null again", Spec{Args: sh(`test -c /dev/stdin && cat && echo eof`), Env: env}, false, 0, false, "eof\n"},
+		{"its own session and process group", Spec{Args: sh(`read -r _ _ _ _ pgrp sid _ </proc/$$/stat; [ "$pgrp" = $$ ] && [ "$sid" = $$ ] && echo leader`), Env: env}, false, 0, false, "leader\n"},
 		{"held until placed", Spec{Args: []string{"cat", placed}, Env: env, OnStart: place(placed)}, false, 0, false, "placed\n"},
 	}
 	for _, tt := range tests {
