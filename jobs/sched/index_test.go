@@ -119,7 +119,7 @@ func checkIndexes(c *Core) error {
 				return fmt.Errorf("job %s at %d of class %v: its class %p, place %d, forRoom %v; the class's copy %v",
 					j.key, i, cl.key, j.class, j.at, j.forRoom, cl.skips[i].forRoom)
 			}
-			if j.state() != Pending || j.parked {
+			if !j.waits() {
 				left++
 			}
 		}

@@ -34,6 +34,9 @@ type waitClass struct {
 	off int
 }
 
+// waits reports whether j belongs in a class: pending, and not parked.
+func (j *job) waits() bool { return j.state() == Pending && !j.parked }
+
 // place is j's index in its class's jobs.
 func (j *job) place() int { return j.at - j.class.off }
 
@@ -121,7 +124,7 @@ func (c *Core) readyClasses() {
 	entering := c.entering
 	c.entering = nil
 	for _, j := range entering {
-		if j.state() == Pending && !j.parked && j.class == nil {
+		if j.waits() && j.class == nil {
 			c.enterClass(j)
 		}
 	}
@@ -141,9 +144,8 @@ func (c *Core) readyClasses() {
 // at the front is dropped by moving the class's start alone, so a round
 // costs a class the jobs it took, not all it holds.
 func (cl *waitClass) compact() {
-	waits := func(j *job) bool { return j.state() == Pending && !j.parked }
 	front := 0
-	for front < len(cl.jobs) && !waits(cl.jobs[front]) {
+	for front < len(cl.jobs) && !cl.jobs[front].waits() {
 		cl.jobs[front].class = nil
 		front++
 	}
@@ -155,7 +157,7 @@ func (cl *waitClass) compact() {
 	}
 	kept := 0
 	for i, j := range cl.jobs {
-		if waits(j) {
+		if j.waits() {
 			cl.jobs[kept], cl.skips[kept] = j, cl.skips[i]
 			cl.setPlace(j, kept)
 			kept++

@@ -312,7 +312,7 @@ func (c *Core) Schedule() {
 		}
 		j, skipped := queue.popSkipping(c, nowMs, passes, sweepPerLookback*c.cfg.Lookback-passed)
 		passed += skipped
-		if resumed && (j.state() != Pending || j.parked) {
+		if resumed && !j.waits() {
 			continue // it started, or was parked, before the round resumed
 		}
 		if passes != nil && passes(j.class, j.place()) { // j is still at its place in its class

@@ -105,8 +105,9 @@ func LookPath(name, dir string, env []string, hostPath bool) (string, error) {
 }
 
 // devNull is /dev/null, opened once for every process's stdin: os/exec
-// would open and close it for each, a twentieth of a worker's time in a job
-// start. A child gets its own descriptor of it; this one is never closed.
+// would open and close it for each, about a twentieth of a worker's CPU in
+// an array of short jobs. A child gets its own descriptor of it; this one
+// is never closed.
 var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 // Run runs the process and waits for it.
