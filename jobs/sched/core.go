@@ -151,10 +151,9 @@ type job struct {
 	// parked says it waits, out of its class, on its dependencies or its
 	// array's cap (see park).
 	parked bool
-	// forRoom says it is pending for lack of room (rec's PendingReason is
-	// Resources), which a round reads without the record; set it with
-	// setForRoom, which keeps its class's copy.
-	forRoom bool
+	// waited says what it is pending for, of what a round tells without
+	// the record; set it with setWaited, which keeps its class's copy.
+	waited waitedFor
 	// at is its place in class.jobs, counted from the class's first job
 	// ever (see place), while class is set.
 	at int
@@ -178,11 +177,31 @@ func (j *job) node(task string) *jobspb.Node {
 
 func (j *job) state() State { return State(j.rec.State) }
 
-// setForRoom sets j.forRoom, and the copy its class keeps for the sweep.
-func (j *job) setForRoom(v bool) {
-	j.forRoom = v
+// waitedFor is what a pending job waits for, of what a round's sweep
+// reads without the job (see passes in Schedule): room (its reason is
+// Resources), or its turn, kept off what room there is by a reservation
+// (Priority).
+type waitedFor uint8
+
+const (
+	waitedOther waitedFor = iota
+	waitedRoom
+	waitedTurn
+)
+
+// setWaited sets j.waited from j's pending reason, and the copy its class
+// keeps for the sweep.
+func (j *job) setWaited(reason string) {
+	var v waitedFor
+	switch reason {
+	case ReasonResources:
+		v = waitedRoom
+	case ReasonPriority:
+		v = waitedTurn
+	}
+	j.waited = v
 	if j.class != nil {
-		j.class.skips[j.place()].forRoom = v
+		j.class.skips[j.place()].waited = v
 	}
 }
 
@@ -369,7 +388,8 @@ type Core struct {
 	// keptFits keeps, from round to round, the tightest candidates of each
 	// fitQuery asked (see kept); changes logs the workers whose room or
 	// connection changed, which each kept takes in past its seen mark.
-	keptFits map[fitQuery]*kept
+	keptFits  map[fitKey]*kept
+	keptEpoch uint32 // the queryEpoch of keptFits's keys
 	// victims indexes the preemptible jobs running (youngestVictim);
 	// soonest the workers that run jobs by their first end (soonestWorker).
 	victims victimIndex
@@ -649,7 +669,9 @@ func emptyCore(cfg Config) *Core {
 func (c *Core) add(j *job) {
 	j.base = int64(j.spec.Priority) + int64(c.queues[j.spec.Queue].Priority)
 	j.submit = j.rec.SubmitUnixMs
-	j.setForRoom(j.state() == Pending && j.rec.PendingReason == ReasonResources)
+	if j.state() == Pending {
+		j.setWaited(j.rec.PendingReason)
+	}
 	c.jobs[j.key] = j
 	c.counts[j.state()]++
 	if j.state() == Pending {
@@ -713,7 +735,7 @@ func (c *Core) setReason(j *job, reason string) {
 		j.rec.PendingReason = reason
 		c.seen[j.key] = true
 	}
-	j.setForRoom(reason == ReasonResources)
+	j.setWaited(reason)
 }
 
 func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
@@ -998,7 +1020,7 @@ func (c *Core) move(j *job, to State) {
 			c.leaveClass(j)
 		}
 		delete(c.pending, j.key)
-		j.setForRoom(false)
+		j.setWaited("")
 	}
 	if to == Completed {
 		c.remember(j)

@@ -115,9 +115,9 @@ func checkIndexes(c *Core) error {
 		}
 		left := 0
 		for i, j := range cl.jobs {
-			if j.class != cl || j.place() != i || cl.skips[i].forRoom != j.forRoom {
-				return fmt.Errorf("job %s at %d of class %v: its class %p, place %d, forRoom %v; the class's copy %v",
-					j.key, i, cl.key, j.class, j.at, j.forRoom, cl.skips[i].forRoom)
+			if j.class != cl || j.place() != i || cl.skips[i].waited != j.waited || cl.skips[i].limitMs != j.rec.TimeLimitMs {
+				return fmt.Errorf("job %s at %d of class %v: its class %p, place %d, waited %v; the class's copy %+v",
+					j.key, i, cl.key, j.class, j.at, j.waited, cl.skips[i])
 			}
 			if !j.waits() {
 				left++

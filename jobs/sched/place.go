@@ -670,7 +670,12 @@ func (r *reservation) take(j *job, ws []*worker, now time.Time) {
 // endsBefore reports whether j, started now, ends by its time limit before
 // the reserved start; false without a reservation.
 func (r *reservation) endsBefore(j *job, now time.Time) bool {
-	return r != nil && j.rec.TimeLimitMs > 0 && !r.at.IsZero() && !now.Add(time.Duration(j.rec.TimeLimitMs)*time.Millisecond).After(r.at)
+	return r.endsWithin(j.rec.TimeLimitMs, now)
+}
+
+// endsWithin is endsBefore for a job of time limit limitMs (0: none).
+func (r *reservation) endsWithin(limitMs int64, now time.Time) bool {
+	return r != nil && limitMs > 0 && !r.at.IsZero() && !now.Add(time.Duration(limitMs)*time.Millisecond).After(r.at)
 }
 
 // nodeList is the names of a gang's workers, in rank order.

@@ -44,12 +44,14 @@ func (j *job) place() int { return j.at - j.class.off }
 func (cl *waitClass) setPlace(j *job, i int) { j.at = i + cl.off }
 
 // skip is what the sweep reads of a job in its class (see passes in
-// Schedule): forRoom, kept by job.setForRoom, and its interned fitQuery
-// as of the Core's queryEpoch epoch (nil until asked).
+// Schedule): what it waited for, kept by job.setWaited, its time limit,
+// and its interned fitQuery as of the Core's queryEpoch epoch (nil until
+// asked).
 type skip struct {
 	query   *fitQuery
+	limitMs int64
 	epoch   uint32
-	forRoom bool
+	waited  waitedFor
 }
 
 type classKey struct {
@@ -95,7 +97,7 @@ func (c *Core) enterClass(j *job) {
 			cl = &waitClass{key: k}
 			c.classes[k] = cl
 		}
-		sk := skip{forRoom: j.forRoom}
+		sk := skip{waited: j.waited, limitMs: j.rec.TimeLimitMs}
 		if n := len(cl.jobs); n == 0 || submitted(cl.jobs[n-1], j) < 0 {
 			cl.setPlace(j, n)
 			cl.jobs, cl.skips = append(cl.jobs, j), append(cl.skips, sk) // most come last

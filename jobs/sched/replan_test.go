@@ -93,6 +93,35 @@ func TestSweepGoesOn(t *testing.T) {
 	}
 }
 
+// Jobs that waited their turn behind a reservation they would outlast, and
+// that ask what the reservation left no room for, are passed over as jobs
+// that wait for room are: they keep Priority, do not use up the Lookback,
+// and a job behind them that can backfill starts.
+func TestTurnPassesBehindAReservation(t *testing.T) {
+	h := newHarness(t)
+	h.c.cfg.Lookback = 2
+	h.worker("w", 4, 4)
+	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
+	h.step()
+	h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+	var long []int64
+	for range 4 {
+		long = append(long, h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 5, TimeLimitMs: minutes(60)}))
+	}
+	small := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 1, TimeLimitMs: minutes(5)})
+	if got := h.step(); len(got) != 0 {
+		t.Fatalf("started %v, want none: the small job is past the lookback", got)
+	}
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(small, "@w") {
+		t.Fatalf("the next round started %v, want the small job %d", got, small)
+	}
+	for _, id := range long {
+		if r := h.rec(id, -1).PendingReason; r != ReasonPriority {
+			t.Fatalf("job %d waits for %q, want %s", id, r, ReasonPriority)
+		}
+	}
+}
+
 // A kept plan for the head of the queue is worked out again once it is
 // replanEvery old: the tick marks a round, with nothing else changed.
 func TestReplanAfterItsTime(t *testing.T) {

@@ -154,9 +154,18 @@ func (c *Core) Schedule() {
 	}
 	// noRoom holds the queries a job found no room for in this round, with
 	// no reservation keeping it off any worker: as jobs only start in a
-	// round, the jobs after it that ask the same find none either.
+	// round, the jobs after it that ask the same find none either. That
+	// holds for packed gangs too: their query names the label and whether
+	// packing is required, and what a domain has free only shrinks. It
+	// does not hold with maintenance windows, which look at each job's
+	// time limit.
 	noRoom := map[*fitQuery]bool{}
-	remembers := func(j *job) bool { return len(c.windows) == 0 && !packs(j.spec) }
+	remembers := len(c.windows) == 0
+	// barred holds, likewise, the queries a job found no room for that the
+	// reservation allows it: one that would still run at the reserved time
+	// is kept off a reserved worker by what it asks alone, so the jobs
+	// after it that ask the same and would still run then find none either.
+	barred := map[*fitQuery]bool{}
 	now := c.cfg.Now()
 	c.refreshShares(now)
 	c.readyClasses()
@@ -181,13 +190,13 @@ func (c *Core) Schedule() {
 	// candidates as a job asks.
 	fits := c.keptFits
 	fit := func(j *job, res *reservation) []*worker {
-		q := c.query(j)
+		k := c.fitKey(j)
 		nodes := nodesOf(j.spec)
 		keep := 4*nodes + 32
 		if packs(j.spec) {
 			keep = len(open.ws) // a packed gang chooses among all that pass
 		}
-		e := fits[q]
+		e := fits[k]
 		if e != nil {
 			e.catchUp(c, c.changes)
 		}
@@ -201,7 +210,7 @@ func (c *Core) Schedule() {
 			for _, s := range ok {
 				e.scores[s.w] = s.s
 			}
-			fits[q] = e
+			fits[k] = e
 		}
 		ok := e.ok
 		if res != nil && !res.endsBefore(j, now) {
@@ -213,7 +222,7 @@ func (c *Core) Schedule() {
 				ok, _ = c.topCandidates(j, open.ws, res, now, current, keep)
 			}
 		}
-		if q.pack != "" {
+		if k.q.pack != "" {
 			return packed(j, ok)
 		}
 		return pick(j, ok)
@@ -266,12 +275,12 @@ func (c *Core) Schedule() {
 			// the classes, not every waiting job.
 			var waitsForRoom func(cl *waitClass, i int) bool
 			if !c.quotas {
-				waitsForRoom = func(cl *waitClass, i int) bool { return cl.skips[i].forRoom }
+				waitsForRoom = func(cl *waitClass, i int) bool { return cl.skips[i].waited == waitedRoom }
 			}
 			for queue.Len() > 0 && looked < c.cfg.Lookback {
 				j, skipped := queue.popSkipping(c, nowMs, waitsForRoom, c.cfg.Lookback-looked-1)
 				looked += skipped
-				if j.forRoom && !c.quotas {
+				if j.waited == waitedRoom && !c.quotas {
 					looked++
 					continue
 				}
@@ -287,27 +296,34 @@ func (c *Core) Schedule() {
 			}
 			break
 		}
-		// Past the first job that found no room, a job that waited for
-		// room and asks what found none in this round keeps its reason,
-		// unworked (it passes): a hold or a dependency cannot newly hold
-		// back a job that waited for room, and an array's cap reached since
+		// Past the first job that found no room, a job keeps its reason,
+		// unworked (it passes), when it would get the same: one that
+		// waited for room (Resources) and asks what found none in this
+		// round, and one that waited its turn (Priority), asks what found
+		// none the reservation allows but some room, and would still run
+		// at the reserved time. A hold or a dependency cannot newly hold
+		// back a job that waited so, and an array's cap reached since
 		// would change only which reason it shows. (Quotas are left out:
-		// asking one may reclaim.) What lets a job pass holds for the rest
-		// of the round once it holds, so those after j in its class that
-		// pass are passed over now, unranked and off the heap.
-		// passes reads the class's copy (skip) of the job at place i, not
-		// the job.
+		// asking one may reclaim.) Whether a job starts is settled for the
+		// rest of the round once it passes, so those after j in its class
+		// that pass are passed over now, unranked and off the heap (one
+		// that waited its turn keeps Priority, though its query may find
+		// no room later in the round). passes reads the class's copy
+		// (skip) of the job at place i, not the job.
 		var passes func(cl *waitClass, i int) bool
 		if res != nil && !c.quotas && len(c.windows) == 0 {
 			passes = func(cl *waitClass, i int) bool {
 				sk := &cl.skips[i]
-				if !sk.forRoom {
+				if sk.waited == waitedOther {
 					return false
 				}
 				if sk.query == nil || sk.epoch != c.queryEpoch {
 					sk.query, sk.epoch = c.interns(cl.jobs[i]), c.queryEpoch
 				}
-				return noRoom[sk.query]
+				if sk.waited == waitedRoom {
+					return noRoom[sk.query]
+				}
+				return barred[sk.query] && !noRoom[sk.query] && !res.endsWithin(sk.limitMs, now)
 			}
 		}
 		j, skipped := queue.popSkipping(c, nowMs, passes, sweepPerLookback*c.cfg.Lookback-passed)
@@ -326,7 +342,7 @@ func (c *Core) Schedule() {
 				reason = c.quotaReason(j, now)
 			}
 		}
-		if reason == "" && res != nil && remembers(j) && noRoom[c.interns(j)] {
+		if reason == "" && res != nil && remembers && noRoom[c.interns(j)] {
 			reason = ReasonResources
 		}
 		if reason == "" && res != nil {
@@ -337,7 +353,12 @@ func (c *Core) Schedule() {
 			looked++
 		}
 		if reason == "" {
-			if ws := fit(j, res); ws != nil {
+			var ws []*worker
+			held := res != nil && remembers && !res.endsBefore(j, now) // what j may have depends on its query alone
+			if !held || !barred[c.interns(j)] {
+				ws = fit(j, res)
+			}
+			if ws != nil {
 				c.start(j, ws, now)
 				res.take(j, ws, now)
 				if quota.borrows {
@@ -349,6 +370,9 @@ func (c *Core) Schedule() {
 				}
 				open.seen = len(c.changes)
 				continue
+			}
+			if held {
+				barred[c.interns(j)] = true
 			}
 			packWait := ""
 			if packs(j.spec) && j.spec.PackRequired {
@@ -376,7 +400,7 @@ func (c *Core) Schedule() {
 			default:
 				reason = ReasonResources
 			}
-			if reason == ReasonResources && remembers(j) {
+			if reason == ReasonResources && remembers {
 				noRoom[c.interns(j)] = true
 			}
 		}
@@ -601,7 +625,17 @@ func (c *Core) keepFits(workers []*worker) *openSet {
 	windowed := c.keptWindowed
 	c.keptWindowed = len(c.windows) > 0
 	if c.keptFits == nil || windowed || c.keptWindowed || len(c.changes) > 4*len(c.workers)+1024 {
-		c.keptFits = map[fitQuery]*kept{}
+		c.keptFits = map[fitKey]*kept{}
+	}
+	if c.keptEpoch != c.queryEpoch {
+		// The keys are interned queries: those of the new epoch take
+		// their place.
+		old := c.keptFits
+		c.keptFits, c.keptEpoch = make(map[fitKey]*kept, len(old)), c.queryEpoch
+		for k, e := range old {
+			k.q = c.intern(*k.q)
+			c.keptFits[k] = e
+		}
 	}
 	if len(c.keptFits) == 0 {
 		c.changes, open.seen = c.changes[:0], 0
@@ -609,14 +643,20 @@ func (c *Core) keepFits(workers []*worker) *openSet {
 	return open
 }
 
-// query is the fitQuery of j, kept for its spec from round to round.
-func (c *Core) query(j *job) fitQuery {
-	q := *c.interns(j)
+// fitKey names the candidates a job's fit keeps (kept): its interned
+// fitQuery and, where maintenance windows make it count, its time limit.
+type fitKey struct {
+	q       *fitQuery
+	limitMs int64
+}
+
+// fitKey returns j's fitKey.
+func (c *Core) fitKey(j *job) fitKey {
+	k := fitKey{q: c.interns(j)}
 	if len(c.windows) > 0 {
-		// Maintenance windows look at the time limit.
-		q.limitMs = j.rec.TimeLimitMs
+		k.limitMs = j.rec.TimeLimitMs // maintenance windows look at it
 	}
-	return q
+	return k
 }
 
 // interns returns the copy of the fitQuery of j's spec that the Core
@@ -640,12 +680,18 @@ func (c *Core) internSpec(j *job) *fitQuery {
 	if packs(s) {
 		q.pack = fmt.Sprint(s.Pack, s.PackRequired)
 	}
+	p := c.intern(q)
+	c.queries[s] = p
+	return p
+}
+
+// intern returns the Core's copy of q.
+func (c *Core) intern(q fitQuery) *fitQuery {
 	p := c.interned[q]
 	if p == nil {
 		p = &q
 		c.interned[q] = p
 	}
-	c.queries[s] = p
 	return p
 }
 
@@ -655,10 +701,7 @@ type fitQuery struct {
 	platform string
 	minNodes int
 	nodes    int
-	// limitMs is the time limit where maintenance windows make it count,
-	// else 0.
-	limitMs int64
-	pack    string // the label a gang is packed by, and whether it must be
+	pack     string // the label a gang is packed by, and whether it must be
 }
 
 // start runs j's next attempt on ws, rank by rank: it hands each node its
