@@ -422,7 +422,7 @@ type Core struct {
 	// one copy of each in interned, so that a round can tell them apart by
 	// address.
 	queries    map[*jobspb.JobSpec]*fitQuery
-	interned   map[fitQuery]*fitQuery
+	interned   map[fitAsk]*fitQuery
 	queryEpoch uint32 // counts the times queries was made anew
 	// quotas says some queue has a quota.
 	quotas bool
@@ -443,6 +443,8 @@ type Core struct {
 	// since is the buffer of the workers one such pass met.
 	stamps uint64
 	since  []*worker
+	// round numbers the rounds that worked (see fitQuery).
+	round uint64
 	// places carries the place reasons of specReasons from round to round
 	// for the specs still waiting: they change only when a worker
 	// registers (WorkerUp clears them).

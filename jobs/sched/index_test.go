@@ -115,7 +115,7 @@ func checkIndexes(c *Core) error {
 		}
 		left := 0
 		for i, j := range cl.jobs {
-			if j.class != cl || j.place() != i || cl.skips[i].waited != j.waited || cl.skips[i].limitMs != j.rec.TimeLimitMs {
+			if j.class != cl || j.place() != i || cl.skips[i] != (skip{cl.skips[i].query, j.rec.TimeLimitMs, j.submit, j.key, cl.skips[i].epoch, j.waited}) {
 				return fmt.Errorf("job %s at %d of class %v: its class %p, place %d, waited %v; the class's copy %+v",
 					j.key, i, cl.key, j.class, j.at, j.waited, cl.skips[i])
 			}

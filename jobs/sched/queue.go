@@ -43,13 +43,16 @@ func (j *job) place() int { return j.at - j.class.off }
 // setPlace records that j is at index i of cl's jobs.
 func (cl *waitClass) setPlace(j *job, i int) { j.at = i + cl.off }
 
-// skip is what the sweep reads of a job in its class (see passes in
-// Schedule): what it waited for, kept by job.setWaited, its time limit,
-// and its interned fitQuery as of the Core's queryEpoch epoch (nil until
-// asked).
+// skip is what a round reads of a job in its class, without the job: to
+// rank it, its submit time and key (see rankAt); to pass it over (see
+// passes in Schedule), what it waited for, kept by job.setWaited, its time
+// limit, and its interned fitQuery as of the Core's queryEpoch epoch (nil
+// until asked).
 type skip struct {
 	query   *fitQuery
 	limitMs int64
+	submit  int64
+	key     Key
 	epoch   uint32
 	waited  waitedFor
 }
@@ -97,7 +100,7 @@ func (c *Core) enterClass(j *job) {
 			cl = &waitClass{key: k}
 			c.classes[k] = cl
 		}
-		sk := skip{waited: j.waited, limitMs: j.rec.TimeLimitMs}
+		sk := skip{waited: j.waited, limitMs: j.rec.TimeLimitMs, submit: j.submit, key: j.key}
 		if n := len(cl.jobs); n == 0 || submitted(cl.jobs[n-1], j) < 0 {
 			cl.setPlace(j, n)
 			cl.jobs, cl.skips = append(cl.jobs, j), append(cl.skips, sk) // most come last
@@ -183,11 +186,17 @@ type classHead struct {
 	at int // r's place in cl.jobs
 }
 
+// rankAt is rank for the job at place i of cl, read from the class alone.
+func (c *Core) rankAt(cl *waitClass, i int, nowMs int64) ranked {
+	sk := &cl.skips[i]
+	return ranked{cl.jobs[i], cl.key.base + c.age(sk.submit, nowMs) + c.slotFairShare(cl.key.user), sk.submit, sk.key}
+}
+
 // queueAt returns the merge of the classes as of nowMs.
 func (c *Core) queueAt(nowMs int64) queue {
 	q := make(queue, 0, len(c.classes))
 	for _, cl := range c.classes {
-		q = append(q, classHead{c.rank(cl.jobs[0], nowMs), cl, 0})
+		q = append(q, classHead{c.rankAt(cl, 0, nowMs), cl, 0})
 	}
 	q.init()
 	return q
@@ -199,9 +208,9 @@ func (c *Core) queueAt(nowMs int64) queue {
 func (c *Core) queueFrom(nowMs int64, from ranked) queue {
 	q := make(queue, 0, len(c.classes))
 	for _, cl := range c.classes {
-		i := sort.Search(len(cl.jobs), func(i int) bool { return !ahead(c.rank(cl.jobs[i], nowMs), from) })
+		i := sort.Search(len(cl.jobs), func(i int) bool { return !ahead(c.rankAt(cl, i, nowMs), from) })
 		if i < len(cl.jobs) {
-			q = append(q, classHead{c.rank(cl.jobs[i], nowMs), cl, i})
+			q = append(q, classHead{c.rankAt(cl, i, nowMs), cl, i})
 		}
 	}
 	q.init()
@@ -217,23 +226,23 @@ func (q queue) peekRank() ranked { return q[0].r }
 // popSkipping takes the job to consider next off the queue, and passes
 // over up to most of the jobs after it in its class that pass reports
 // (given their class and place; nil passes none), before it brings the
-// class's next job up. It returns the job and how many it passed over.
-func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, most int) (*job, int) {
+// class's next job up. It returns the job, its class and place there, and
+// how many it passed over.
+func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, most int) (j *job, cl *waitClass, at, skipped int) {
 	h := &(*q)[0]
-	j := h.r.job
-	skipped := 0
+	j, cl, at = h.r.job, h.cl, h.at
 	for h.at++; pass != nil && skipped < most && h.at < len(h.cl.jobs) && pass(h.cl, h.at); h.at++ {
 		skipped++
 	}
 	if h.at < len(h.cl.jobs) {
-		h.r = c.rank(h.cl.jobs[h.at], nowMs)
+		h.r = c.rankAt(h.cl, h.at, nowMs)
 	} else {
 		last := len(*q) - 1
 		(*q)[0] = (*q)[last]
 		*q = (*q)[:last]
 	}
 	q.down(0)
-	return j, skipped
+	return j, cl, at, skipped
 }
 
 // Len is how many classes have jobs left to consider.

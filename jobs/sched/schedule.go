@@ -149,23 +149,24 @@ func (c *Core) Schedule() {
 		c.places = map[*jobspb.JobSpec]string{} // those of specs no longer pending go
 	}
 	if c.queries == nil || len(c.queries) > 2*len(c.pending)+1024 {
-		c.queries, c.interned = map[*jobspb.JobSpec]*fitQuery{}, map[fitQuery]*fitQuery{}
+		c.queries, c.interned = map[*jobspb.JobSpec]*fitQuery{}, map[fitAsk]*fitQuery{}
 		c.queryEpoch++
 	}
-	// noRoom holds the queries a job found no room for in this round, with
-	// no reservation keeping it off any worker: as jobs only start in a
-	// round, the jobs after it that ask the same find none either. That
-	// holds for packed gangs too: their query names the label and whether
-	// packing is required, and what a domain has free only shrinks. It
-	// does not hold with maintenance windows, which look at each job's
-	// time limit.
-	noRoom := map[*fitQuery]bool{}
+	// A query is marked noRoom in this round once a job found no room for
+	// it, with no reservation keeping it off any worker: as jobs only
+	// start in a round, the jobs after it that ask the same find none
+	// either. That holds for packed gangs too: their query names the
+	// label and whether packing is required, and what a domain has free
+	// only shrinks. It does not hold with maintenance windows, which look
+	// at each job's time limit.
+	c.round++
+	round := c.round
 	remembers := len(c.windows) == 0
-	// barred holds, likewise, the queries a job found no room for that the
-	// reservation allows it: one that would still run at the reserved time
-	// is kept off a reserved worker by what it asks alone, so the jobs
-	// after it that ask the same and would still run then find none either.
-	barred := map[*fitQuery]bool{}
+	// A query is marked barred, likewise, once a job found no room for it
+	// that the reservation allows: one that would still run at the
+	// reserved time is kept off a reserved worker by what it asks alone,
+	// so the jobs after it that ask the same and would still run then find
+	// none either.
 	now := c.cfg.Now()
 	c.refreshShares(now)
 	c.readyClasses()
@@ -278,9 +279,9 @@ func (c *Core) Schedule() {
 				waitsForRoom = func(cl *waitClass, i int) bool { return cl.skips[i].waited == waitedRoom }
 			}
 			for queue.Len() > 0 && looked < c.cfg.Lookback {
-				j, skipped := queue.popSkipping(c, nowMs, waitsForRoom, c.cfg.Lookback-looked-1)
+				j, cl, at, skipped := queue.popSkipping(c, nowMs, waitsForRoom, c.cfg.Lookback-looked-1)
 				looked += skipped
-				if j.waited == waitedRoom && !c.quotas {
+				if cl.skips[at].waited == waitedRoom && !c.quotas {
 					looked++
 					continue
 				}
@@ -321,18 +322,18 @@ func (c *Core) Schedule() {
 					sk.query, sk.epoch = c.interns(cl.jobs[i]), c.queryEpoch
 				}
 				if sk.waited == waitedRoom {
-					return noRoom[sk.query]
+					return sk.query.noRoom == round
 				}
-				return barred[sk.query] && !noRoom[sk.query] && !res.endsWithin(sk.limitMs, now)
+				return sk.query.barred == round && sk.query.noRoom != round && !res.endsWithin(sk.limitMs, now)
 			}
 		}
-		j, skipped := queue.popSkipping(c, nowMs, passes, sweepPerLookback*c.cfg.Lookback-passed)
+		j, cl, at, skipped := queue.popSkipping(c, nowMs, passes, sweepPerLookback*c.cfg.Lookback-passed)
 		passed += skipped
+		if passes != nil && passes(cl, at) {
+			continue
+		}
 		if resumed && !j.waits() {
 			continue // it started, or was parked, before the round resumed
-		}
-		if passes != nil && passes(j.class, j.place()) { // j is still at its place in its class
-			continue
 		}
 		reason := c.blocked(j, runningInArray, workers)
 		quota := quotaVerdict{reason: reason}
@@ -342,7 +343,7 @@ func (c *Core) Schedule() {
 				reason = c.quotaReason(j, now)
 			}
 		}
-		if reason == "" && res != nil && remembers && noRoom[c.interns(j)] {
+		if reason == "" && res != nil && remembers && c.interns(j).noRoom == round {
 			reason = ReasonResources
 		}
 		if reason == "" && res != nil {
@@ -355,7 +356,7 @@ func (c *Core) Schedule() {
 		if reason == "" {
 			var ws []*worker
 			held := res != nil && remembers && !res.endsBefore(j, now) // what j may have depends on its query alone
-			if !held || !barred[c.interns(j)] {
+			if !held || c.interns(j).barred != round {
 				ws = fit(j, res)
 			}
 			if ws != nil {
@@ -372,7 +373,7 @@ func (c *Core) Schedule() {
 				continue
 			}
 			if held {
-				barred[c.interns(j)] = true
+				c.interns(j).barred = round
 			}
 			packWait := ""
 			if packs(j.spec) && j.spec.PackRequired {
@@ -401,7 +402,7 @@ func (c *Core) Schedule() {
 				reason = ReasonResources
 			}
 			if reason == ReasonResources && remembers {
-				noRoom[c.interns(j)] = true
+				c.interns(j).noRoom = round
 			}
 		}
 		// A pending reason is worked out again every round, so a change of
@@ -491,18 +492,19 @@ func (c *Core) specReason(j *job, workers []*worker) specReasons {
 }
 
 // ranked is a waiting job, its priority in this round, and its submit
-// time, which orders jobs of equal priority, kept here so that ordering
-// does not chase the job's record.
+// time and key, which order jobs of equal priority, kept here so that
+// ordering does not chase the job.
 type ranked struct {
 	job    *job
 	prio   int64
 	submit int64
+	key    Key
 }
 
 // rank is j, pending, as a round orders it at nowMs: priority's sum, from
 // the job alone, not its record.
 func (c *Core) rank(j *job, nowMs int64) ranked {
-	return ranked{j, j.base + c.age(j.submit, nowMs) + c.jobFairShare(j), j.submit}
+	return ranked{j, j.base + c.age(j.submit, nowMs) + c.jobFairShare(j), j.submit, j.key}
 }
 
 // ahead reports whether a round considers a before b: higher priority
@@ -513,10 +515,10 @@ func ahead(a, b ranked) bool {
 		return a.prio > b.prio
 	case a.submit != b.submit:
 		return a.submit < b.submit
-	case a.job.key.ID != b.job.key.ID:
-		return a.job.key.ID < b.job.key.ID
+	case a.key.ID != b.key.ID:
+		return a.key.ID < b.key.ID
 	}
-	return a.job.key.Index < b.job.key.Index
+	return a.key.Index < b.key.Index
 }
 
 // kept is what a round keeps of one fitQuery's candidates: the tightest
@@ -633,7 +635,7 @@ func (c *Core) keepFits(workers []*worker) *openSet {
 		old := c.keptFits
 		c.keptFits, c.keptEpoch = make(map[fitKey]*kept, len(old)), c.queryEpoch
 		for k, e := range old {
-			k.q = c.intern(*k.q)
+			k.q = c.intern(k.q.fitAsk)
 			c.keptFits[k] = e
 		}
 	}
@@ -676,7 +678,7 @@ func (c *Core) internSpec(j *job) *fitQuery {
 		return q
 	}
 	s := j.spec
-	q := fitQuery{need: need(s), platform: s.Platform + "\x00" + s.Container + "\x00" + strings.Join(s.Constraints, "\x00"), minNodes: minNodesOf(s), nodes: nodesOf(s)}
+	q := fitAsk{need: need(s), platform: s.Platform + "\x00" + s.Container + "\x00" + strings.Join(s.Constraints, "\x00"), minNodes: minNodesOf(s), nodes: nodesOf(s)}
 	if packs(s) {
 		q.pack = fmt.Sprint(s.Pack, s.PackRequired)
 	}
@@ -686,17 +688,25 @@ func (c *Core) internSpec(j *job) *fitQuery {
 }
 
 // intern returns the Core's copy of q.
-func (c *Core) intern(q fitQuery) *fitQuery {
+func (c *Core) intern(q fitAsk) *fitQuery {
 	p := c.interned[q]
 	if p == nil {
-		p = &q
+		p = &fitQuery{fitAsk: q}
 		c.interned[q] = p
 	}
 	return p
 }
 
-// fitQuery is what a fit depends on besides the workers' room.
+// fitQuery is a fitAsk as the Core interns it, with the last rounds
+// (Core.round) in which a job asking it found no room, or none that a
+// reservation allows (see Schedule).
 type fitQuery struct {
+	fitAsk
+	noRoom, barred uint64
+}
+
+// fitAsk is what a fit depends on besides the workers' room.
+type fitAsk struct {
 	need     capacity
 	platform string
 	minNodes int
