@@ -408,9 +408,12 @@ type Core struct {
 	// which gives each a reason even if it does not consider it.
 	fresh []*job
 	// classes are the pending jobs by class, which rounds merge (see
-	// queue); entering the jobs that became pending during a round, for
-	// the next to take in.
+	// queue), and fronts their first jobs; shrunk the classes that jobs
+	// left since the last round; entering the jobs that became pending
+	// during a round, for the next to take in.
 	classes  map[classKey]*waitClass
+	fronts   []front
+	shrunk   []*waitClass
 	entering []*job
 	inRound  bool
 	// waitsOn holds the parked jobs by the ids of the jobs they depend on;

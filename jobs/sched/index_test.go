@@ -109,7 +109,17 @@ func checkIndexes(c *Core) error {
 	if !slices.IsSortedFunc(c.victims.es, func(a, b victim) int { return started(a.placed, b.placed) }) {
 		return fmt.Errorf("the victim index is out of order")
 	}
+	if len(c.fronts) != len(c.classes) {
+		return fmt.Errorf("%d classes, %d fronts", len(c.classes), len(c.fronts))
+	}
 	for _, cl := range c.classes {
+		f := front{job: cl.jobs[0], cl: cl, base: cl.key.base, submit: cl.jobs[0].submit, key: cl.jobs[0].key, user: cl.key.user}
+		if c.fronts[cl.front] != f {
+			return fmt.Errorf("class %v's front %+v, want %+v", cl.key, c.fronts[cl.front], f)
+		}
+		if cl.gone > 0 && !cl.listed {
+			return fmt.Errorf("class %v counts %d jobs gone but is not listed to shrink", cl.key, cl.gone)
+		}
 		if len(cl.skips) != len(cl.jobs) {
 			return fmt.Errorf("class %v keeps %d skips for %d jobs", cl.key, len(cl.skips), len(cl.jobs))
 		}

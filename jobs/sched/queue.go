@@ -32,6 +32,48 @@ type waitClass struct {
 	// was made: a job's place in jobs is its at less off (place), so that
 	// dropping a run of them at the front moves no other.
 	off int
+	// front is the class's place in Core.fronts; listed says it is in
+	// Core.shrunk.
+	front  int
+	listed bool
+}
+
+// front is what a round ranks of a class's first job (see queueAt), kept
+// in one array for all classes so that ranking them reads neither the
+// classes nor their jobs.
+type front struct {
+	job    *job
+	cl     *waitClass
+	base   int64
+	submit int64
+	key    Key
+	user   int32
+}
+
+// setFront records cl's first job in c.fronts.
+func (c *Core) setFront(cl *waitClass) {
+	sk := &cl.skips[0]
+	c.fronts[cl.front] = front{job: cl.jobs[0], cl: cl, base: cl.key.base, submit: sk.submit, key: sk.key, user: cl.key.user}
+}
+
+// dropClass forgets cl, which holds no job.
+func (c *Core) dropClass(cl *waitClass) {
+	delete(c.classes, cl.key)
+	last := len(c.fronts) - 1
+	moved := c.fronts[last]
+	c.fronts[cl.front] = moved
+	moved.cl.front = cl.front
+	c.fronts[last] = front{}
+	c.fronts = c.fronts[:last]
+}
+
+// shrink records that a job left cl.
+func (c *Core) shrink(cl *waitClass) {
+	cl.gone++
+	if !cl.listed {
+		cl.listed = true
+		c.shrunk = append(c.shrunk, cl)
+	}
 }
 
 // waits reports whether j belongs in a class: pending, and not parked.
@@ -97,19 +139,24 @@ func (c *Core) enterClass(j *job) {
 		k := classKey{j.base, c.slotOf(j)}
 		cl := c.classes[k]
 		if cl == nil {
-			cl = &waitClass{key: k}
+			cl = &waitClass{key: k, front: len(c.fronts)}
 			c.classes[k] = cl
+			c.fronts = append(c.fronts, front{})
 		}
 		sk := skip{waited: j.waited, limitMs: j.rec.TimeLimitMs, submit: j.submit, key: j.key}
-		if n := len(cl.jobs); n == 0 || submitted(cl.jobs[n-1], j) < 0 {
-			cl.setPlace(j, n)
+		i := len(cl.jobs)
+		if i == 0 || submitted(cl.jobs[i-1], j) < 0 {
+			cl.setPlace(j, i)
 			cl.jobs, cl.skips = append(cl.jobs, j), append(cl.skips, sk) // most come last
 		} else {
-			i, _ := slices.BinarySearchFunc(cl.jobs, j, submitted)
+			i, _ = slices.BinarySearchFunc(cl.jobs, j, submitted)
 			cl.jobs, cl.skips = slices.Insert(cl.jobs, i, j), slices.Insert(cl.skips, i, sk)
 			for k := i; k < len(cl.jobs); k++ {
 				cl.setPlace(cl.jobs[k], k)
 			}
+		}
+		if i == 0 {
+			c.setFront(cl)
 		}
 		j.class = cl
 	}
@@ -118,7 +165,7 @@ func (c *Core) enterClass(j *job) {
 // leaveClass records that j is no longer pending.
 func (c *Core) leaveClass(j *job) {
 	if j.class != nil && !j.parked {
-		j.class.gone++ // a parked job was counted gone when parked
+		c.shrink(j.class) // a parked job was counted gone when parked
 	}
 }
 
@@ -133,15 +180,20 @@ func (c *Core) readyClasses() {
 			c.enterClass(j)
 		}
 	}
-	for k, cl := range c.classes {
+	for _, cl := range c.shrunk {
+		cl.listed = false
 		if cl.gone == 0 {
-			continue
+			continue // those that left came back
 		}
 		cl.compact()
 		if len(cl.jobs) == 0 {
-			delete(c.classes, k)
+			c.dropClass(cl)
+		} else {
+			c.setFront(cl)
 		}
 	}
+	clear(c.shrunk)
+	c.shrunk = c.shrunk[:0]
 }
 
 // compact drops from cl the jobs that left it (gone). Most often they are
@@ -194,9 +246,10 @@ func (c *Core) rankAt(cl *waitClass, i int, nowMs int64) ranked {
 
 // queueAt returns the merge of the classes as of nowMs.
 func (c *Core) queueAt(nowMs int64) queue {
-	q := make(queue, 0, len(c.classes))
-	for _, cl := range c.classes {
-		q = append(q, classHead{c.rankAt(cl, 0, nowMs), cl, 0})
+	q := make(queue, len(c.fronts))
+	for i := range c.fronts {
+		f := &c.fronts[i]
+		q[i] = classHead{ranked{f.job, f.base + c.age(f.submit, nowMs) + c.slotFairShare(f.user), f.submit, f.key}, f.cl, 0}
 	}
 	q.init()
 	return q
@@ -206,8 +259,9 @@ func (c *Core) queueAt(nowMs int64) queue {
 // that from ranks (or the first after it) on: each class's jobs ahead of
 // it are left out.
 func (c *Core) queueFrom(nowMs int64, from ranked) queue {
-	q := make(queue, 0, len(c.classes))
-	for _, cl := range c.classes {
+	q := make(queue, 0, len(c.fronts))
+	for _, f := range c.fronts {
+		cl := f.cl
 		i := sort.Search(len(cl.jobs), func(i int) bool { return !ahead(c.rankAt(cl, i, nowMs), from) })
 		if i < len(cl.jobs) {
 			q = append(q, classHead{c.rankAt(cl, i, nowMs), cl, i})
@@ -310,7 +364,7 @@ func (c *Core) park(j *job, reason string) {
 		return
 	}
 	j.parked = true
-	j.class.gone++
+	c.shrink(j.class)
 	if never {
 		// Those that wait on j can never start either: they look again.
 		c.unparkDependents(j.key.ID)
