@@ -35,16 +35,25 @@ func TestBackfillTakesFromTheReservation(t *testing.T) {
 	}
 }
 
+// behindReservation returns a harness of the given Lookback whose one
+// worker, of 4 CPUs, runs a 2-CPU job for 10 minutes, and the id of a
+// 4-CPU job of priority 10 submitted after it, which the next round
+// reserves the worker for: the jobs submitted after it wait behind that
+// reservation.
+func behindReservation(t *testing.T, lookback int) (*harness, int64) {
+	h := newHarness(t)
+	h.c.cfg.Lookback = lookback
+	h.worker("w", 4, 4)
+	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
+	h.step()
+	return h, h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+}
+
 // A round considers at most Lookback jobs past the first that cannot
 // start for room (a held job ahead does not count); those it leaves get a
 // reason, and the next tick looks again.
 func TestLookback(t *testing.T) {
-	h := newHarness(t)
-	h.c.cfg.Lookback = 1
-	h.worker("w", 4, 4)
-	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
-	h.step()
-	big := h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+	h, big := behindReservation(t, 1)
 	held := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 8, Hold: true})
 	first := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 5, TimeLimitMs: minutes(5)})
 	second := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 1, TimeLimitMs: minutes(5)})
@@ -66,12 +75,7 @@ func TestLookback(t *testing.T) {
 // none; the next goes on from where it stopped, so a job that can backfill
 // deep in the queue starts a round later, not never.
 func TestSweepGoesOn(t *testing.T) {
-	h := newHarness(t)
-	h.c.cfg.Lookback = 2 // a wide job's fit and the small one's
-	h.worker("w", 4, 4)
-	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
-	h.step()
-	big := h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+	h, big := behindReservation(t, 2) // a wide job's fit and the small one's
 	var wide []int64
 	for range sweepPerLookback*h.c.cfg.Lookback + 2 {
 		wide = append(wide, h.submit(&jobspb.JobSpec{Cpus: 3, Priority: 5, TimeLimitMs: minutes(5)}))
@@ -98,12 +102,7 @@ func TestSweepGoesOn(t *testing.T) {
 // that wait for room are: they keep Priority, do not use up the Lookback,
 // and a job behind them that can backfill starts.
 func TestTurnPassesBehindAReservation(t *testing.T) {
-	h := newHarness(t)
-	h.c.cfg.Lookback = 2
-	h.worker("w", 4, 4)
-	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
-	h.step()
-	h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+	h, _ := behindReservation(t, 2)
 	var long []int64
 	for range 4 {
 		long = append(long, h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 5, TimeLimitMs: minutes(60)}))
