@@ -44,16 +44,15 @@ type waitClass struct {
 type front struct {
 	job    *job
 	cl     *waitClass
-	base   int64
+	class  classKey
 	submit int64
 	key    Key
-	user   int32
 }
 
 // setFront records cl's first job in c.fronts.
 func (c *Core) setFront(cl *waitClass) {
 	sk := &cl.skips[0]
-	c.fronts[cl.front] = front{job: cl.jobs[0], cl: cl, base: cl.key.base, submit: sk.submit, key: sk.key, user: cl.key.user}
+	c.fronts[cl.front] = front{job: cl.jobs[0], cl: cl, class: cl.key, submit: sk.submit, key: sk.key}
 }
 
 // dropClass forgets cl, which holds no job.
@@ -241,7 +240,13 @@ type classHead struct {
 // rankAt is rank for the job at place i of cl, read from the class alone.
 func (c *Core) rankAt(cl *waitClass, i int, nowMs int64) ranked {
 	sk := &cl.skips[i]
-	return ranked{cl.jobs[i], cl.key.base + c.age(sk.submit, nowMs) + c.slotFairShare(cl.key.user), sk.submit, sk.key}
+	return ranked{cl.jobs[i], c.classPrio(cl.key, sk.submit, nowMs), sk.submit, sk.key}
+}
+
+// classPrio is the priority at nowMs of a job of class k submitted at
+// submitMs.
+func (c *Core) classPrio(k classKey, submitMs, nowMs int64) int64 {
+	return k.base + c.age(submitMs, nowMs) + c.slotFairShare(k.user)
 }
 
 // queueAt returns the merge of the classes as of nowMs.
@@ -249,7 +254,7 @@ func (c *Core) queueAt(nowMs int64) queue {
 	q := make(queue, len(c.fronts))
 	for i := range c.fronts {
 		f := &c.fronts[i]
-		q[i] = classHead{ranked{f.job, f.base + c.age(f.submit, nowMs) + c.slotFairShare(f.user), f.submit, f.key}, f.cl, 0}
+		q[i] = classHead{ranked{f.job, c.classPrio(f.class, f.submit, nowMs), f.submit, f.key}, f.cl, 0}
 	}
 	q.init()
 	return q
