@@ -152,21 +152,12 @@ func (c *Core) Schedule() {
 		c.queries, c.interned = map[*jobspb.JobSpec]*fitQuery{}, map[fitAsk]*fitQuery{}
 		c.queryEpoch++
 	}
-	// A query is marked noRoom in this round once a job found no room for
-	// it, with no reservation keeping it off any worker: as jobs only
-	// start in a round, the jobs after it that ask the same find none
-	// either. That holds for packed gangs too: their query names the
-	// label and whether packing is required, and what a domain has free
-	// only shrinks. It does not hold with maintenance windows, which look
-	// at each job's time limit.
+	// The round marks queries that found no room (see fitQuery); without
+	// maintenance windows, which look at each job's time limit, it
+	// remembers them.
 	c.round++
 	round := c.round
 	remembers := len(c.windows) == 0
-	// A query is marked barred, likewise, once a job found no room for it
-	// that the reservation allows: one that would still run at the
-	// reserved time is kept off a reserved worker by what it asks alone,
-	// so the jobs after it that ask the same and would still run then find
-	// none either.
 	now := c.cfg.Now()
 	c.refreshShares(now)
 	c.readyClasses()
@@ -354,9 +345,10 @@ func (c *Core) Schedule() {
 			looked++
 		}
 		if reason == "" {
+			q := c.interns(j)
 			var ws []*worker
-			held := res != nil && remembers && !res.endsBefore(j, now) // what j may have depends on its query alone
-			if !held || c.interns(j).barred != round {
+			byQuery := res != nil && remembers && !res.endsBefore(j, now) // what j may have depends on its query alone
+			if !byQuery || q.barred != round {
 				ws = fit(j, res)
 			}
 			if ws != nil {
@@ -372,8 +364,8 @@ func (c *Core) Schedule() {
 				open.seen = len(c.changes)
 				continue
 			}
-			if held {
-				c.interns(j).barred = round
+			if byQuery {
+				q.barred = round
 			}
 			packWait := ""
 			if packs(j.spec) && j.spec.PackRequired {
@@ -402,7 +394,7 @@ func (c *Core) Schedule() {
 				reason = ReasonResources
 			}
 			if reason == ReasonResources && remembers {
-				c.interns(j).noRoom = round
+				q.noRoom = round
 			}
 		}
 		// A pending reason is worked out again every round, so a change of
@@ -698,8 +690,17 @@ func (c *Core) intern(q fitAsk) *fitQuery {
 }
 
 // fitQuery is a fitAsk as the Core interns it, with the last rounds
-// (Core.round) in which a job asking it found no room, or none that a
-// reservation allows (see Schedule).
+// (Core.round) in which a job asking it found no room (noRoom), or none
+// that the round's reservation allows (barred).
+//   - noRoom: with no reservation keeping the job off any worker. As jobs
+//     only start in a round, the jobs after it that ask the same find none
+//     either. That holds for packed gangs too: the query names the label
+//     and whether packing is required, and what a domain has free only
+//     shrinks.
+//   - barred: for a job that would still run at the reserved time. Such a
+//     job is kept off a reserved worker by what it asks alone, so the jobs
+//     after it that ask the same and would still run then find none
+//     either.
 type fitQuery struct {
 	fitAsk
 	noRoom, barred uint64
