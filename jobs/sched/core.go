@@ -408,11 +408,14 @@ type Core struct {
 	// which gives each a reason even if it does not consider it.
 	fresh []*job
 	// classes are the pending jobs by class, which rounds merge (see
-	// queue), and fronts their first jobs; shrunk the classes that jobs
-	// left since the last round; entering the jobs that became pending
-	// during a round, for the next to take in.
+	// queue), and fronts their first jobs; merge is the room of a
+	// round's merge, kept from round to round (it was most of what a
+	// round allocated); shrunk the classes that jobs left since the last
+	// round; entering the jobs that became pending during a round, for
+	// the next to take in.
 	classes  map[classKey]*waitClass
 	fronts   []front
+	merge    queue
 	shrunk   []*waitClass
 	entering []*job
 	inRound  bool

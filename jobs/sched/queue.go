@@ -249,12 +249,13 @@ func (c *Core) classPrio(k classKey, submitMs, nowMs int64) int64 {
 	return k.base + c.age(submitMs, nowMs) + c.slotFairShare(k.user)
 }
 
-// queueAt returns the merge of the classes as of nowMs.
+// queueAt returns the merge of the classes as of nowMs, in c.merge: a
+// round has one merge at a time.
 func (c *Core) queueAt(nowMs int64) queue {
-	q := make(queue, len(c.fronts))
+	q := c.mergeRoom()
 	for i := range c.fronts {
 		f := &c.fronts[i]
-		q[i] = classHead{ranked{f.job, c.classPrio(f.class, f.submit, nowMs), f.submit, f.key}, f.cl, 0}
+		q = append(q, classHead{ranked{f.job, c.classPrio(f.class, f.submit, nowMs), f.submit, f.key}, f.cl, 0})
 	}
 	q.init()
 	return q
@@ -262,9 +263,9 @@ func (c *Core) queueAt(nowMs int64) queue {
 
 // queueFrom returns the merge of the classes as of nowMs, from the job
 // that from ranks (or the first after it) on: each class's jobs ahead of
-// it are left out.
+// it are left out. It replaces the round's merge (c.merge).
 func (c *Core) queueFrom(nowMs int64, from ranked) queue {
-	q := make(queue, 0, len(c.fronts))
+	q := c.mergeRoom()
 	for _, f := range c.fronts {
 		cl := f.cl
 		i := sort.Search(len(cl.jobs), func(i int) bool { return !ahead(c.rankAt(cl, i, nowMs), from) })
@@ -274,6 +275,16 @@ func (c *Core) queueFrom(nowMs int64, from ranked) queue {
 	}
 	q.init()
 	return q
+}
+
+// mergeRoom returns c.merge emptied, with room for every class, and
+// cleared, lest the jobs of a past merge be kept from the collector.
+func (c *Core) mergeRoom() queue {
+	if cap(c.merge) < len(c.fronts) {
+		c.merge = make(queue, 0, len(c.fronts)+len(c.fronts)/4)
+	}
+	clear(c.merge[:cap(c.merge)])
+	return c.merge[:0]
 }
 
 // peek returns the job to consider next; the queue must not be empty.
