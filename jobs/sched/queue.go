@@ -311,7 +311,7 @@ func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) boo
 		(*q)[0] = (*q)[last]
 		*q = (*q)[:last]
 	}
-	q.down(0)
+	q.sink()
 	return j, cl, at, skipped
 }
 
@@ -348,6 +348,40 @@ func (q queue) down(i int) {
 		}
 		q[i] = q[m]
 		i = m
+	}
+	q[i] = h
+}
+
+// sink moves the head on top to its place, as down(0) does, but as a
+// bottom-up heapsort does: the heads ahead are moved up along the path of
+// the first child of each down to the bottom, and the head goes back up
+// that path to its place. The head on top is one that was at the bottom,
+// or a class's next job, which ranks behind its last; either most often
+// belongs near the bottom, so this asks one comparison a level where down
+// asks two.
+func (q queue) sink() {
+	if len(q) == 0 {
+		return
+	}
+	h, i := q[0], 0
+	for {
+		m := 2*i + 1
+		if m >= len(q) {
+			break
+		}
+		if r := m + 1; r < len(q) && ahead(q[r].r, q[m].r) {
+			m = r
+		}
+		q[i] = q[m]
+		i = m
+	}
+	for i > 0 {
+		p := (i - 1) / 2
+		if !ahead(h.r, q[p].r) {
+			break
+		}
+		q[i] = q[p]
+		i = p
 	}
 	q[i] = h
 }
