@@ -200,8 +200,11 @@ func (j *job) setWaited(reason string) {
 		v = waitedTurn
 	}
 	j.waited = v
-	if j.class != nil {
-		j.class.skips[j.place()].waited = v
+	if cl := j.class; cl != nil {
+		if sk := &cl.skips[j.place()]; sk.waited != v {
+			sk.waited = v
+			cl.version++
+		}
 	}
 }
 
@@ -430,6 +433,11 @@ type Core struct {
 	queries    map[*jobspb.JobSpec]*fitQuery
 	interned   map[fitAsk]*fitQuery
 	queryEpoch uint32 // counts the times queries was made anew
+	// queryBits counts the bits given to interned queries (fitQuery.bit)
+	// since queries was made anew; noRoomBits holds those of the queries
+	// that found no room in the round (fitQuery.noRoom).
+	queryBits  int
+	noRoomBits queryBits
 	// quotas says some queue has a quota.
 	quotas bool
 	// replan is what rounds worked out for the job heading those waiting

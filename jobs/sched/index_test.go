@@ -136,9 +136,19 @@ func checkIndexes(c *Core) error {
 		if left != cl.gone {
 			return fmt.Errorf("class %v counts %d jobs gone, %d of its jobs left it", cl.key, cl.gone, left)
 		}
+		if r := cl.run; r.version == cl.version && r.epoch == c.queryEpoch {
+			for i := max(r.from-cl.off, 0); i < len(cl.jobs); i++ {
+				sk := cl.skips[i]
+				if sk.waited != waitedRoom || sk.query == nil || sk.epoch != r.epoch || sk.query.bit < 0 || !bitIn(r.asks, sk.query.bit) {
+					return fmt.Errorf("class %v's run from %d (asks %v) holds job %s at %d, which it cannot pass: %+v", cl.key, r.from, r.asks, cl.jobs[i].key, i, sk)
+				}
+			}
+		}
 	}
 	return nil
 }
+
+func bitIn(b queryBits, bit int) bool { return b[bit/64]&(1<<(bit%64)) != 0 }
 
 // restartKeepsEverything restarts the Core from the store and checks that
 // every job comes back as it was, spec included. Pending reasons are left

@@ -36,6 +36,41 @@ type waitClass struct {
 	// Core.shrunk.
 	front  int
 	listed bool
+	// version counts the changes to the class that a sweep reads (jobs
+	// put in, or moved, and what they waited for), since run was seen.
+	version uint64
+	run     passRun
+}
+
+// passRun is the last run of a class's jobs that a sweep passed over
+// to the class's end, all of them jobs that waited for room: from the
+// place (job.at) of its first to the last, while the class's version
+// stays. Once the queries they ask (asks, by their bits as of the Core's
+// queryEpoch epoch) have all found no room in a round, those of them
+// left pass in one step: a sweep of a long backlog costs a round the
+// classes, not every waiting job.
+type passRun struct {
+	from    int
+	asks    queryBits
+	version uint64
+	epoch   uint32
+}
+
+// add adds to r a job that passed, as sk holds it, and reports whether
+// the job waited for room and its query has a bit, so that r can hold it.
+func (r *passRun) add(sk *skip) bool {
+	if sk.waited != waitedRoom || sk.query.bit < 0 {
+		return false
+	}
+	r.asks.add(sk.query.bit)
+	return true
+}
+
+// passesAt reports whether the jobs of cl from place i to the last all
+// pass in a round whose queries that found no room are noRoom.
+func (cl *waitClass) passesAt(i int, noRoom *queryBits, epoch uint32) bool {
+	r := &cl.run
+	return r.version == cl.version && r.epoch == epoch && i+cl.off >= r.from && r.asks.within(noRoom)
 }
 
 // front is what a round ranks of a class's first job (see queueAt), kept
@@ -138,7 +173,7 @@ func (c *Core) enterClass(j *job) {
 		k := classKey{j.base, c.slotOf(j)}
 		cl := c.classes[k]
 		if cl == nil {
-			cl = &waitClass{key: k, front: len(c.fronts)}
+			cl = &waitClass{key: k, front: len(c.fronts), version: 1}
 			c.classes[k] = cl
 			c.fronts = append(c.fronts, front{})
 		}
@@ -157,6 +192,7 @@ func (c *Core) enterClass(j *job) {
 		if i == 0 {
 			c.setFront(cl)
 		}
+		cl.version++
 		j.class = cl
 	}
 }
@@ -221,6 +257,7 @@ func (cl *waitClass) compact() {
 			j.class = nil
 		}
 	}
+	cl.version++
 	clear(cl.jobs[kept:])
 	clear(cl.skips[kept:])
 	cl.jobs, cl.skips = cl.jobs[:kept], cl.skips[:kept]
@@ -296,13 +333,37 @@ func (q queue) peekRank() ranked { return q[0].r }
 // popSkipping takes the job to consider next off the queue, and passes
 // over up to most of the jobs after it in its class that pass reports
 // (given their class and place; nil passes none), before it brings the
-// class's next job up. It returns the job, its class and place there, and
-// how many it passed over.
-func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, most int) (j *job, cl *waitClass, at, skipped int) {
+// class's next job up. It returns the job, whether pass reports it passes
+// too, and how many after it it passed over. With noRoom, the queries
+// that found no room in the round, pass is Schedule's passes: a run of
+// the class's jobs that passed to its end in an earlier round is passed
+// in one step when it passes again (see passRun).
+func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, noRoom *queryBits, most int) (j *job, passes bool, skipped int) {
 	h := &(*q)[0]
-	j, cl, at = h.r.job, h.cl, h.at
-	for h.at++; pass != nil && skipped < most && h.at < len(h.cl.jobs) && pass(h.cl, h.at); h.at++ {
-		skipped++
+	j, cl, at := h.r.job, h.cl, h.at
+	if left := len(cl.jobs) - at - 1; noRoom != nil && left <= most && cl.passesAt(at, noRoom, c.queryEpoch) {
+		passes, skipped, h.at = true, left, len(cl.jobs)
+	} else if pass != nil {
+		// The run recorded starts at the first job that passes after
+		// those that do not (room) ask.
+		run := passRun{from: at + cl.off, version: cl.version, epoch: c.queryEpoch}
+		room := noRoom != nil
+		passes = pass(cl, at)
+		h.at++
+		if !passes {
+			run.from++
+		} else if room {
+			room = run.add(&cl.skips[at])
+		}
+		for ; skipped < most && h.at < len(cl.jobs) && pass(cl, h.at); h.at++ {
+			skipped++
+			room = room && run.add(&cl.skips[h.at])
+		}
+		if room && h.at == len(cl.jobs) {
+			cl.run = run
+		}
+	} else {
+		h.at++
 	}
 	if h.at < len(h.cl.jobs) {
 		h.r = c.rankAt(h.cl, h.at, nowMs)
@@ -312,7 +373,7 @@ func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) boo
 		*q = (*q)[:last]
 	}
 	q.sink()
-	return j, cl, at, skipped
+	return j, passes, skipped
 }
 
 // Len is how many classes have jobs left to consider.

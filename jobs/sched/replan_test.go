@@ -121,6 +121,41 @@ func TestTurnPassesBehindAReservation(t *testing.T) {
 	}
 }
 
+// A class whose jobs all passed to its end for want of room passes whole
+// in the next round that finds no room for what they ask; a job that joins
+// it since is weighed, not passed with them.
+func TestPassRunTakesNewJobs(t *testing.T) {
+	h, _ := behindReservation(t, 10)
+	// Each round, the job of priority 6 finds no room for 3 CPUs before
+	// the class of priority 5 is reached, so that its jobs all pass.
+	h.submit(&jobspb.JobSpec{Cpus: 3, Priority: 6, TimeLimitMs: minutes(5)})
+	var wide []int64
+	for range 3 {
+		wide = append(wide, h.submit(&jobspb.JobSpec{Cpus: 3, Priority: 5, TimeLimitMs: minutes(5)}))
+	}
+	// The first round finds what they wait for; the next, made by a job
+	// of another class, passes them.
+	for range 2 {
+		if got := h.step(); len(got) != 0 {
+			t.Fatalf("started %v, want none", got)
+		}
+		h.submit(&jobspb.JobSpec{Cpus: 3, Priority: 1, TimeLimitMs: minutes(5)})
+	}
+	cl := h.c.jobs[Key{wide[0], -1}].class
+	if cl.run.version != cl.version || cl.run.from != cl.jobs[0].at {
+		t.Fatalf("the class's run %+v (version %d), want all its jobs passed", cl.run, cl.version)
+	}
+	small := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 5, TimeLimitMs: minutes(5)})
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(small, "@w") {
+		t.Fatalf("started %v, want job %d, which joined the class", got, small)
+	}
+	for _, id := range wide {
+		if r := h.rec(id, -1).PendingReason; r != ReasonResources {
+			t.Fatalf("job %d waits for %q, want %s", id, r, ReasonResources)
+		}
+	}
+}
+
 // A kept plan for the head of the queue is worked out again once it is
 // replanEvery old: the tick marks a round, with nothing else changed.
 func TestReplanAfterItsTime(t *testing.T) {

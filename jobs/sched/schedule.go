@@ -151,12 +151,14 @@ func (c *Core) Schedule() {
 	if c.queries == nil || len(c.queries) > 2*len(c.pending)+1024 {
 		c.queries, c.interned = map[*jobspb.JobSpec]*fitQuery{}, map[fitAsk]*fitQuery{}
 		c.queryEpoch++
+		c.queryBits = 0
 	}
 	// The round marks queries that found no room (see fitQuery); without
 	// maintenance windows, which look at each job's time limit, it
 	// remembers them.
 	c.round++
 	round := c.round
+	c.noRoomBits = queryBits{}
 	remembers := len(c.windows) == 0
 	now := c.cfg.Now()
 	c.refreshShares(now)
@@ -270,9 +272,9 @@ func (c *Core) Schedule() {
 				waitsForRoom = func(cl *waitClass, i int) bool { return cl.skips[i].waited == waitedRoom }
 			}
 			for queue.Len() > 0 && looked < c.cfg.Lookback {
-				j, cl, at, skipped := queue.popSkipping(c, nowMs, waitsForRoom, c.cfg.Lookback-looked-1)
+				j, passes, skipped := queue.popSkipping(c, nowMs, waitsForRoom, nil, c.cfg.Lookback-looked-1)
 				looked += skipped
-				if cl.skips[at].waited == waitedRoom && !c.quotas {
+				if passes {
 					looked++
 					continue
 				}
@@ -318,9 +320,13 @@ func (c *Core) Schedule() {
 				return sk.query.barred == round && sk.query.noRoom != round && !res.endsWithin(sk.limitMs, now)
 			}
 		}
-		j, cl, at, skipped := queue.popSkipping(c, nowMs, passes, sweepPerLookback*c.cfg.Lookback-passed)
+		var noRoom *queryBits
+		if passes != nil {
+			noRoom = &c.noRoomBits
+		}
+		j, passing, skipped := queue.popSkipping(c, nowMs, passes, noRoom, sweepPerLookback*c.cfg.Lookback-passed)
 		passed += skipped
-		if passes != nil && passes(cl, at) {
+		if passing {
 			continue
 		}
 		if resumed && !j.waits() {
@@ -394,7 +400,7 @@ func (c *Core) Schedule() {
 				reason = ReasonResources
 			}
 			if reason == ReasonResources && remembers {
-				q.noRoom = round
+				c.noRoom(q)
 			}
 		}
 		// A pending reason is worked out again every round, so a change of
@@ -683,10 +689,22 @@ func (c *Core) internSpec(j *job) *fitQuery {
 func (c *Core) intern(q fitAsk) *fitQuery {
 	p := c.interned[q]
 	if p == nil {
-		p = &fitQuery{fitAsk: q}
+		p = &fitQuery{fitAsk: q, bit: -1}
+		if c.queryBits < maxQueryBits {
+			p.bit = c.queryBits
+			c.queryBits++
+		}
 		c.interned[q] = p
 	}
 	return p
+}
+
+// noRoom marks that a job asking q found no room in this round.
+func (c *Core) noRoom(q *fitQuery) {
+	q.noRoom = c.round
+	if q.bit >= 0 {
+		c.noRoomBits.add(q.bit)
+	}
 }
 
 // fitQuery is a fitAsk as the Core interns it, with the last rounds
@@ -701,9 +719,26 @@ func (c *Core) intern(q fitAsk) *fitQuery {
 //     job is kept off a reserved worker by what it asks alone, so the jobs
 //     after it that ask the same and would still run then find none
 //     either.
+//
+// The first maxQueryBits queries interned since the Core's queries were
+// made anew have a bit each (bit; -1 for the others), by which a set of
+// them is kept (queryBits).
 type fitQuery struct {
 	fitAsk
 	noRoom, barred uint64
+	bit            int
+}
+
+// queryBits is a set of interned queries, by their bits.
+type queryBits [4]uint64
+
+const maxQueryBits = len(queryBits{}) * 64
+
+func (b *queryBits) add(bit int) { b[bit/64] |= 1 << (bit % 64) }
+
+// within reports whether every query in b is in m.
+func (b *queryBits) within(m *queryBits) bool {
+	return b[0]&^m[0]|b[1]&^m[1]|b[2]&^m[2]|b[3]&^m[3] == 0
 }
 
 // fitAsk is what a fit depends on besides the workers' room.
