@@ -371,7 +371,7 @@ type Core struct {
 	arrayNodes map[int64]int
 	// resume, when a round stopped passing over waiting jobs (see
 	// sweepPerLookback), is the rank it stopped at.
-	resume *ranked
+	resume *standing
 	// unregistered counts the workers known only from the store that have
 	// not registered since.
 	unregistered int

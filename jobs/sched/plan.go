@@ -35,7 +35,7 @@ func (c *Core) queuePosition(j *job, now time.Time) int {
 	me := c.rank(j, now.UnixMilli())
 	pos := 1
 	for _, o := range c.pending {
-		if o != j && o.spec.Queue == j.spec.Queue && ahead(c.rank(o, now.UnixMilli()), me) {
+		if o != j && o.spec.Queue == j.spec.Queue && ahead(c.rank(o, now.UnixMilli()).standing, me.standing) {
 			pos++
 		}
 	}
@@ -56,14 +56,14 @@ func (c *Core) expectedStart(j *job, now time.Time) (time.Time, string) {
 		if o == j {
 			continue
 		}
-		if r := (c.rank(o, now.UnixMilli())); ahead(r, me) && ready(o) {
+		if r := (c.rank(o, now.UnixMilli())); ahead(r.standing, me.standing) && ready(o) {
 			if order = append(order, r); len(order) > maxPlanAhead {
 				return time.Time{}, fmt.Sprintf("more than %d jobs wait ahead of it", maxPlanAhead)
 			}
 		}
 	}
 	slices.SortFunc(order, func(a, b ranked) int {
-		if ahead(a, b) {
+		if ahead(a.standing, b.standing) {
 			return -1
 		}
 		return 1

@@ -268,16 +268,22 @@ func (cl *waitClass) compact() {
 // job, ranked, with the first to consider on top.
 type queue []classHead
 
+// classHead is a class's next job in the merge: its standing, and where
+// it is by places, not pointers: its class's in Core.fronts (which stay
+// put during a round) and its own in the class's jobs. A pop moves heads
+// down the heap, and while the collector marks (with a large heap, much
+// of the time) each pointer moved paid its write barrier.
 type classHead struct {
-	r  ranked
-	cl *waitClass
-	at int // r's place in cl.jobs
+	standing
+	front int32
+	at    int32
 }
 
-// rankAt is rank for the job at place i of cl, read from the class alone.
-func (c *Core) rankAt(cl *waitClass, i int, nowMs int64) ranked {
+// standingAt is the standing of the job at place i of cl, read from the
+// class alone.
+func (c *Core) standingAt(cl *waitClass, i int, nowMs int64) standing {
 	sk := &cl.skips[i]
-	return ranked{cl.jobs[i], c.classPrio(cl.key, sk.submit, nowMs), sk.submit, sk.key}
+	return standing{c.classPrio(cl.key, sk.submit, nowMs), sk.submit, sk.key}
 }
 
 // classPrio is the priority at nowMs of a job of class k submitted at
@@ -292,7 +298,7 @@ func (c *Core) queueAt(nowMs int64) queue {
 	q := c.mergeRoom()
 	for i := range c.fronts {
 		f := &c.fronts[i]
-		q = append(q, classHead{ranked{f.job, c.classPrio(f.class, f.submit, nowMs), f.submit, f.key}, f.cl, 0})
+		q = append(q, classHead{standing{c.classPrio(f.class, f.submit, nowMs), f.submit, f.key}, int32(i), 0})
 	}
 	q.init()
 	return q
@@ -301,34 +307,32 @@ func (c *Core) queueAt(nowMs int64) queue {
 // queueFrom returns the merge of the classes as of nowMs, from the job
 // that from ranks (or the first after it) on: each class's jobs ahead of
 // it are left out. It replaces the round's merge (c.merge).
-func (c *Core) queueFrom(nowMs int64, from ranked) queue {
+func (c *Core) queueFrom(nowMs int64, from standing) queue {
 	q := c.mergeRoom()
-	for _, f := range c.fronts {
+	for fi, f := range c.fronts {
 		cl := f.cl
-		i := sort.Search(len(cl.jobs), func(i int) bool { return !ahead(c.rankAt(cl, i, nowMs), from) })
+		i := sort.Search(len(cl.jobs), func(i int) bool { return !ahead(c.standingAt(cl, i, nowMs), from) })
 		if i < len(cl.jobs) {
-			q = append(q, classHead{c.rankAt(cl, i, nowMs), cl, i})
+			q = append(q, classHead{c.standingAt(cl, i, nowMs), int32(fi), int32(i)})
 		}
 	}
 	q.init()
 	return q
 }
 
-// mergeRoom returns c.merge emptied, with room for every class, and
-// cleared, lest the jobs of a past merge be kept from the collector.
+// mergeRoom returns c.merge emptied, with room for every class.
 func (c *Core) mergeRoom() queue {
 	if cap(c.merge) < len(c.fronts) {
 		c.merge = make(queue, 0, len(c.fronts)+len(c.fronts)/4)
 	}
-	clear(c.merge[:cap(c.merge)])
 	return c.merge[:0]
 }
 
 // peek returns the job to consider next; the queue must not be empty.
-func (q queue) peek() *job { return q[0].r.job }
+func (q queue) peek(c *Core) *job { return c.fronts[q[0].front].cl.jobs[q[0].at] }
 
-// peekRank is the rank of the job to consider next.
-func (q queue) peekRank() ranked { return q[0].r }
+// peekStanding is the standing of the job to consider next.
+func (q queue) peekStanding() standing { return q[0].standing }
 
 // popSkipping takes the job to consider next off the queue, and passes
 // over up to most of the jobs after it in its class that pass reports
@@ -340,33 +344,30 @@ func (q queue) peekRank() ranked { return q[0].r }
 // in one step when it passes again (see passRun).
 func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, noRoom *queryBits, most int) (j *job, passes bool, skipped int) {
 	h := &(*q)[0]
-	j, cl, at := h.r.job, h.cl, h.at
-	if left := len(cl.jobs) - at - 1; noRoom != nil && left <= most && cl.passesAt(at, noRoom, c.queryEpoch) {
-		passes, skipped, h.at = true, left, len(cl.jobs)
+	cl, at := c.fronts[h.front].cl, int(h.at)
+	j, next := cl.jobs[at], at+1 // next: the class's next job to consider
+	if left := len(cl.jobs) - next; noRoom != nil && left <= most && cl.passesAt(at, noRoom, c.queryEpoch) {
+		passes, skipped, next = true, left, len(cl.jobs)
 	} else if pass != nil {
 		// The run recorded starts at the first job that passes after
 		// those that do not (room) ask.
 		run := passRun{from: at + cl.off, version: cl.version, epoch: c.queryEpoch}
 		room := noRoom != nil
-		passes = pass(cl, at)
-		h.at++
-		if !passes {
+		if passes = pass(cl, at); !passes {
 			run.from++
 		} else if room {
 			room = run.add(&cl.skips[at])
 		}
-		for ; skipped < most && h.at < len(cl.jobs) && pass(cl, h.at); h.at++ {
+		for ; skipped < most && next < len(cl.jobs) && pass(cl, next); next++ {
 			skipped++
-			room = room && run.add(&cl.skips[h.at])
+			room = room && run.add(&cl.skips[next])
 		}
-		if room && h.at == len(cl.jobs) {
+		if room && next == len(cl.jobs) {
 			cl.run = run
 		}
-	} else {
-		h.at++
 	}
-	if h.at < len(h.cl.jobs) {
-		h.r = c.rankAt(h.cl, h.at, nowMs)
+	if next < len(cl.jobs) {
+		h.standing, h.at = c.standingAt(cl, next, nowMs), int32(next)
 	} else {
 		last := len(*q) - 1
 		(*q)[0] = (*q)[last]
@@ -401,10 +402,10 @@ func (q queue) down(i int) {
 		if m >= len(q) {
 			break
 		}
-		if r := m + 1; r < len(q) && ahead(q[r].r, q[m].r) {
+		if r := m + 1; r < len(q) && ahead(q[r].standing, q[m].standing) {
 			m = r
 		}
-		if !ahead(q[m].r, h.r) {
+		if !ahead(q[m].standing, h.standing) {
 			break
 		}
 		q[i] = q[m]
@@ -430,7 +431,7 @@ func (q queue) sink() {
 		if m >= len(q) {
 			break
 		}
-		if r := m + 1; r < len(q) && ahead(q[r].r, q[m].r) {
+		if r := m + 1; r < len(q) && ahead(q[r].standing, q[m].standing) {
 			m = r
 		}
 		q[i] = q[m]
@@ -438,7 +439,7 @@ func (q queue) sink() {
 	}
 	for i > 0 {
 		p := (i - 1) / 2
-		if !ahead(h.r, q[p].r) {
+		if !ahead(h.standing, q[p].standing) {
 			break
 		}
 		q[i] = q[p]

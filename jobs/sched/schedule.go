@@ -249,7 +249,7 @@ func (c *Core) Schedule() {
 		}
 		if res != nil && open.room > 0 {
 			if passed == sweepPerLookback*c.cfg.Lookback {
-				r := queue.peekRank()
+				r := queue.peekStanding()
 				c.resume, c.lookedPast = &r, true
 				break
 			}
@@ -259,7 +259,7 @@ func (c *Core) Schedule() {
 			// Nothing more can start: the rest wait for resources, or
 			// for their own reasons; the first of them, when it heads
 			// the queue, may preempt.
-			if head := queue.peek(); res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
+			if head := queue.peek(c); res == nil && c.blocked(head, runningInArray, workers) == "" && c.quota(head).reason == "" {
 				c.tryPreempt(head, workers, now)
 			}
 			// A job that waits for room still keeps its reason (see
@@ -489,25 +489,31 @@ func (c *Core) specReason(j *job, workers []*worker) specReasons {
 	return r
 }
 
-// ranked is a waiting job, its priority in this round, and its submit
-// time and key, which order jobs of equal priority, kept here so that
-// ordering does not chase the job.
-type ranked struct {
-	job    *job
+// standing is what a round orders waiting jobs by: a job's priority in
+// the round, and its submit time and key, which order jobs of equal
+// priority.
+type standing struct {
 	prio   int64
 	submit int64
 	key    Key
 }
 
+// ranked is a waiting job and its standing, kept here so that ordering
+// does not chase the job.
+type ranked struct {
+	job *job
+	standing
+}
+
 // rank is j, pending, as a round orders it at nowMs: priority's sum, from
 // the job alone, not its record.
 func (c *Core) rank(j *job, nowMs int64) ranked {
-	return ranked{j, j.base + c.age(j.submit, nowMs) + c.jobFairShare(j), j.submit, j.key}
+	return ranked{j, standing{j.base + c.age(j.submit, nowMs) + c.jobFairShare(j), j.submit, j.key}}
 }
 
 // ahead reports whether a round considers a before b: higher priority
 // first, then earlier submitted, then by id and array index.
-func ahead(a, b ranked) bool {
+func ahead(a, b standing) bool {
 	switch {
 	case a.prio != b.prio:
 		return a.prio > b.prio
