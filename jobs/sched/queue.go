@@ -337,15 +337,16 @@ func (q queue) peekStanding() standing { return q[0].standing }
 // popSkipping takes the job to consider next off the queue, and passes
 // over up to most of the jobs after it in its class that pass reports
 // (given their class and place; nil passes none), before it brings the
-// class's next job up. It returns the job, whether pass reports it passes
-// too, and how many after it it passed over. With noRoom, the queries
+// class's next job up. It returns the job (nil when it passes: it is not
+// read), whether pass reports it passes too, and how many after it it
+// passed over. With noRoom, the queries
 // that found no room in the round, pass is Schedule's passes: a run of
 // the class's jobs that passed to its end in an earlier round is passed
 // in one step when it passes again (see passRun).
 func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, noRoom *queryBits, most int) (j *job, passes bool, skipped int) {
 	h := &(*q)[0]
 	cl, at := c.fronts[h.front].cl, int(h.at)
-	j, next := cl.jobs[at], at+1 // next: the class's next job to consider
+	next := at + 1 // the class's next job to consider
 	if left := len(cl.jobs) - next; noRoom != nil && left <= most && cl.passesAt(at, noRoom, c.queryEpoch) {
 		passes, skipped, next = true, left, len(cl.jobs)
 	} else if pass != nil {
@@ -372,6 +373,9 @@ func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) boo
 		last := len(*q) - 1
 		(*q)[0] = (*q)[last]
 		*q = (*q)[:last]
+	}
+	if !passes {
+		j = cl.jobs[at]
 	}
 	q.sink()
 	return j, passes, skipped
