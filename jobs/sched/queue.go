@@ -377,7 +377,7 @@ func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) boo
 	if !passes {
 		j = cl.jobs[at]
 	}
-	q.sink()
+	q.sink(0)
 	return j, passes, skipped
 }
 
@@ -391,45 +391,22 @@ func (q queue) Len() int { return len(q) }
 // init orders the heap.
 func (q queue) init() {
 	for i := len(q)/2 - 1; i >= 0; i-- {
-		q.down(i)
+		q.sink(i)
 	}
 }
 
-// down moves the head at i down to its place, the heads ahead of it up.
-func (q queue) down(i int) {
-	if i >= len(q) {
+// sink moves the head at place top down to its place among those below
+// it, as a bottom-up heapsort does: the heads ahead are moved up along the
+// path of the first child of each down to the bottom, and the head goes
+// back up that path to its place. A pop's head on top is one that was at
+// the bottom, or a class's next job, which ranks behind its last; either
+// most often belongs near the bottom, so this asks one comparison a level
+// where moving it down as far as it goes asks two.
+func (q queue) sink(top int) {
+	if top >= len(q) {
 		return
 	}
-	h := q[i]
-	for {
-		m := 2*i + 1
-		if m >= len(q) {
-			break
-		}
-		if r := m + 1; r < len(q) && ahead(q[r].standing, q[m].standing) {
-			m = r
-		}
-		if !ahead(q[m].standing, h.standing) {
-			break
-		}
-		q[i] = q[m]
-		i = m
-	}
-	q[i] = h
-}
-
-// sink moves the head on top to its place, as down(0) does, but as a
-// bottom-up heapsort does: the heads ahead are moved up along the path of
-// the first child of each down to the bottom, and the head goes back up
-// that path to its place. The head on top is one that was at the bottom,
-// or a class's next job, which ranks behind its last; either most often
-// belongs near the bottom, so this asks one comparison a level where down
-// asks two.
-func (q queue) sink() {
-	if len(q) == 0 {
-		return
-	}
-	h, i := q[0], 0
+	h, i := q[top], top
 	for {
 		m := 2*i + 1
 		if m >= len(q) {
@@ -441,7 +418,7 @@ func (q queue) sink() {
 		q[i] = q[m]
 		i = m
 	}
-	for i > 0 {
+	for i > top {
 		p := (i - 1) / 2
 		if !ahead(h.standing, q[p].standing) {
 			break
