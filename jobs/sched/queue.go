@@ -37,7 +37,8 @@ type waitClass struct {
 	front  int
 	listed bool
 	// version counts the changes to the class that a sweep reads (jobs
-	// put in, or moved, and what they waited for), since run was seen.
+	// put in, or moved, and what they waited for); run holds while the
+	// version is the one it was kept at.
 	version uint64
 	run     passRun
 }
@@ -270,9 +271,9 @@ type queue []classHead
 
 // classHead is a class's next job in the merge: its standing, and where
 // it is by places, not pointers: its class's in Core.fronts (which stay
-// put during a round) and its own in the class's jobs. A pop moves heads
-// down the heap, and while the collector marks (with a large heap, much
-// of the time) each pointer moved paid its write barrier.
+// put during a round) and its own in the class's jobs. Each pop moves
+// heads about the heap, and while the collector marks (with a large heap,
+// much of the time) each pointer moved paid its write barrier.
 type classHead struct {
 	standing
 	front int32
@@ -339,10 +340,10 @@ func (q queue) peekStanding() standing { return q[0].standing }
 // (given their class and place; nil passes none), before it brings the
 // class's next job up. It returns the job (nil when it passes: it is not
 // read), whether pass reports it passes too, and how many after it it
-// passed over. With noRoom, the queries
-// that found no room in the round, pass is Schedule's passes: a run of
-// the class's jobs that passed to its end in an earlier round is passed
-// in one step when it passes again (see passRun).
+// passed over. With noRoom, the queries that found no room in the round,
+// pass is Schedule's passes: a run of the class's jobs that passed to its
+// end in an earlier round is passed in one step when it passes again (see
+// passRun).
 func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, noRoom *queryBits, most int) (j *job, passes bool, skipped int) {
 	h := &(*q)[0]
 	cl, at := c.fronts[h.front].cl, int(h.at)
@@ -350,8 +351,9 @@ func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) boo
 	if left := len(cl.jobs) - next; noRoom != nil && left <= most && cl.passesAt(at, noRoom, c.queryEpoch) {
 		passes, skipped, next = true, left, len(cl.jobs)
 	} else if pass != nil {
-		// The run recorded starts at the first job that passes after
-		// those that do not (room) ask.
+		// The run kept starts at the job itself when it passes, else at
+		// the next; it is kept if all it holds waited for room and it
+		// reaches the class's end.
 		run := passRun{from: at + cl.off, version: cl.version, epoch: c.queryEpoch}
 		room := noRoom != nil
 		if passes = pass(cl, at); !passes {
