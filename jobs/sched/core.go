@@ -433,10 +433,10 @@ type Core struct {
 	queries    map[*jobspb.JobSpec]*fitQuery
 	interned   map[fitAsk]*fitQuery
 	queryEpoch uint32 // counts the times queries was made anew
-	// queryBits counts the bits given to interned queries (fitQuery.bit)
+	// bitsGiven counts the bits given to interned queries (fitQuery.bit)
 	// since queries was made anew; noRoomBits holds those of the queries
 	// that found no room in the round (fitQuery.noRoom).
-	queryBits  int
+	bitsGiven  int
 	noRoomBits queryBits
 	// quotas says some queue has a quota.
 	quotas bool

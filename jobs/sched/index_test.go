@@ -113,7 +113,7 @@ func checkIndexes(c *Core) error {
 		return fmt.Errorf("%d classes, %d fronts", len(c.classes), len(c.fronts))
 	}
 	for _, cl := range c.classes {
-		f := front{job: cl.jobs[0], cl: cl, class: cl.key, submit: cl.jobs[0].submit, key: cl.jobs[0].key}
+		f := front{cl: cl, class: cl.key, submit: cl.jobs[0].submit, key: cl.jobs[0].key}
 		if c.fronts[cl.front] != f {
 			return fmt.Errorf("class %v's front %+v, want %+v", cl.key, c.fronts[cl.front], f)
 		}

@@ -78,7 +78,6 @@ func (cl *waitClass) passesAt(i int, noRoom *queryBits, epoch uint32) bool {
 // in one array for all classes so that ranking them reads neither the
 // classes nor their jobs.
 type front struct {
-	job    *job
 	cl     *waitClass
 	class  classKey
 	submit int64
@@ -88,7 +87,7 @@ type front struct {
 // setFront records cl's first job in c.fronts.
 func (c *Core) setFront(cl *waitClass) {
 	sk := &cl.skips[0]
-	c.fronts[cl.front] = front{job: cl.jobs[0], cl: cl, class: cl.key, submit: sk.submit, key: sk.key}
+	c.fronts[cl.front] = front{cl: cl, class: cl.key, submit: sk.submit, key: sk.key}
 }
 
 // dropClass forgets cl, which holds no job.

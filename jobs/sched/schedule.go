@@ -151,7 +151,7 @@ func (c *Core) Schedule() {
 	if c.queries == nil || len(c.queries) > 2*len(c.pending)+1024 {
 		c.queries, c.interned = map[*jobspb.JobSpec]*fitQuery{}, map[fitAsk]*fitQuery{}
 		c.queryEpoch++
-		c.queryBits = 0
+		c.bitsGiven = 0
 	}
 	// The round marks queries that found no room (see fitQuery); without
 	// maintenance windows, which look at each job's time limit, it
@@ -696,9 +696,9 @@ func (c *Core) intern(q fitAsk) *fitQuery {
 	p := c.interned[q]
 	if p == nil {
 		p = &fitQuery{fitAsk: q, bit: -1}
-		if c.queryBits < maxQueryBits {
-			p.bit = c.queryBits
-			c.queryBits++
+		if c.bitsGiven < maxQueryBits {
+			p.bit = c.bitsGiven
+			c.bitsGiven++
 		}
 		c.interned[q] = p
 	}
