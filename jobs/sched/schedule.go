@@ -807,12 +807,19 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 // where rank 0 is, in rbs's names and in PyTorch's.
 func (c *Core) assign(j *job, n *jobspb.Node) {
 	s := j.spec
-	env := map[string]string{}
+	nodes := len(j.rec.Nodes)
+	gang := nodes > 1
+	// Sized for what follows, and set one by one: the job's own, rbs's
+	// and Slurm's names, and a gang's. Each start builds one.
+	room := len(s.Env) + 12
+	if gang {
+		room += 10
+	}
+	env := make(map[string]string, room)
 	for k, v := range s.Env {
 		env[k] = v
 	}
 	id := strconv.FormatInt(j.key.ID, 10)
-	nodes := len(j.rec.Nodes)
 	rank := strconv.Itoa(int(n.Rank))
 	env["RBS_JOB_ID"] = id
 	env["RBS_JOB_NAME"] = s.Name
@@ -820,29 +827,20 @@ func (c *Core) assign(j *job, n *jobspb.Node) {
 	env["RBS_ATTEMPT"] = strconv.Itoa(int(j.rec.Attempts))
 	// The tasks of an array share its id, as ID_INDEX: their SLURM_JOB_ID
 	// is the array's, where Slurm gives each task one of its own.
-	for k, v := range map[string]string{
-		"SLURM_JOB_ID": id, "SLURM_JOB_NAME": s.Name, "SLURM_JOB_PARTITION": s.Queue,
-		"SLURM_CPUS_PER_TASK": strconv.Itoa(int(cpusOf(s))),
-		"SLURM_NNODES":        strconv.Itoa(nodes), "SLURM_NODEID": rank, "SLURM_PROCID": rank,
-	} {
-		env[k] = v
-	}
+	env["SLURM_JOB_ID"], env["SLURM_JOB_NAME"], env["SLURM_JOB_PARTITION"] = id, s.Name, s.Queue
+	env["SLURM_CPUS_PER_TASK"] = strconv.Itoa(int(cpusOf(s)))
+	env["SLURM_NNODES"], env["SLURM_NODEID"], env["SLURM_PROCID"] = strconv.Itoa(nodes), rank, rank
 	command := sweepEnv(s, j.key.Index, env)
 	if j.key.Index >= 0 {
 		index := strconv.Itoa(int(j.key.Index))
 		env["RBS_ARRAY_INDEX"] = index
 		env["SLURM_ARRAY_JOB_ID"], env["SLURM_ARRAY_TASK_ID"] = id, index
 	}
-	gang := nodes > 1
 	if gang {
 		master := j.rec.Nodes[0].Address
 		size := strconv.Itoa(nodes)
-		for k, v := range map[string]string{
-			"RBS_NODELIST": nodeList(j.rec.Nodes), "RBS_NNODES": size, "RBS_NODE_RANK": rank, "RBS_MASTER_ADDR": master,
-			"RANK": rank, "NODE_RANK": rank, "WORLD_SIZE": size, "MASTER_ADDR": master,
-		} {
-			env[k] = v
-		}
+		env["RBS_NODELIST"], env["RBS_NNODES"], env["RBS_NODE_RANK"], env["RBS_MASTER_ADDR"] = nodeList(j.rec.Nodes), size, rank, master
+		env["RANK"], env["NODE_RANK"], env["WORLD_SIZE"], env["MASTER_ADDR"] = rank, rank, size, master
 		if j.rec.MasterPort > 0 {
 			port := strconv.Itoa(int(j.rec.MasterPort))
 			env["RBS_MASTER_PORT"], env["MASTER_PORT"] = port, port
