@@ -84,7 +84,15 @@ func (c *Core) Publish(wait bool) bool {
 	grown := map[int64]bool{}
 	var ran []ranOn // the changed jobs' nodes: each a worker to patch
 	for k := range c.seen {
-		old, live := r.jobs[k], c.jobs[k]
+		// A live job's copy in the replica is its own (nil until first
+		// published); the replica is looked up only for one gone.
+		live := c.jobs[k]
+		var old *job
+		if live != nil {
+			old = live.copy
+		} else {
+			old = r.jobs[k]
+		}
 		if k.Index >= 0 && old == nil && live != nil {
 			grown[k.ID] = true
 		}
@@ -96,7 +104,7 @@ func (c *Core) Publish(wait bool) bool {
 				}
 			}
 		}
-		r.patch(k, live)
+		r.patch(k, old, live)
 		if done(live) {
 			r.ends = append(r.ends, k)
 		}
@@ -192,10 +200,9 @@ func (r *Core) copyWorker(w *worker, whole bool) *worker {
 	return cw
 }
 
-// patch makes the replica's job k a copy of live, or forgets it when live
-// is nil.
-func (r *Core) patch(k Key, live *job) {
-	old := r.jobs[k]
+// patch makes the replica's job k, old (nil when it has none), a copy of
+// live, or forgets it when live is nil.
+func (r *Core) patch(k Key, old, live *job) {
 	if live == nil {
 		if old != nil {
 			r.counts[old.state()]--
