@@ -191,7 +191,7 @@ const (
 
 // setWaited sets j.waited from j's pending reason, and the copy its class
 // keeps for the sweep.
-func (j *job) setWaited(reason string) {
+func (c *Core) setWaited(j *job, reason string) {
 	var v waitedFor
 	switch reason {
 	case ReasonResources:
@@ -203,7 +203,7 @@ func (j *job) setWaited(reason string) {
 	if cl := j.class; cl != nil {
 		if sk := &cl.skips[j.place()]; sk.waited != v {
 			sk.waited = v
-			cl.version++
+			c.changed(cl)
 		}
 	}
 }
@@ -686,7 +686,7 @@ func (c *Core) add(j *job) {
 	j.base = int64(j.spec.Priority) + int64(c.queues[j.spec.Queue].Priority)
 	j.submit = j.rec.SubmitUnixMs
 	if j.state() == Pending {
-		j.setWaited(j.rec.PendingReason)
+		c.setWaited(j, j.rec.PendingReason)
 	}
 	c.jobs[j.key] = j
 	c.counts[j.state()]++
@@ -751,7 +751,7 @@ func (c *Core) setReason(j *job, reason string) {
 		j.rec.PendingReason = reason
 		c.seen[j.key] = true
 	}
-	j.setWaited(reason)
+	c.setWaited(j, reason)
 }
 
 func (c *Core) send(w *worker, m *workerpb.ServerMessage) {
@@ -1036,7 +1036,7 @@ func (c *Core) move(j *job, to State) {
 			c.leaveClass(j)
 		}
 		delete(c.pending, j.key)
-		j.setWaited("")
+		c.setWaited(j, "")
 	}
 	if to == Completed {
 		c.remember(j)

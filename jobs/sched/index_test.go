@@ -113,9 +113,10 @@ func checkIndexes(c *Core) error {
 		return fmt.Errorf("%d classes, %d fronts", len(c.classes), len(c.fronts))
 	}
 	for _, cl := range c.classes {
-		f := front{cl: cl, class: cl.key, submit: cl.jobs[0].submit, key: cl.jobs[0].key}
-		if c.fronts[cl.front] != f {
-			return fmt.Errorf("class %v's front %+v, want %+v", cl.key, c.fronts[cl.front], f)
+		f := c.fronts[cl.front]
+		want := front{cl: cl, class: cl.key, submit: cl.jobs[0].submit, key: cl.jobs[0].key, n: len(cl.jobs), off: cl.off, version: f.version, run: f.run}
+		if f != want {
+			return fmt.Errorf("class %v's front %+v, want %+v", cl.key, f, want)
 		}
 		if cl.gone > 0 && !cl.listed {
 			return fmt.Errorf("class %v counts %d jobs gone but is not listed to shrink", cl.key, cl.gone)
@@ -136,7 +137,7 @@ func checkIndexes(c *Core) error {
 		if left != cl.gone {
 			return fmt.Errorf("class %v counts %d jobs gone, %d of its jobs left it", cl.key, cl.gone, left)
 		}
-		if r := cl.run; r.version == cl.version && r.epoch == c.queryEpoch {
+		if r := f.run; r.version == f.version && r.epoch == c.queryEpoch {
 			for i := max(r.from-cl.off, 0); i < len(cl.jobs); i++ {
 				sk := cl.skips[i]
 				if sk.waited != waitedRoom || sk.query == nil || sk.epoch != r.epoch || sk.query.bit < 0 || !bitIn(r.asks, sk.query.bit) {

@@ -32,15 +32,11 @@ type waitClass struct {
 	// was made: a job's place in jobs is its at less off (place), so that
 	// dropping a run of them at the front moves no other.
 	off int
-	// front is the class's place in Core.fronts; listed says it is in
+	// front is the class's place in Core.fronts, which also keeps what a
+	// sweep reads of the class to pass it whole; listed says it is in
 	// Core.shrunk.
 	front  int
 	listed bool
-	// version counts the changes to the class that a sweep reads (jobs
-	// put in, or moved, and what they waited for); run holds while the
-	// version is the one it was kept at.
-	version uint64
-	run     passRun
 }
 
 // passRun is the last run of a class's jobs that a sweep passed over
@@ -67,28 +63,43 @@ func (r *passRun) add(sk *skip) bool {
 	return true
 }
 
-// passesAt reports whether the jobs of cl from place i to the last all
-// pass in a round whose queries that found no room are noRoom.
-func (cl *waitClass) passesAt(i int, noRoom *queryBits, epoch uint32) bool {
-	r := &cl.run
-	return r.version == cl.version && r.epoch == epoch && i+cl.off >= r.from && r.asks.within(noRoom)
+// passesAt reports whether the jobs of f's class from place i to the
+// last all pass in a round whose queries that found no room are noRoom.
+func (f *front) passesAt(i int, noRoom *queryBits, epoch uint32) bool {
+	r := &f.run
+	return r.version == f.version && r.epoch == epoch && i+f.off >= r.from && r.asks.within(noRoom)
 }
 
-// front is what a round ranks of a class's first job (see queueAt), kept
-// in one array for all classes so that ranking them reads neither the
-// classes nor their jobs.
+// front is what a round reads of a class to rank its first job (see
+// queueAt) and to pass a run of its jobs whole (see popSkipping), kept in
+// one array for all classes: ranking them reads neither the classes nor
+// their jobs, and a class that passes whole is not read either. In a long
+// backlog, most of a round is passing classes whole, and reading each
+// class was most of that.
 type front struct {
 	cl     *waitClass
 	class  classKey
 	submit int64
 	key    Key
+	// n and off are the class's len(jobs) and off.
+	n, off int
+	// version counts the changes to the class that a sweep reads (jobs
+	// put in, or moved, and what they waited for); run holds while the
+	// version is the one it was kept at.
+	version uint64
+	run     passRun
 }
 
-// setFront records cl's first job in c.fronts.
+// setFront records in c.fronts cl's first job and its size.
 func (c *Core) setFront(cl *waitClass) {
-	sk := &cl.skips[0]
-	c.fronts[cl.front] = front{cl: cl, class: cl.key, submit: sk.submit, key: sk.key}
+	sk, f := &cl.skips[0], &c.fronts[cl.front]
+	f.cl, f.class, f.submit, f.key = cl, cl.key, sk.submit, sk.key
+	f.n, f.off = len(cl.jobs), cl.off
 }
+
+// changed records a change to cl that a sweep reads: a run it kept no
+// longer holds.
+func (c *Core) changed(cl *waitClass) { c.fronts[cl.front].version++ }
 
 // dropClass forgets cl, which holds no job.
 func (c *Core) dropClass(cl *waitClass) {
@@ -121,7 +132,7 @@ func (cl *waitClass) setPlace(j *job, i int) { j.at = i + cl.off }
 
 // skip is what a round reads of a job in its class, without the job: to
 // rank it, its submit time and key (see rankAt); to pass it over (see
-// passes in Schedule), what it waited for, kept by job.setWaited, its time
+// passes in Schedule), what it waited for, kept by Core.setWaited, its time
 // limit, and its interned fitQuery as of the Core's queryEpoch epoch (nil
 // until asked).
 type skip struct {
@@ -173,9 +184,9 @@ func (c *Core) enterClass(j *job) {
 		k := classKey{j.base, c.slotOf(j)}
 		cl := c.classes[k]
 		if cl == nil {
-			cl = &waitClass{key: k, front: len(c.fronts), version: 1}
+			cl = &waitClass{key: k, front: len(c.fronts)}
 			c.classes[k] = cl
-			c.fronts = append(c.fronts, front{})
+			c.fronts = append(c.fronts, front{version: 1})
 		}
 		sk := skip{waited: j.waited, limitMs: j.rec.TimeLimitMs, submit: j.submit, key: j.key}
 		i := len(cl.jobs)
@@ -189,10 +200,8 @@ func (c *Core) enterClass(j *job) {
 				cl.setPlace(cl.jobs[k], k)
 			}
 		}
-		if i == 0 {
-			c.setFront(cl)
-		}
-		cl.version++
+		c.setFront(cl)
+		c.changed(cl)
 		j.class = cl
 	}
 }
@@ -234,7 +243,9 @@ func (c *Core) readyClasses() {
 // compact drops from cl the jobs that left it (gone). Most often they are
 // the first: a round starts a class's jobs in their order. A run of them
 // at the front is dropped by moving the class's start alone, so a round
-// costs a class the jobs it took, not all it holds.
+// costs a class the jobs it took, not all it holds. A run kept (passRun)
+// still holds: those that stay only move to lower places, so none comes
+// into it.
 func (cl *waitClass) compact() {
 	front := 0
 	for front < len(cl.jobs) && !cl.jobs[front].waits() {
@@ -257,7 +268,6 @@ func (cl *waitClass) compact() {
 			j.class = nil
 		}
 	}
-	cl.version++
 	clear(cl.jobs[kept:])
 	clear(cl.skips[kept:])
 	cl.jobs, cl.skips = cl.jobs[:kept], cl.skips[:kept]
@@ -345,30 +355,31 @@ func (q queue) peekStanding() standing { return q[0].standing }
 // passRun).
 func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, noRoom *queryBits, most int) (j *job, passes bool, skipped int) {
 	h := &(*q)[0]
-	cl, at := c.fronts[h.front].cl, int(h.at)
+	f, at := &c.fronts[h.front], int(h.at)
+	cl := f.cl     // read only past the run passed whole
 	next := at + 1 // the class's next job to consider
-	if left := len(cl.jobs) - next; noRoom != nil && left <= most && cl.passesAt(at, noRoom, c.queryEpoch) {
-		passes, skipped, next = true, left, len(cl.jobs)
+	if left := f.n - next; noRoom != nil && left <= most && f.passesAt(at, noRoom, c.queryEpoch) {
+		passes, skipped, next = true, left, f.n
 	} else if pass != nil {
 		// The run kept starts at the job itself when it passes, else at
 		// the next; it is kept if all it holds waited for room and it
 		// reaches the class's end.
-		run := passRun{from: at + cl.off, version: cl.version, epoch: c.queryEpoch}
+		run := passRun{from: at + f.off, version: f.version, epoch: c.queryEpoch}
 		room := noRoom != nil
 		if passes = pass(cl, at); !passes {
 			run.from++
 		} else if room {
 			room = run.add(&cl.skips[at])
 		}
-		for ; skipped < most && next < len(cl.jobs) && pass(cl, next); next++ {
+		for ; skipped < most && next < f.n && pass(cl, next); next++ {
 			skipped++
 			room = room && run.add(&cl.skips[next])
 		}
-		if room && next == len(cl.jobs) {
-			cl.run = run
+		if room && next == f.n {
+			f.run = run
 		}
 	}
-	if next < len(cl.jobs) {
+	if next < f.n {
 		h.standing, h.at = c.standingAt(cl, next, nowMs), int32(next)
 	} else {
 		last := len(*q) - 1
