@@ -203,7 +203,9 @@ func (c *Core) setWaited(j *job, reason string) {
 	if cl := j.class; cl != nil {
 		if sk := &cl.skips[j.place()]; sk.waited != v {
 			sk.waited = v
-			c.changed(cl)
+			if r := &c.fronts[cl.front].run; r.from <= j.at && j.at < r.end {
+				c.changed(cl)
+			}
 		}
 	}
 }

@@ -138,7 +138,10 @@ func checkIndexes(c *Core) error {
 			return fmt.Errorf("class %v counts %d jobs gone, %d of its jobs left it", cl.key, cl.gone, left)
 		}
 		if r := f.run; r.version == f.version && r.epoch == c.queryEpoch {
-			for i := max(r.from-cl.off, 0); i < len(cl.jobs); i++ {
+			if r.end > len(cl.jobs)+cl.off {
+				return fmt.Errorf("class %v's run [%d, %d) ends past its last job (%d)", cl.key, r.from, r.end, len(cl.jobs)+cl.off)
+			}
+			for i := max(r.from-cl.off, 0); i < r.end-cl.off; i++ {
 				sk := cl.skips[i]
 				if sk.waited != waitedRoom || sk.query == nil || sk.epoch != r.epoch || sk.query.bit < 0 || !bitIn(r.asks, sk.query.bit) {
 					return fmt.Errorf("class %v's run from %d (asks %v) holds job %s at %d, which it cannot pass: %+v", cl.key, r.from, r.asks, cl.jobs[i].key, i, sk)

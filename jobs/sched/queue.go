@@ -39,35 +39,52 @@ type waitClass struct {
 	listed bool
 }
 
-// passRun is the last run of a class's jobs that a sweep passed over
-// to the class's end, all of them jobs that waited for room: from the
-// place (job.at) of its first to the last, while the class's version
-// stays. Once the queries they ask (asks, by their bits as of the Core's
-// queryEpoch epoch) have all found no room in a round, those of them
-// left pass in one step: a sweep of a long backlog costs a round the
-// classes, not every waiting job.
+// passRun is a run of a class's jobs that a sweep passed over, all of
+// them jobs that waited for room: those at places (job.at) from to end,
+// end excluded, while the class's version stays. Once the queries they
+// ask (asks, by their bits as of the Core's queryEpoch epoch) have all
+// found no room in a round, those of them left pass in one step: a sweep
+// of a long backlog costs a round the classes, not every waiting job.
+// Jobs put in after the run, and changes to jobs outside it, leave it
+// be; a sweep that passes it and the jobs on either side keeps the
+// longer run.
 type passRun struct {
-	from    int
-	asks    queryBits
-	version uint64
-	epoch   uint32
+	from, end int
+	asks      queryBits
+	version   uint64
+	epoch     uint32
 }
 
-// add adds to r a job that passed, as sk holds it, and reports whether
-// the job waited for room and its query has a bit, so that r can hold it.
-func (r *passRun) add(sk *skip) bool {
+// add adds to r the job at place p, which passed, as sk holds it, and
+// reports whether the job waited for room and its query has a bit, so
+// that r can hold it; r must end at p.
+func (r *passRun) add(p int, sk *skip) bool {
 	if sk.waited != waitedRoom || sk.query.bit < 0 {
 		return false
 	}
 	r.asks.add(sk.query.bit)
+	r.end = p + 1
 	return true
 }
 
-// passesAt reports whether the jobs of f's class from place i to the
-// last all pass in a round whose queries that found no room are noRoom.
-func (f *front) passesAt(i int, noRoom *queryBits, epoch uint32) bool {
-	r := &f.run
-	return r.version == f.version && r.epoch == epoch && i+f.off >= r.from && r.asks.within(noRoom)
+// join makes r the run of both r and o, runs of one version that meet.
+func (r *passRun) join(o *passRun) {
+	for i := range r.asks {
+		r.asks[i] |= o.asks[i]
+	}
+	r.from, r.end = min(r.from, o.from), max(r.end, o.end)
+}
+
+// passesFrom reports whether the jobs of f's class from place i to the
+// end of its kept run all pass, in a round whose queries that found no
+// room are noRoom (nil: none is told), and where that run ends, as a
+// place in the class's jobs.
+func (f *front) passesFrom(i int, noRoom *queryBits, epoch uint32) (end int, ok bool) {
+	r, p := &f.run, i+f.off
+	if noRoom == nil || r.version != f.version || r.epoch != epoch || p < r.from || p >= r.end || !r.asks.within(noRoom) {
+		return 0, false
+	}
+	return r.end - f.off, true
 }
 
 // front is what a round reads of a class to rank its first job (see
@@ -83,9 +100,9 @@ type front struct {
 	key    Key
 	// n and off are the class's len(jobs) and off.
 	n, off int
-	// version counts the changes to the class that a sweep reads (jobs
-	// put in, or moved, and what they waited for); run holds while the
-	// version is the one it was kept at.
+	// version counts the changes to the class that its run reads (jobs
+	// put in among others, and what those in the run waited for); run
+	// holds while the version is the one it was kept at.
 	version uint64
 	run     passRun
 }
@@ -97,8 +114,8 @@ func (c *Core) setFront(cl *waitClass) {
 	f.n, f.off = len(cl.jobs), cl.off
 }
 
-// changed records a change to cl that a sweep reads: a run it kept no
-// longer holds.
+// changed records a change to cl that its run reads: the run no longer
+// holds.
 func (c *Core) changed(cl *waitClass) { c.fronts[cl.front].version++ }
 
 // dropClass forgets cl, which holds no job.
@@ -201,7 +218,9 @@ func (c *Core) enterClass(j *job) {
 			}
 		}
 		c.setFront(cl)
-		c.changed(cl)
+		if i < len(cl.jobs)-1 {
+			c.changed(cl) // those after it moved
+		}
 		j.class = cl
 	}
 }
@@ -229,7 +248,7 @@ func (c *Core) readyClasses() {
 		if cl.gone == 0 {
 			continue // those that left came back
 		}
-		cl.compact()
+		cl.compact(&c.fronts[cl.front].run)
 		if len(cl.jobs) == 0 {
 			c.dropClass(cl)
 		} else {
@@ -243,10 +262,9 @@ func (c *Core) readyClasses() {
 // compact drops from cl the jobs that left it (gone). Most often they are
 // the first: a round starts a class's jobs in their order. A run of them
 // at the front is dropped by moving the class's start alone, so a round
-// costs a class the jobs it took, not all it holds. A run kept (passRun)
-// still holds: those that stay only move to lower places, so none comes
-// into it.
-func (cl *waitClass) compact() {
+// costs a class the jobs it took, not all it holds. The class's run r is
+// moved with the jobs it holds.
+func (cl *waitClass) compact(r *passRun) {
 	front := 0
 	for front < len(cl.jobs) && !cl.jobs[front].waits() {
 		cl.jobs[front].class = nil
@@ -258,8 +276,19 @@ func (cl *waitClass) compact() {
 	if cl.gone -= front; cl.gone == 0 {
 		return
 	}
-	kept := 0
+	// A bound of the run at the place of a job, or just past the last,
+	// moves to where the first job kept from there on goes.
+	kept, from, end := 0, r.from, r.end
+	moveBounds := func(p int) {
+		if p == from {
+			r.from = kept + cl.off
+		}
+		if p == end {
+			r.end = kept + cl.off
+		}
+	}
 	for i, j := range cl.jobs {
+		moveBounds(i + cl.off)
 		if j.waits() {
 			cl.jobs[kept], cl.skips[kept] = j, cl.skips[i]
 			cl.setPlace(j, kept)
@@ -268,6 +297,7 @@ func (cl *waitClass) compact() {
 			j.class = nil
 		}
 	}
+	moveBounds(len(cl.jobs) + cl.off)
 	clear(cl.jobs[kept:])
 	clear(cl.skips[kept:])
 	cl.jobs, cl.skips = cl.jobs[:kept], cl.skips[:kept]
@@ -350,37 +380,61 @@ func (q queue) peekStanding() standing { return q[0].standing }
 // class's next job up. It returns the job (nil when it passes: it is not
 // read), whether pass reports it passes too, and how many after it it
 // passed over. With noRoom, the queries that found no room in the round,
-// pass is Schedule's passes: a run of the class's jobs that passed to its
-// end in an earlier round is passed in one step when it passes again (see
-// passRun).
+// pass is Schedule's passes: a run of the class's jobs that passed in an
+// earlier round is passed in one step when it passes again (see passRun),
+// and a class that passes to the end of such a run is not read.
 func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) bool, noRoom *queryBits, most int) (j *job, passes bool, skipped int) {
 	h := &(*q)[0]
 	f, at := &c.fronts[h.front], int(h.at)
-	cl := f.cl     // read only past the run passed whole
-	next := at + 1 // the class's next job to consider
-	if left := f.n - next; noRoom != nil && left <= most && f.passesAt(at, noRoom, c.queryEpoch) {
-		passes, skipped, next = true, left, f.n
-	} else if pass != nil {
-		// The run kept starts at the job itself when it passes, else at
-		// the next; it is kept if all it holds waited for room and it
-		// reaches the class's end.
-		run := passRun{from: at + f.off, version: f.version, epoch: c.queryEpoch}
-		room := noRoom != nil
-		if passes = pass(cl, at); !passes {
-			run.from++
-		} else if room {
-			room = run.add(&cl.skips[at])
-		}
-		for ; skipped < most && next < f.n && pass(cl, next); next++ {
-			skipped++
-			room = room && run.add(&cl.skips[next])
-		}
-		if room && next == f.n {
-			f.run = run
+	cl, epoch := f.cl, c.queryEpoch
+	// run is the run of jobs that waited for room this sweep passes, and
+	// best the longest so far; each is empty (from == end) at first.
+	run := passRun{from: at + f.off, end: at + f.off, version: f.version, epoch: epoch}
+	best := run
+	keep := func() {
+		if run.end-run.from > best.end-best.from {
+			best = run
 		}
 	}
-	if next < f.n {
-		h.standing, h.at = c.standingAt(cl, next, nowMs), int32(next)
+	i := at // the place of the job to consider
+	for i < f.n && (i == at || skipped < most) {
+		head := b2i(i == at)
+		if end, ok := f.passesFrom(i, noRoom, epoch); ok && skipped+end-i-head <= most {
+			passes = passes || i == at
+			skipped += end - i - head
+			run.join(&f.run)
+			i = end
+			continue
+		}
+		if pass == nil || !pass(cl, i) {
+			if i > at {
+				break
+			}
+			run.from, run.end = i+f.off+1, i+f.off+1 // the job is weighed
+			i++
+			continue
+		}
+		passes = passes || i == at
+		skipped += 1 - head
+		if noRoom != nil && !run.add(i+f.off, &cl.skips[i]) {
+			keep()
+			run.from, run.end = i+f.off+1, i+f.off+1
+		}
+		i++
+	}
+	keep()
+	// The run kept is the two as one where they meet, else the one that
+	// passes more from the class's head on.
+	switch r := &f.run; {
+	case r.version != f.version || r.epoch != epoch:
+		*r = best
+	case best.from < best.end && best.from <= r.end && r.from <= best.end:
+		r.join(&best)
+	case best.end-best.from > r.end-max(r.from, at+f.off):
+		*r = best
+	}
+	if i < f.n {
+		h.standing, h.at = c.standingAt(cl, i, nowMs), int32(i)
 	} else {
 		last := len(*q) - 1
 		(*q)[0] = (*q)[last]
@@ -391,6 +445,14 @@ func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) boo
 	}
 	q.sink(0)
 	return j, passes, skipped
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Len is how many classes have jobs left to consider.

@@ -121,9 +121,10 @@ func TestTurnPassesBehindAReservation(t *testing.T) {
 	}
 }
 
-// A class whose jobs all passed to its end for want of room passes whole
-// in the next round that finds no room for what they ask; a job that joins
-// it since is weighed, not passed with them.
+// A class whose jobs all passed for want of room keeps them as a run,
+// which passes whole in the next round that finds no room for what they
+// ask; a job that joins the class behind them since is weighed, not passed
+// with them.
 func TestPassRunTakesNewJobs(t *testing.T) {
 	h, _ := behindReservation(t, 10)
 	// Each round, the job of priority 6 finds no room for 3 CPUs before
@@ -142,7 +143,7 @@ func TestPassRunTakesNewJobs(t *testing.T) {
 		h.submit(&jobspb.JobSpec{Cpus: 3, Priority: 1, TimeLimitMs: minutes(5)})
 	}
 	cl := h.c.jobs[Key{wide[0], -1}].class
-	if f := h.c.fronts[cl.front]; f.run.version != f.version || f.run.from != cl.jobs[0].at {
+	if f := h.c.fronts[cl.front]; f.run.version != f.version || f.run.from != cl.jobs[0].at || f.run.end != cl.jobs[len(cl.jobs)-1].at+1 {
 		t.Fatalf("the class's run %+v (version %d), want all its jobs passed", f.run, f.version)
 	}
 	small := h.submit(&jobspb.JobSpec{Cpus: 1, Priority: 5, TimeLimitMs: minutes(5)})
