@@ -505,9 +505,13 @@ type Core struct {
 	forget []int64       // job ids to delete from the store
 
 	dirty map[Key]*job
-	// seen holds the jobs changed since the last Publish, state or
-	// pending reason, and the ones forgotten; view is what readers see.
+	// seen holds the jobs changed since the last Publish, and the ones
+	// forgotten; reasoned those whose pending reason changed, which, when
+	// nothing else of them did, is all Publish copies of them. (In a
+	// backlog, most of the jobs a round changes are those whose reason
+	// flips.) view is what readers see.
 	seen     map[Key]bool
+	reasoned []*job
 	view     *View
 	newSpecs map[int64]*jobspb.JobSpec
 	logs     []store.LogChunk
@@ -751,7 +755,7 @@ func (c *Core) touch(j *job) {
 func (c *Core) setReason(j *job, reason string) {
 	if j.rec.PendingReason != reason {
 		j.rec.PendingReason = reason
-		c.seen[j.key] = true
+		c.reasoned = append(c.reasoned, j)
 	}
 	c.setWaited(j, reason)
 }

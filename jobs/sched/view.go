@@ -82,6 +82,19 @@ func (c *Core) Publish(wait bool) bool {
 	// grown holds the arrays a task was added to, whose tasks are sorted
 	// again; a task patched in place keeps its place.
 	grown := map[int64]bool{}
+	for _, j := range c.reasoned {
+		switch {
+		case c.seen[j.key]: // copied whole below
+		case j.copy == nil || done(j):
+			// Never published, or done with for want of a dependency (see
+			// EndedSince): copied whole below.
+			c.seen[j.key] = true
+		default:
+			j.copy.rec.PendingReason = j.rec.PendingReason
+		}
+	}
+	clear(c.reasoned)
+	c.reasoned = c.reasoned[:0]
 	var ran []ranOn // the changed jobs' nodes: each a worker to patch
 	for k := range c.seen {
 		// A live job's copy in the replica is its own (nil until first
