@@ -46,8 +46,7 @@ type waitClass struct {
 // found no room in a round, those of them left pass in one step: a sweep
 // of a long backlog costs a round the classes, not every waiting job.
 // Jobs put in after the run, and changes to jobs outside it, leave it
-// be; a sweep that passes it and the jobs on either side keeps the
-// longer run.
+// be; a sweep that passes jobs next to it joins them to it.
 type passRun struct {
 	from, end int
 	asks      queryBits

@@ -810,8 +810,12 @@ func (c *Core) assign(j *job, n *jobspb.Node) {
 	nodes := len(j.rec.Nodes)
 	gang := nodes > 1
 	// Sized for what follows, and set one by one: the job's own, rbs's
-	// and Slurm's names, and a gang's. Each start builds one.
-	room := len(s.Env) + 12
+	// and Slurm's names (11), an array task's (3) and a gang's (10). Each
+	// start builds one.
+	room := len(s.Env) + 11
+	if j.key.Index >= 0 {
+		room += 3
+	}
 	if gang {
 		room += 10
 	}
