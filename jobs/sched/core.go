@@ -204,7 +204,7 @@ func (c *Core) setWaited(j *job, reason string) {
 		if sk := &cl.skips[j.place()]; sk.waited != v {
 			sk.waited = v
 			if r := &c.fronts[cl.front].run; r.from <= j.at && j.at < r.end {
-				c.changed(cl)
+				c.dropRun(cl)
 			}
 		}
 	}

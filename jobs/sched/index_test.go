@@ -114,7 +114,7 @@ func checkIndexes(c *Core) error {
 	}
 	for _, cl := range c.classes {
 		f := c.fronts[cl.front]
-		want := front{cl: cl, class: cl.key, submit: cl.jobs[0].submit, key: cl.jobs[0].key, n: len(cl.jobs), off: cl.off, version: f.version, run: f.run}
+		want := front{cl: cl, class: cl.key, submit: cl.jobs[0].submit, key: cl.jobs[0].key, n: len(cl.jobs), off: cl.off, run: f.run}
 		if f != want {
 			return fmt.Errorf("class %v's front %+v, want %+v", cl.key, f, want)
 		}
@@ -137,7 +137,7 @@ func checkIndexes(c *Core) error {
 		if left != cl.gone {
 			return fmt.Errorf("class %v counts %d jobs gone, %d of its jobs left it", cl.key, cl.gone, left)
 		}
-		if r := f.run; r.version == f.version && r.epoch == c.queryEpoch {
+		if r := f.run; r.epoch == c.queryEpoch {
 			if r.end > len(cl.jobs)+cl.off {
 				return fmt.Errorf("class %v's run [%d, %d) ends past its last job (%d)", cl.key, r.from, r.end, len(cl.jobs)+cl.off)
 			}

@@ -41,7 +41,7 @@ type waitClass struct {
 
 // passRun is a run of a class's jobs that a sweep passed over, all of
 // them jobs that waited for room: those at places (job.at) from to end,
-// end excluded, while the class's version stays. Once the queries they
+// end excluded, until a change to those jobs drops it. Once the queries they
 // ask (asks, by their bits as of the Core's queryEpoch epoch) have all
 // found no room in a round, those of them left pass in one step: a sweep
 // of a long backlog costs a round the classes, not every waiting job.
@@ -50,7 +50,6 @@ type waitClass struct {
 type passRun struct {
 	from, end int
 	asks      queryBits
-	version   uint64
 	epoch     uint32
 }
 
@@ -66,7 +65,7 @@ func (r *passRun) add(p int, sk *skip) bool {
 	return true
 }
 
-// join makes r the run of both r and o, runs of one version that meet.
+// join makes r the run of both r and o, runs that meet.
 func (r *passRun) join(o *passRun) {
 	for i := range r.asks {
 		r.asks[i] |= o.asks[i]
@@ -80,7 +79,7 @@ func (r *passRun) join(o *passRun) {
 // place in the class's jobs.
 func (f *front) passesFrom(i int, noRoom *queryBits, epoch uint32) (end int, ok bool) {
 	r, p := &f.run, i+f.off
-	if noRoom == nil || r.version != f.version || r.epoch != epoch || p < r.from || p >= r.end || !r.asks.within(noRoom) {
+	if noRoom == nil || r.epoch != epoch || p < r.from || p >= r.end || !r.asks.within(noRoom) {
 		return 0, false
 	}
 	return r.end - f.off, true
@@ -99,11 +98,8 @@ type front struct {
 	key    Key
 	// n and off are the class's len(jobs) and off.
 	n, off int
-	// version counts the changes to the class that its run reads (jobs
-	// put in among others, and what those in the run waited for); run
-	// holds while the version is the one it was kept at.
-	version uint64
-	run     passRun
+	// run is the class's kept run, empty (from == end) when it has none.
+	run passRun
 }
 
 // setFront records in c.fronts cl's first job and its size.
@@ -113,9 +109,9 @@ func (c *Core) setFront(cl *waitClass) {
 	f.n, f.off = len(cl.jobs), cl.off
 }
 
-// changed records a change to cl that its run reads: the run no longer
-// holds.
-func (c *Core) changed(cl *waitClass) { c.fronts[cl.front].version++ }
+// dropRun forgets cl's kept run, after a change to what it holds: a job
+// put in among its jobs, or one of them no longer waiting for room.
+func (c *Core) dropRun(cl *waitClass) { c.fronts[cl.front].run = passRun{} }
 
 // dropClass forgets cl, which holds no job.
 func (c *Core) dropClass(cl *waitClass) {
@@ -202,7 +198,7 @@ func (c *Core) enterClass(j *job) {
 		if cl == nil {
 			cl = &waitClass{key: k, front: len(c.fronts)}
 			c.classes[k] = cl
-			c.fronts = append(c.fronts, front{version: 1})
+			c.fronts = append(c.fronts, front{})
 		}
 		sk := skip{waited: j.waited, limitMs: j.rec.TimeLimitMs, submit: j.submit, key: j.key}
 		i := len(cl.jobs)
@@ -218,7 +214,7 @@ func (c *Core) enterClass(j *job) {
 		}
 		c.setFront(cl)
 		if i < len(cl.jobs)-1 {
-			c.changed(cl) // those after it moved
+			c.dropRun(cl) // those after it moved
 		}
 		j.class = cl
 	}
@@ -388,7 +384,7 @@ func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) boo
 	cl, epoch := f.cl, c.queryEpoch
 	// run is the run of jobs that waited for room this sweep passes, and
 	// best the longest so far; each is empty (from == end) at first.
-	run := passRun{from: at + f.off, end: at + f.off, version: f.version, epoch: epoch}
+	run := passRun{from: at + f.off, end: at + f.off, epoch: epoch}
 	best := run
 	keep := func() {
 		if run.end-run.from > best.end-best.from {
@@ -425,7 +421,7 @@ func (q *queue) popSkipping(c *Core, nowMs int64, pass func(*waitClass, int) boo
 	// The run kept is the two as one where they meet, else the one that
 	// passes more from the class's head on.
 	switch r := &f.run; {
-	case r.version != f.version || r.epoch != epoch:
+	case r.from == r.end || r.epoch != epoch:
 		*r = best
 	case best.from < best.end && best.from <= r.end && r.from <= best.end:
 		r.join(&best)

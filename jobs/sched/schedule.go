@@ -801,6 +801,10 @@ func (c *Core) start(j *job, ws []*worker, now time.Time) {
 	}
 }
 
+// envNames is how many names assign sets at most, besides a sweep's: for
+// a task of an array that runs as a gang.
+const envNames = 24
+
 // assign sends node n of j's attempt to its worker, with the job's
 // environment: its own, rbs's, the same in Slurm's names (so that scripts
 // written for Slurm run unchanged), and for a gang the node's rank and
@@ -809,17 +813,9 @@ func (c *Core) assign(j *job, n *jobspb.Node) {
 	s := j.spec
 	nodes := len(j.rec.Nodes)
 	gang := nodes > 1
-	// Sized for what follows, and set one by one: the job's own, rbs's
-	// and Slurm's names (11), an array task's (3) and a gang's (10). Each
-	// start builds one.
-	room := len(s.Env) + 11
-	if j.key.Index >= 0 {
-		room += 3
-	}
-	if gang {
-		room += 10
-	}
-	env := make(map[string]string, room)
+	// Sized for the job's own and the most names rbs sets, one by one
+	// below: each start builds one.
+	env := make(map[string]string, len(s.Env)+envNames)
 	for k, v := range s.Env {
 		env[k] = v
 	}
