@@ -418,9 +418,12 @@ type Core struct {
 	// round allocated); shrunk the classes that jobs left since the last
 	// round; entering the jobs that became pending during a round, for
 	// the next to take in.
-	classes  map[classKey]*waitClass
-	fronts   []front
-	merge    queue
+	classes map[classKey]*waitClass
+	fronts  []front
+	merge   queue
+	// skipped marks, by place in fronts, the classes whose first jobs a
+	// resumed round left out (see queueFrom and rewind).
+	skipped  []bool
 	shrunk   []*waitClass
 	entering []*job
 	inRound  bool

@@ -341,18 +341,47 @@ func (c *Core) queueAt(nowMs int64) queue {
 
 // queueFrom returns the merge of the classes as of nowMs, from the job
 // that from ranks (or the first after it) on: each class's jobs ahead of
-// it are left out. It replaces the round's merge (c.merge).
+// it are left out, and the classes that still have jobs after it are
+// marked in c.skipped (see rewind). It replaces the round's merge
+// (c.merge).
 func (c *Core) queueFrom(nowMs int64, from standing) queue {
 	q := c.mergeRoom()
+	c.skipped = slices.Grow(c.skipped[:0], len(c.fronts))[:len(c.fronts)]
 	for fi, f := range c.fronts {
 		cl := f.cl
 		i := sort.Search(len(cl.jobs), func(i int) bool { return !ahead(c.standingAt(cl, i, nowMs), from) })
+		c.skipped[fi] = i > 0 && i < len(cl.jobs)
 		if i < len(cl.jobs) {
 			q = append(q, classHead{c.standingAt(cl, i, nowMs), int32(fi), int32(i)})
 		}
 	}
 	q.init()
 	return q
+}
+
+// rewind, in a resumed round, is asked before j starts: when queueFrom
+// left out jobs of j's class ahead of j, it puts the class back in the
+// merge from its first job and reports true, and j is not to start yet.
+// Jobs of one class rank by submission and ask alike, so a job left out
+// would fit where j fits: it is weighed first, as a round from the top
+// would have, rather than wait for the sweep to come round to it while
+// the jobs submitted after it start. A class is put back once a round;
+// its jobs left out that still pass cost the sweep little (see
+// popSkipping).
+func (q *queue) rewind(c *Core, j *job, nowMs int64) bool {
+	fi := int32(j.class.front)
+	if !c.skipped[fi] {
+		return false
+	}
+	c.skipped[fi] = false
+	h := classHead{c.standingAt(j.class, 0, nowMs), fi, 0}
+	i := slices.IndexFunc(*q, func(o classHead) bool { return o.front == fi })
+	if i < 0 {
+		i = len(*q)
+		*q = append(*q, h)
+	}
+	q.up(h, i, 0)
+	return true
 }
 
 // mergeRoom returns c.merge emptied, with room for every class.
@@ -464,6 +493,20 @@ func (q queue) init() {
 	}
 }
 
+// up puts h, bound for place i, at its place among those above it, up
+// to place top.
+func (q queue) up(h classHead, i, top int) {
+	for i > top {
+		p := (i - 1) / 2
+		if !ahead(h.standing, q[p].standing) {
+			break
+		}
+		q[i] = q[p]
+		i = p
+	}
+	q[i] = h
+}
+
 // sink moves the head at place top down to its place among those below
 // it, as a bottom-up heapsort does: the heads ahead are moved up along the
 // path of the first child of each down to the bottom, and the head goes
@@ -487,15 +530,7 @@ func (q queue) sink(top int) {
 		q[i] = q[m]
 		i = m
 	}
-	for i > top {
-		p := (i - 1) / 2
-		if !ahead(h.standing, q[p].standing) {
-			break
-		}
-		q[i] = q[p]
-		i = p
-	}
-	q[i] = h
+	q.up(h, i, top)
 }
 
 // A job that waits on its dependencies or on its array's cap is parked:

@@ -97,6 +97,41 @@ func TestSweepGoesOn(t *testing.T) {
 	}
 }
 
+// A round that goes on from where the last stopped weighs the jobs of a
+// class it left out before it starts a later job of that class: room that
+// frees goes to the first submitted of jobs alike, not to the one the
+// sweep reaches first.
+func TestResumedRoundKeepsClassOrder(t *testing.T) {
+	h := newHarness(t)
+	h.c.cfg.Lookback = 3
+	h.worker("w", 4, 4)
+	h.submit(&jobspb.JobSpec{Cpus: 2, TimeLimitMs: minutes(10)})
+	one := h.submit(&jobspb.JobSpec{Cpus: 1, TimeLimitMs: minutes(10)})
+	if got := h.step(); len(got) != 2 {
+		t.Fatalf("started %v, want both jobs", got)
+	}
+	// The merge: the reservation's head, first (aged two minutes past the
+	// wide jobs), the wide jobs, which never fit and use up the first
+	// round's sweep, and last (of the first's class) second.
+	h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
+	first := h.submit(&jobspb.JobSpec{Cpus: 2, Priority: 5, TimeLimitMs: minutes(5)})
+	h.advance(2 * time.Minute)
+	for range sweepPerLookback*h.c.cfg.Lookback + 2 {
+		h.submit(&jobspb.JobSpec{Cpus: 3, Priority: 6, TimeLimitMs: minutes(5)})
+	}
+	second := h.submit(&jobspb.JobSpec{Cpus: 2, Priority: 5, TimeLimitMs: minutes(5)})
+	if got := h.step(); len(got) != 0 {
+		t.Fatalf("started %v, want none: one CPU is free", got)
+	}
+	if h.c.resume == nil {
+		t.Fatal("the round did not stop inside the wide jobs")
+	}
+	h.finish(one, -1, Completed)
+	if got := h.step(); len(got) != 1 || got[0] != fmt.Sprint(first, "@w") {
+		t.Fatalf("the resumed round started %v, want job %d, submitted before job %d", got, first, second)
+	}
+}
+
 // Jobs that waited their turn behind a reservation they would outlast, and
 // that ask what the reservation left no room for, are passed over as jobs
 // that wait for room are: they keep Priority, do not use up the Lookback,

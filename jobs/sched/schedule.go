@@ -357,6 +357,9 @@ func (c *Core) Schedule() {
 			if !byQuery || q.barred != round {
 				ws = fit(j, res)
 			}
+			if ws != nil && resumed && queue.rewind(c, j, nowMs) {
+				continue // the jobs of its class left out are weighed first
+			}
 			if ws != nil {
 				c.start(j, ws, now)
 				res.take(j, ws, now)
