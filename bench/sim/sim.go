@@ -238,14 +238,19 @@ type jobMeta struct {
 	queue    string
 	asks     asks
 	limitMs  int64
+	// requeued says it was preempted: its later starts wait from the
+	// requeue.
+	requeued bool
 }
 
 type wait struct {
 	kind  kind
-	group string // queue and priority
+	group string // queue, priority and user
 	d     time.Duration
 	at    time.Duration // since the start, when it started
 	size  size
+	// restart says the start follows a preemption.
+	restart bool
 }
 
 // size is what a job asks of the fleet that decides how soon room frees
@@ -626,8 +631,8 @@ func (s *sim) assign(worker string, a *workerpb.AssignJob) error {
 	s.res.Placements++
 	s.pendingIn[m.account]--
 	s.startAlike(id)
-	s.waits = append(s.waits, wait{kind: m.kind, group: fmt.Sprintf("%s/%d/a%d", m.queue, m.priority, m.account), d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start),
-		size: size{a.Cpus, int32(len(a.GpuIndices)), int32(m.nodes)}})
+	s.waits = append(s.waits, wait{kind: m.kind, group: fmt.Sprintf("%s/%d/%s", m.queue, m.priority, m.asks.user), d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start),
+		size: size{a.Cpus, int32(len(a.GpuIndices)), int32(m.nodes)}, restart: m.requeued})
 	return nil
 }
 
@@ -654,7 +659,10 @@ func (s *sim) requeued(n *node) {
 		return // a gang's other ranks: rank 0 counts the job
 	}
 	s.submitted[n.id] = s.now
-	s.pendingIn[s.meta[n.id].account]++
+	m := s.meta[n.id]
+	m.requeued = true
+	s.meta[n.id] = m
+	s.pendingIn[m.account]++
 	s.waitAlike(n.id)
 }
 
@@ -734,24 +742,28 @@ func (s *sim) finish() {
 }
 
 // fairness counts the starts that waited more than 3x their ideal wait: the
-// median wait of the starts of the same kind, queue, priority and account
-// (whose fair share orders it), and of the same size if bySize, that
-// started in the same ten minutes, plus a minute; and returns the worst
-// ratio of a wait to its ideal. A job's wait is from its submission, from
-// when the job it depends on completed, or from when it was requeued after
-// preemption: from when it could start. Jobs of one group but of
-// different sizes wait differently by nature when the fleet is full: a
-// hole that frees fits a small job sooner than a large one, and backfill
-// starts the small job there.
+// median wait of the starts of the same kind, queue, priority and user
+// (whose own fair-share factor orders their jobs among their account's),
+// and of the same size if bySize, that started in the same ten minutes,
+// first starts and restarts after preemption apart, plus a minute; and
+// returns the worst ratio of a wait to its ideal. A job's wait is from its
+// submission, from when the job it depends on completed, or from when it
+// was requeued after preemption: from when it could start. A requeued job
+// keeps its place by first submission, so it starts again ahead of the
+// jobs submitted after it: its wait from the requeue is no measure of a
+// first start's. Jobs of one group but of different sizes wait differently
+// by nature when the fleet is full: a hole that frees fits a small job
+// sooner than a large one, and backfill starts the small job there.
 func fairness(waits []wait, bySize bool) (starved int, worst float64) {
 	type bucket struct {
-		kind  kind
-		group string
-		size  size
-		at    int64
+		kind    kind
+		group   string
+		size    size
+		at      int64
+		restart bool
 	}
 	bucketOf := func(w wait) bucket {
-		b := bucket{kind: w.kind, group: w.group, at: int64(w.at / (10 * time.Minute))}
+		b := bucket{kind: w.kind, group: w.group, at: int64(w.at / (10 * time.Minute)), restart: w.restart}
 		if bySize {
 			b.size = w.size
 		}
