@@ -362,12 +362,12 @@ func (c *Core) queueFrom(nowMs int64, from standing) queue {
 // rewind, in a resumed round, is asked before j starts: when queueFrom
 // left out jobs of j's class ahead of j, it puts the class back in the
 // merge from its first job and reports true, and j is not to start yet.
-// Jobs of one class rank by submission and ask alike, so a job left out
-// would fit where j fits: it is weighed first, as a round from the top
-// would have, rather than wait for the sweep to come round to it while
-// the jobs submitted after it start. A class is put back once a round;
-// its jobs left out that still pass cost the sweep little (see
-// popSkipping).
+// A class's jobs rank by submission alone, so those left out rank ahead
+// of j: they are weighed first, as a round from the top would have weighed
+// them, and one that asks what j asks takes the room, rather than wait for
+// the sweep to come round to it while the jobs submitted after it start.
+// A class is put back once a round; its jobs left out that still pass cost
+// the sweep little (see popSkipping).
 func (q *queue) rewind(c *Core, j *job, nowMs int64) bool {
 	fi := int32(j.class.front)
 	if !c.skipped[fi] {
@@ -375,12 +375,12 @@ func (q *queue) rewind(c *Core, j *job, nowMs int64) bool {
 	}
 	c.skipped[fi] = false
 	h := classHead{c.standingAt(j.class, 0, nowMs), fi, 0}
-	i := slices.IndexFunc(*q, func(o classHead) bool { return o.front == fi })
-	if i < 0 {
-		i = len(*q)
+	if i := slices.IndexFunc(*q, func(o classHead) bool { return o.front == fi }); i >= 0 {
+		(*q)[i] = h
+	} else {
 		*q = append(*q, h)
 	}
-	q.up(h, i, 0)
+	q.init() // as rare as a start in a resumed round: no dearer than the search
 	return true
 }
 
@@ -493,20 +493,6 @@ func (q queue) init() {
 	}
 }
 
-// up puts h, bound for place i, at its place among those above it, up
-// to place top.
-func (q queue) up(h classHead, i, top int) {
-	for i > top {
-		p := (i - 1) / 2
-		if !ahead(h.standing, q[p].standing) {
-			break
-		}
-		q[i] = q[p]
-		i = p
-	}
-	q[i] = h
-}
-
 // sink moves the head at place top down to its place among those below
 // it, as a bottom-up heapsort does: the heads ahead are moved up along the
 // path of the first child of each down to the bottom, and the head goes
@@ -530,7 +516,15 @@ func (q queue) sink(top int) {
 		q[i] = q[m]
 		i = m
 	}
-	q.up(h, i, top)
+	for i > top {
+		p := (i - 1) / 2
+		if !ahead(h.standing, q[p].standing) {
+			break
+		}
+		q[i] = q[p]
+		i = p
+	}
+	q[i] = h
 }
 
 // A job that waits on its dependencies or on its array's cap is parked:
