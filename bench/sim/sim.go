@@ -245,12 +245,20 @@ type jobMeta struct {
 
 type wait struct {
 	kind  kind
-	group string // queue, priority and user
+	group group
+	user  string
 	d     time.Duration
 	at    time.Duration // since the start, when it started
 	size  size
 	// restart says the start follows a preemption.
 	restart bool
+}
+
+// group is a job's queue, priority and account.
+type group struct {
+	queue    string
+	priority int32
+	account  int
 }
 
 // size is what a job asks of the fleet that decides how soon room frees
@@ -631,7 +639,7 @@ func (s *sim) assign(worker string, a *workerpb.AssignJob) error {
 	s.res.Placements++
 	s.pendingIn[m.account]--
 	s.startAlike(id)
-	s.waits = append(s.waits, wait{kind: m.kind, group: fmt.Sprintf("%s/%d/%s", m.queue, m.priority, m.asks.user), d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start),
+	s.waits = append(s.waits, wait{kind: m.kind, group: group{m.queue, m.priority, m.account}, user: m.asks.user, d: s.now.Sub(s.submitted[id]), at: s.now.Sub(s.start),
 		size: size{a.Cpus, int32(len(a.GpuIndices)), int32(m.nodes)}, restart: m.requeued})
 	return nil
 }
@@ -721,7 +729,7 @@ func (s *sim) finish() {
 		r.P99RoundMs = ms(s.rounds[len(s.rounds)*99/100])
 		r.MaxRoundMs = ms(s.rounds[len(s.rounds)-1])
 	}
-	gangGroups := map[string]bool{}
+	gangGroups := map[group]bool{}
 	for _, w := range s.waits {
 		if w.kind == gang8 || w.kind == gang64 {
 			gangGroups[w.group] = true
@@ -757,13 +765,14 @@ func (s *sim) finish() {
 func fairness(waits []wait, bySize bool) (starved int, worst float64) {
 	type bucket struct {
 		kind    kind
-		group   string
+		group   group
+		user    string
 		size    size
 		at      int64
 		restart bool
 	}
 	bucketOf := func(w wait) bucket {
-		b := bucket{kind: w.kind, group: w.group, at: int64(w.at / (10 * time.Minute)), restart: w.restart}
+		b := bucket{kind: w.kind, group: w.group, user: w.user, at: int64(w.at / (10 * time.Minute)), restart: w.restart}
 		if bySize {
 			b.size = w.size
 		}
