@@ -110,9 +110,10 @@ func TestResumedRoundKeepsClassOrder(t *testing.T) {
 	if got := h.step(); len(got) != 2 {
 		t.Fatalf("started %v, want both jobs", got)
 	}
-	// The merge: the reservation's head, first (aged two minutes past the
-	// wide jobs), the wide jobs, which never fit and use up the first
-	// round's sweep, and last (of the first's class) second.
+	// The merge, in order: the job that reserves the worker; first, which
+	// ranks ahead of the wide jobs by two minutes of age; the wide jobs,
+	// which never fit and use up the first round's sweep; and second, of
+	// first's class, last.
 	h.submit(&jobspb.JobSpec{Cpus: 4, Priority: 10, TimeLimitMs: minutes(60)})
 	first := h.submit(&jobspb.JobSpec{Cpus: 2, Priority: 5, TimeLimitMs: minutes(5)})
 	h.advance(2 * time.Minute)
